@@ -1,0 +1,21 @@
+# Two entry points, each self-contained on a fresh machine: `make demo` and `make test`.
+# The venv sees system site-packages so a machine's own torch (e.g. a CUDA build) is used as is;
+# where no torch is importable, the CPU wheel torch==2.13.0 is installed, never an unpinned CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test lint
+
+$(VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "torch==2.13.0"
+	$(PY) -m pip install -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.ready
+	$(PY) -m featgraph demo
+
+test: $(VENV)/.ready
+	$(PY) -m ruff check featgraph tests benchmarks scripts
+	$(PY) -m pytest -q

@@ -1,0 +1,17 @@
+"""featgraph: a sparse-kernel backend for GNN systems.
+
+Generalized SpMM (vertex-wise aggregation) and SDDMM (edge-wise computation) with user-defined
+functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_index``.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import datasets
+from .graph import Graph
+
+try:
+    __version__ = version("featgraph")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+source"
+
+__all__ = ["Graph", "__version__", "datasets"]

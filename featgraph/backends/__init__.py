@@ -1,0 +1,1 @@
+"""Code-generating backends (cpu: C++/OpenMP; gpu: Triton) and the toolchain facts they need."""

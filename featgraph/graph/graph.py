@@ -1,0 +1,229 @@
+"""``Graph``: the one graph object every featgraph kernel takes.
+
+It holds the edges in the user's order (COO) and builds every other view on first use, once: CSR (in-edges
+grouped by destination), CSC (out-edges grouped by source), degrees, a degree-sorted vertex order, the
+Hilbert order of edges, 1D source partitions and the tensor-core translation. Input is validated once, here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import interop
+from .formats import Compressed, compress, index_dtype_for
+from .hilbert import hilbert_edge_order
+from .partition import SourcePartitions, partition_sources
+from .tc_translation import TCTranslation, translate
+
+EDGE_ORDERS = ("user", "csr", "csc", "hilbert")
+
+
+def _index_vector(values: Any, what: str) -> torch.Tensor:
+    tensor = torch.as_tensor(values)
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"{what} must hold integer node ids, got dtype {tensor.dtype}")
+    # always a fresh contiguous copy: the caller's tensor is never aliased, so nothing reaches it later
+    return tensor.to(dtype=torch.int64, memory_format=torch.contiguous_format, copy=True)
+
+
+class Graph:
+    """A directed multigraph on ``num_nodes`` vertices; edge ``e`` goes ``src[e] -> dst[e]``.
+
+    Messages flow along edges, so aggregation at vertex ``v`` reduces over its in-edges (PyG's
+    convention: ``edge_index[0]`` is the source, ``edge_index[1]`` the destination). Self loops,
+    duplicate edges and isolated vertices are kept as given.
+    """
+
+    def __init__(
+        self,
+        src: Any,
+        dst: Any,
+        num_nodes: int | None = None,
+        edge_weight: Any | None = None,
+    ) -> None:
+        src_t = _index_vector(src, "src")
+        dst_t = _index_vector(dst, "dst")
+        if src_t.dim() != 1 or dst_t.dim() != 1 or src_t.shape != dst_t.shape:
+            raise ValueError(
+                f"src and dst must be 1-D of equal length, got shapes {tuple(src_t.shape)} and {tuple(dst_t.shape)}"
+            )
+        if src_t.device != dst_t.device:
+            raise ValueError(f"src and dst on different devices: {src_t.device} and {dst_t.device}")
+        num_edges = src_t.numel()
+        largest = int(torch.maximum(src_t.max(), dst_t.max())) if num_edges else -1
+        smallest = int(torch.minimum(src_t.min(), dst_t.min())) if num_edges else 0
+        if smallest < 0:
+            raise ValueError(f"negative node id {smallest} in the edges")
+        if num_nodes is None:
+            num_nodes = largest + 1
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 0:
+            raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
+        num_nodes = int(num_nodes)
+        if largest >= num_nodes:
+            raise ValueError(f"node id {largest} out of range for num_nodes={num_nodes}")
+        self._src, self._dst = src_t, dst_t
+        self._num_nodes = num_nodes
+        self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
+        self._cache: dict[tuple, Any] = {}
+
+    def _validated_weight(self, edge_weight: Any) -> torch.Tensor:
+        weight = torch.as_tensor(edge_weight)
+        if not weight.is_floating_point():
+            raise TypeError(f"edge_weight must be a floating tensor, got dtype {weight.dtype}")
+        if weight.shape != (self.num_edges,):
+            raise ValueError(f"edge_weight must have shape ({self.num_edges},), got {tuple(weight.shape)}")
+        if weight.device != self._src.device:
+            raise ValueError(f"edge_weight on {weight.device} but the edges are on {self._src.device}")
+        if not bool(torch.isfinite(weight).all()):
+            raise ValueError("edge_weight holds non-finite values (nan or inf)")
+        return weight.detach().clone()
+
+    # ---- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_edge_index(cls, edge_index: Any, num_nodes: int | None = None, edge_weight: Any | None = None) -> Graph:
+        """From PyG's ``edge_index``: a 2 x E integer tensor, row 0 sources, row 1 destinations."""
+        index = torch.as_tensor(edge_index)
+        if index.dim() != 2 or index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape (2, E), got {tuple(index.shape)}")
+        return cls(index[0], index[1], num_nodes, edge_weight)
+
+    @classmethod
+    def from_scipy(cls, matrix: Any, weighted: bool = True) -> Graph:
+        """From a square scipy sparse matrix (any format); entry (i, j) is the edge j -> i, so row i
+        aggregates its in-neighbours as in ``A @ X``. Stored values become edge weights."""
+        return cls(**interop.from_scipy(matrix, weighted))
+
+    @classmethod
+    def from_networkx(cls, nx_graph: Any, weight: str | None = None) -> Graph:
+        """From a networkx graph whose nodes are 0..n-1; undirected edges become two directed ones."""
+        return cls(**interop.from_networkx(nx_graph, weight))
+
+    @classmethod
+    def from_pyg(cls, data: Any) -> Graph:
+        """From a PyG ``Data`` (its ``edge_index``, ``num_nodes`` and ``edge_weight`` if present)."""
+        return cls(**interop.from_pyg(data))
+
+    @classmethod
+    def from_dgl(cls, dgl_graph: Any) -> Graph:
+        """From a homogeneous DGL graph, keeping DGL's edge ids as the user order."""
+        return cls(**interop.from_dgl(dgl_graph))
+
+    # ---- basic facts --------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self._src.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self._src.device
+
+    @property
+    def edge_weight(self) -> torch.Tensor | None:
+        return self._edge_weight
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        """Index type for kernels: int32 while every id and edge offset fits, else int64."""
+        return index_dtype_for(self._num_nodes, self.num_edges)
+
+    def __repr__(self) -> str:
+        weighted = ", weighted" if self._edge_weight is not None else ""
+        return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device}{weighted})"
+
+    def _cached(self, key: tuple, build: Callable[[], Any]) -> Any:
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    # ---- formats ------------------------------------------------------------------------------
+    def coo(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src, dst) in the user's edge order."""
+        return self._src, self._dst
+
+    def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
+        """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""
+        full = self._cached(("csr",), lambda: compress(self._dst, self._src, self._num_nodes))
+        return full if index_dtype == torch.int64 else self._cached(("csr", index_dtype), lambda: full.to(index_dtype))
+
+    def csc(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
+        """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
+        full = self._cached(("csc",), lambda: compress(self._src, self._dst, self._num_nodes))
+        return full if index_dtype == torch.int64 else self._cached(("csc", index_dtype), lambda: full.to(index_dtype))
+
+    def in_degrees(self) -> torch.Tensor:
+        return self._cached(("in_deg",), lambda: torch.diff(self.csr().indptr))
+
+    def out_degrees(self) -> torch.Tensor:
+        return self._cached(("out_deg",), lambda: torch.diff(self.csc().indptr))
+
+    def reverse(self) -> Graph:
+        """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
+        return self._cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
+
+    # ---- edge orders ----------------------------------------------------------------------------
+    def edge_order(self, order: str) -> torch.Tensor:
+        """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"``."""
+        if order == "user":
+            return self._cached(("user_order",), lambda: torch.arange(self.num_edges, device=self.device))
+        if order == "csr":
+            return self.csr().edge_ids
+        if order == "csc":
+            return self.csc().edge_ids
+        if order == "hilbert":
+            return self._cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, self._num_nodes))
+        raise ValueError(f"unknown edge order {order!r}; expected one of {EDGE_ORDERS}")
+
+    def permute_edge_values(self, values: torch.Tensor, from_order: str, to_order: str) -> torch.Tensor:
+        """Re-lay a per-edge tensor (first dimension E) from one edge order to another."""
+        if values.shape[0] != self.num_edges:
+            raise ValueError(f"per-edge tensor has {values.shape[0]} rows, graph has {self.num_edges} edges")
+        if from_order == to_order:
+            return values
+        user = values
+        if from_order != "user":
+            user = torch.empty_like(values)
+            user[self.edge_order(from_order)] = values
+        return user if to_order == "user" else user[self.edge_order(to_order)]
+
+    # ---- reorderings and partitions -------------------------------------------------------------
+    def degree_order(self, direction: str = "in", descending: bool = True) -> torch.Tensor:
+        """Vertex ids sorted by in- or out-degree (stable, ties keep id order)."""
+        if direction not in ("in", "out"):
+            raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+        degrees = self.in_degrees() if direction == "in" else self.out_degrees()
+        return self._cached(
+            ("degree_order", direction, descending),
+            lambda: torch.sort(degrees, descending=descending, stable=True).indices,
+        )
+
+    def source_partitions(self, num_parts: int) -> SourcePartitions:
+        """Sources cut into ``num_parts`` equal id ranges, each with its own CSR (cached per count)."""
+        return self._cached(
+            ("partitions", num_parts), lambda: partition_sources(self._src, self._dst, self._num_nodes, num_parts)
+        )
+
+    def tc_translation(self, block_width: int = 8) -> TCTranslation:
+        """TC-GNN's 16-row-window translation with condensed column blocks (cached per width)."""
+        return self._cached(("tc", block_width), lambda: translate(self._src, self._dst, self._num_nodes, block_width))
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable hex digest of the structure (num_nodes and edges in user order), for on-disk caches."""
+
+        def digest() -> str:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(np.int64(self._num_nodes).tobytes())
+            h.update(self._src.cpu().numpy().tobytes())
+            h.update(self._dst.cpu().numpy().tobytes())
+            return h.hexdigest()
+
+        return self._cached(("fingerprint",), digest)

@@ -1,0 +1,35 @@
+"""Shared test helpers: random multigraphs with the awkward cases every kernel must handle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from featgraph import Graph
+
+
+def random_edges(num_nodes: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random edges over the first 3/4 of the ids (the rest stay isolated), plus duplicates and self loops."""
+    gen = torch.Generator().manual_seed(seed)
+    active = max(1, (3 * num_nodes) // 4)
+    src = torch.randint(0, active, (num_edges,), generator=gen)
+    dst = torch.randint(0, active, (num_edges,), generator=gen)
+    if num_edges >= 4:
+        src[-2:], dst[-2:] = src[:2], dst[:2]  # duplicate edges
+        dst[2] = src[2]  # a self loop
+    return src, dst
+
+
+def adjacency(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, values: np.ndarray | None = None) -> sp.csr_matrix:
+    """scipy reference: A[dst, src] summed over duplicates, so A @ X aggregates in-neighbours."""
+    data = np.ones(src.numel()) if values is None else values
+    return sp.coo_matrix((data, (dst.numpy(), src.numpy())), shape=(num_nodes, num_nodes)).tocsr()
+
+
+@pytest.fixture(params=[(0, 0), (1, 0), (7, 3), (40, 200), (257, 3000)], ids=lambda p: f"n{p[0]}-e{p[1]}")
+def graph_case(request) -> tuple[Graph, torch.Tensor, torch.Tensor]:
+    num_nodes, num_edges = request.param
+    src, dst = random_edges(num_nodes, num_edges, seed=num_nodes + num_edges)
+    return Graph(src, dst, num_nodes), src, dst

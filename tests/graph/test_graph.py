@@ -1,0 +1,164 @@
+import numpy as np
+import pytest
+import torch
+
+from featgraph import Graph
+from tests.conftest import adjacency, random_edges
+
+
+def row_offsets(matrix) -> np.ndarray:
+    """CSR offsets with duplicate edges counted (scipy merges them into one entry of value 2)."""
+    return np.concatenate([[0], np.cumsum(np.asarray(matrix.sum(1)).ravel())]).astype(np.int64)
+
+
+def test_csr_matches_scipy(graph_case):
+    g, src, dst = graph_case
+    ref = adjacency(src, dst, g.num_nodes)
+    indptr, indices, edge_ids = g.csr()
+    assert np.array_equal(indptr.numpy(), row_offsets(ref))
+    # within each row, sources as a multiset equal scipy's column multiset
+    ours = g.csr()
+    rows = np.repeat(np.arange(g.num_nodes), np.diff(indptr.numpy()))
+    rebuilt = adjacency(indices, torch.from_numpy(rows), g.num_nodes)
+    assert (rebuilt != ref).nnz == 0
+    # edge ids point back to the user's edges
+    assert torch.equal(src[ours.edge_ids], indices)
+    assert torch.equal(dst[ours.edge_ids], torch.from_numpy(rows))
+    assert sorted(edge_ids.tolist()) == list(range(g.num_edges))
+
+
+def test_csc_matches_scipy(graph_case):
+    g, src, dst = graph_case
+    ref = adjacency(src, dst, g.num_nodes)
+    indptr, indices, edge_ids = g.csc()
+    assert np.array_equal(indptr.numpy(), row_offsets(ref.T))
+    assert torch.equal(dst[edge_ids], indices)
+    cols = np.repeat(np.arange(g.num_nodes), np.diff(indptr.numpy()))
+    assert np.array_equal(src[edge_ids].numpy(), cols)
+
+
+def test_degrees_match_scipy(graph_case):
+    g, src, dst = graph_case
+    ref = adjacency(src, dst, g.num_nodes)
+    assert np.array_equal(g.in_degrees().numpy(), np.asarray(ref.sum(1)).ravel())
+    assert np.array_equal(g.out_degrees().numpy(), np.asarray(ref.sum(0)).ravel())
+
+
+def test_int32_views_for_kernels(graph_case):
+    g, _, _ = graph_case
+    assert g.index_dtype == torch.int32
+    small = g.csr(torch.int32)
+    assert all(t.dtype == torch.int32 for t in small)
+    assert all(torch.equal(a.to(torch.int64), b) for a, b in zip(small, g.csr(), strict=True))
+    assert g.csr(torch.int32) is small  # cached
+
+
+def test_edge_value_permutations_round_trip(graph_case):
+    g, src, _ = graph_case
+    values = torch.arange(g.num_edges, dtype=torch.float64).unsqueeze(1).repeat(1, 3)
+    for order in ("csr", "csc", "hilbert"):
+        there = g.permute_edge_values(values, "user", order)
+        assert torch.equal(there[:, 0].long(), g.edge_order(order))
+        assert torch.equal(g.permute_edge_values(there, order, "user"), values)
+    via = g.permute_edge_values(g.permute_edge_values(values, "user", "csr"), "csr", "csc")
+    assert torch.equal(via, g.permute_edge_values(values, "user", "csc"))
+    with pytest.raises(ValueError, match="unknown edge order"):
+        g.edge_order("random")
+
+
+def test_degree_order(graph_case):
+    g, _, _ = graph_case
+    order = g.degree_order("in")
+    degrees = g.in_degrees()[order]
+    assert torch.all(degrees[:-1] >= degrees[1:])
+    assert sorted(order.tolist()) == list(range(g.num_nodes))
+    ascending = g.out_degrees()[g.degree_order("out", descending=False)]
+    assert torch.all(ascending[:-1] <= ascending[1:])
+
+
+def test_reverse_swaps_formats(graph_case):
+    g, _, _ = graph_case
+    r = g.reverse()
+    assert all(torch.equal(a, b) for a, b in zip(r.csr(), g.csc(), strict=True))
+
+
+def test_caller_tensors_never_modified_or_aliased():
+    src, dst = random_edges(30, 100, seed=1)
+    src_before, dst_before = src.clone(), dst.clone()
+    edge_index = torch.stack([src, dst])
+    g = Graph.from_edge_index(edge_index, num_nodes=30)
+    g.csr(), g.csc(), g.tc_translation(), g.source_partitions(3), g.edge_order("hilbert")
+    assert torch.equal(src, src_before) and torch.equal(dst, dst_before)
+    edge_index[0, 0] = 29  # later changes by the caller do not reach the graph
+    assert int(g.coo()[0][0]) == int(src_before[0])
+
+
+def test_non_contiguous_and_int32_input():
+    src, dst = random_edges(20, 50, seed=2)
+    edge_index = torch.stack([src, dst]).t().contiguous().t().to(torch.int32)  # strided view, int32
+    assert not edge_index[0].is_contiguous()
+    g = Graph.from_edge_index(edge_index, num_nodes=20)
+    assert g.coo()[0].dtype == torch.int64 and g.coo()[0].is_contiguous()
+    assert torch.equal(g.coo()[0], src)
+
+
+def test_num_nodes_inferred_and_isolated_tail():
+    g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 2]]))
+    assert g.num_nodes == 3
+    g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 2]]), num_nodes=10)
+    assert g.in_degrees()[3:].sum() == 0 and g.in_degrees().numel() == 10
+
+
+def test_empty_graph():
+    g = Graph.from_edge_index(torch.zeros(2, 0, dtype=torch.int64), num_nodes=5)
+    assert g.num_edges == 0 and g.num_nodes == 5
+    assert torch.equal(g.csr().indptr, torch.zeros(6, dtype=torch.int64))
+    assert g.tc_translation().num_blocks == 0
+
+
+@pytest.mark.parametrize(
+    ("edge_index", "num_nodes", "error", "message"),
+    [
+        (torch.tensor([[0, -1], [1, 2]]), None, ValueError, "negative node id -1"),
+        (torch.tensor([[0, 5], [1, 2]]), 4, ValueError, "node id 5 out of range for num_nodes=4"),
+        (torch.tensor([[0.0, 1.0], [1.0, 0.0]]), None, TypeError, "integer node ids"),
+        (torch.tensor([[True], [False]]), None, TypeError, "integer node ids"),
+        (torch.tensor([0, 1, 2]), None, ValueError, r"shape \(2, E\)"),
+        (torch.zeros(3, 4, dtype=torch.int64), None, ValueError, r"shape \(2, E\)"),
+        (torch.tensor([[0], [1]]), -1, ValueError, "num_nodes must be a non-negative int"),
+        (torch.tensor([[0], [1]]), 2.5, ValueError, "num_nodes must be a non-negative int"),
+    ],
+)
+def test_bad_edge_index(edge_index, num_nodes, error, message):
+    with pytest.raises(error, match=message):
+        Graph.from_edge_index(edge_index, num_nodes=num_nodes)
+
+
+@pytest.mark.parametrize(
+    ("weight", "error", "message"),
+    [
+        (torch.tensor([1.0, float("nan")]), ValueError, "non-finite"),
+        (torch.tensor([1.0, float("inf")]), ValueError, "non-finite"),
+        (torch.tensor([1, 2]), TypeError, "floating"),
+        (torch.tensor([1.0, 2.0, 3.0]), ValueError, r"shape \(2,\)"),
+    ],
+)
+def test_bad_edge_weight(weight, error, message):
+    with pytest.raises(error, match=message):
+        Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), edge_weight=weight)
+
+
+def test_edge_weight_is_copied():
+    weight = torch.tensor([0.5, 2.0])
+    g = Graph.from_edge_index(torch.tensor([[0, 1], [1, 0]]), edge_weight=weight)
+    weight[0] = 9.0
+    assert float(g.edge_weight[0]) == 0.5
+
+
+def test_fingerprint_depends_on_structure_only():
+    src, dst = random_edges(50, 300, seed=3)
+    a = Graph(src, dst, 50)
+    assert a.fingerprint == Graph(src.clone(), dst.clone(), 50).fingerprint
+    assert len(a.fingerprint) == 32
+    assert a.fingerprint != Graph(src, dst, 51).fingerprint
+    assert a.fingerprint != Graph(dst, src, 50).fingerprint

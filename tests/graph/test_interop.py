@@ -1,0 +1,57 @@
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from featgraph import Graph
+from tests.conftest import adjacency, random_edges
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csr", "csc", "lil", "dok", "bsr"])
+def test_from_scipy_any_format_keeps_adjacency_and_weights(fmt):
+    n = 30
+    src, dst = random_edges(n, 150, seed=11)
+    ref = adjacency(src, dst, n, np.random.default_rng(0).random(150).astype(np.float32))
+    g = Graph.from_scipy(ref.asformat(fmt))
+    s, d = g.coo()
+    rebuilt = adjacency(s, d, n, g.edge_weight.numpy())
+    assert abs(rebuilt - ref).max() < 1e-6
+    assert g.num_nodes == n
+
+
+def test_from_scipy_rejects_non_square_and_dense():
+    with pytest.raises(ValueError, match="square"):
+        Graph.from_scipy(sp.random(3, 4, density=0.5, format="csr"))
+    with pytest.raises(TypeError, match="scipy sparse"):
+        Graph.from_scipy(np.eye(3))
+
+
+def test_from_networkx_directed_and_undirected():
+    und = nx.karate_club_graph()
+    g = Graph.from_networkx(und)
+    assert g.num_nodes == 34 and g.num_edges == 2 * und.number_of_edges()
+    dense = adjacency(*g.coo(), 34).toarray()
+    assert np.array_equal(dense, dense.T)
+    assert np.array_equal(dense > 0, nx.to_numpy_array(und) > 0)
+    di = nx.DiGraph([(0, 1), (1, 2)])
+    nx.set_edge_attributes(di, {(0, 1): 0.5, (1, 2): 2.0}, "w")
+    g = Graph.from_networkx(di, weight="w")
+    assert g.coo()[0].tolist() == [0, 1] and g.edge_weight.tolist() == [0.5, 2.0]
+    with pytest.raises(ValueError, match="0..n-1"):
+        Graph.from_networkx(nx.Graph([("a", "b")]))
+
+
+def test_from_pyg_data():
+    torch_geometric = pytest.importorskip("torch_geometric")
+    src, dst = random_edges(20, 60, seed=12)
+    data = torch_geometric.data.Data(edge_index=torch.stack([src, dst]), num_nodes=25)
+    g = Graph.from_pyg(data)
+    assert g.num_nodes == 25 and torch.equal(g.coo()[0], src)
+
+
+def test_from_dgl_graph():
+    dgl = pytest.importorskip("dgl")
+    src, dst = random_edges(20, 60, seed=13)
+    g = Graph.from_dgl(dgl.graph((src, dst), num_nodes=22))
+    assert g.num_nodes == 22 and torch.equal(g.coo()[1], dst)

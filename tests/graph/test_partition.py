@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from featgraph import Graph
+from tests.conftest import adjacency, random_edges
+
+
+@pytest.mark.parametrize("num_parts", [1, 3, 8])
+def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts):
+    n = 50
+    src, dst = random_edges(n, 400, seed=5)
+    g = Graph(src, dst, n)
+    parts = g.source_partitions(num_parts)
+    ref = adjacency(src, dst, n)
+    indptr, indices, edge_ids = parts.csr
+    assert parts.boundaries[0] == 0 and parts.boundaries[-1] == n
+    for k in range(num_parts):
+        lo, hi = parts.segment_of(k)
+        offsets = indptr[k * n : (k + 1) * n + 1]
+        rows = np.repeat(np.arange(n), np.diff(offsets.numpy()))
+        seg_src = indices[offsets[0] : offsets[-1]]
+        assert torch.all((seg_src >= lo) & (seg_src < hi))
+        rebuilt = adjacency(seg_src, torch.from_numpy(rows), n)
+        in_segment = (np.arange(n) >= lo) & (np.arange(n) < hi)
+        expected = ref @ sp.diags(in_segment.astype(float))
+        expected.eliminate_zeros()
+        assert (rebuilt != expected).nnz == 0
+    assert torch.equal(src[edge_ids], indices)
+    assert sorted(edge_ids.tolist()) == list(range(g.num_edges))
+    assert g.source_partitions(num_parts) is parts  # cached
+
+
+def test_partition_count_must_be_positive():
+    with pytest.raises(ValueError, match="num_parts must be >= 1"):
+        Graph.from_edge_index(torch.tensor([[0], [1]])).source_partitions(0)

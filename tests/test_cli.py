@@ -1,0 +1,37 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import featgraph
+from featgraph.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_info_reports_versions_and_backends(capsys):
+    main(["info"])
+    out = capsys.readouterr().out
+    assert f"featgraph {featgraph.__version__}" in out
+    assert "torch" in out and "cpu" in out and "gpu" in out and "threads" in out
+
+
+def test_datasets_listing(capsys):
+    main(["datasets"])
+    assert "cora" in capsys.readouterr().out
+
+
+def test_demo_runs_and_checks_itself(capsys):
+    main(["demo"])
+    assert "max |diff|" in capsys.readouterr().out
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run([sys.executable, "-m", "featgraph", "info"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("featgraph ")
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text().splitlines()
+    commands = [line.strip() for line in readme if line.startswith("    ") or line.startswith("make ")]
+    assert commands[:2] == ["make demo", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
