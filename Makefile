@@ -17,5 +17,5 @@ demo: $(VENV)/.ready
 	$(PY) -m featgraph demo
 
 test: $(VENV)/.ready
-	$(PY) -m ruff check featgraph tests benchmarks scripts
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
