@@ -6,12 +6,14 @@ functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_i
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets
+from . import datasets, te
 from .graph import Graph
+from .schedule import Schedule
+from .templates import SDDMMParams, SpMMParams, sddmm, spmm
 
 try:
     __version__ = version("featgraph")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["Graph", "__version__", "datasets"]
+__all__ = ["Graph", "Schedule", "SDDMMParams", "SpMMParams", "__version__", "datasets", "sddmm", "spmm", "te"]

@@ -1,0 +1,25 @@
+"""CPU backend: UDF + FDS + template lowered to C++ with OpenMP, compiled once and cached on disk."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ...templates.spec import KernelSpec
+from .compiler import load as compile_source
+from .templates import sddmm_source, spmm_source
+
+__all__ = ["compile_source", "launch", "source"]
+
+
+def source(spec: KernelSpec) -> str:
+    return spmm_source(spec) if spec.kind == "spmm" else sddmm_source(spec)
+
+
+def launch(run: Callable, pointers: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:
+    """Call a compiled ``run`` entry point with tensor data pointers (None for null) and int64 scalars."""
+    ptrs = (ctypes.c_void_p * len(pointers))(*[None if t is None else t.data_ptr() for t in pointers])
+    ints = (ctypes.c_int64 * len(scalars))(*scalars)
+    run(ptrs, ints)

@@ -1,0 +1,291 @@
+"""Lower a UDF's expression tree and its feature dimension schedule to C++ statements.
+
+The templates (``spmm.py``/``sddmm.py`` beside this file) own the graph loops; this module emits, for the
+current edge (variables ``s``, ``v``, ``e``), the loop nest over the output feature axes that computes the
+message and hands each element to a *sink* (accumulate into a row, or store for an edge).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...schedule import AxisPlan, Schedule
+from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
+
+GRAPH_VARS = {"src": "s", "dst": "v", "eid": "e"}
+REDUCE_INIT = {"sum": "T(0)", "max": "-std::numeric_limits<T>::infinity()", "min": "std::numeric_limits<T>::infinity()"}
+REDUCE_UPDATE = {"sum": "{acc} + ({x})", "max": "std::max<T>({acc}, {x})", "min": "std::min<T>({acc}, {x})"}
+SIMD_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
+CAST_TYPES = {"float32": "float", "float64": "double", "int64": "int64_t"}
+
+# sink(tile_flat, row_flat, value) -> C++ statements for one computed element
+Sink = Callable[[str, str, str], str]
+
+PRELUDE = r"""
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+static inline T fg_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+static inline T fg_half(T x) { return T((float)(_Float16)(float)x); }
+static inline T fg_bf16(T xin) {
+  float x = (float)xin; uint32_t u; std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) { u &= 0xffff0000u; if (x != x) u |= 0x00400000u; }
+  else { u += 0x7fffu + ((u >> 16) & 1u); u &= 0xffff0000u; }
+  std::memcpy(&x, &u, 4); return T(x);
+}
+"""
+
+
+def pointer_name(tensor: Placeholder) -> str:
+    return f"P_{tensor.name}"
+
+
+def row_stride(tensor: Placeholder) -> int:
+    """Elements per first-dimension row (the other dims are compile-time constants)."""
+    stride = 1
+    for dim in tensor.shape[1:]:
+        stride *= dim
+    return stride
+
+
+@dataclass
+class Emitter:
+    """Turns expressions into C++: ``value`` gives a ``T`` expression, ``index`` an ``int64_t`` one."""
+
+    reduce_names: dict[int, str]  # id(Reduce) -> C++ expression holding its value
+
+    def index(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            if not e.is_int:
+                raise TypeError(f"non-integer constant {e.value} used as an index")
+            return str(e.value)
+        if isinstance(e, Var):
+            return GRAPH_VARS.get(e.kind, e.name)
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "/", "%"):
+            op = "/" if e.op == "//" else e.op
+            return f"({self.index(e.a)} {op} {self.index(e.b)})"
+        raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
+
+    def load(self, e: Load) -> str:
+        dims = e.tensor.shape
+        flat = self.index(e.indices[0])
+        for idx, dim in zip(e.indices[1:], dims[1:], strict=True):
+            flat = f"({flat}) * {dim} + {self.index(idx)}"
+        return f"{pointer_name(e.tensor)}[{flat}]"
+
+    def value(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return f"T({e.value!r})"
+        if isinstance(e, Var):
+            return f"T({self.index(e)})"
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Reduce):
+            return self.reduce_names[id(e)]
+        if isinstance(e, BinOp):
+            a, b = self.value(e.a), self.value(e.b)
+            if e.op in ("+", "-", "*", "/"):
+                return f"({a} {e.op} {b})"
+            if e.op == "//":
+                return f"std::floor({a} / {b})"
+            if e.op == "%":
+                return f"({a} - {b} * std::floor({a} / {b}))"
+            return f"T({a} {e.op} {b})"  # comparison as 0/1
+        if isinstance(e, Call):
+            return self.call(e)
+        raise TypeError(f"cannot lower {type(e).__name__}")
+
+    def call(self, e: Call) -> str:
+        args = [self.value(a) for a in e.args]
+        if e.fn in ("exp", "log", "sqrt", "tanh", "abs"):
+            return f"std::{e.fn}({args[0]})"
+        if e.fn == "sigmoid":
+            return f"fg_sigmoid({args[0]})"
+        if e.fn in ("max", "min"):
+            return f"std::{e.fn}<T>({args[0]}, {args[1]})"
+        if e.fn == "where":
+            return f"(({args[0]}) != T(0) ? ({args[1]}) : ({args[2]}))"
+        if e.fn == "eq":
+            return f"T({args[0]} == {args[1]})"
+        if e.fn == "cast":
+            if e.dtype == "float16":
+                return f"fg_half({args[0]})"
+            if e.dtype == "bfloat16":
+                return f"fg_bf16({args[0]})"
+            return f"T(({CAST_TYPES[e.dtype]})({args[0]}))"
+        raise TypeError(f"unknown intrinsic {e.fn!r}")
+
+
+def top_level_reduces(body: Expr) -> list[Reduce]:
+    """Reduce nodes of the body, outermost only; a reduce nested inside another is rejected."""
+    found: list[Reduce] = []
+
+    def visit(e: Expr, inside: bool) -> None:
+        if isinstance(e, Reduce):
+            if inside:
+                raise NotImplementedError("nested reductions are not supported; split the UDF into two kernels")
+            found.append(e)
+            visit(e.body, True)
+            return
+        for child in e.children():
+            visit(child, inside)
+
+    visit(body, False)
+    return found
+
+
+@dataclass
+class Loop:
+    var: Var
+    lo: str  # C++ expression of the first value
+    extent: int
+    plan: AxisPlan
+    reduction: str | None = None  # "+"/"max"/"min": the loop reduces into ``reduction_var``
+    reduction_var: str | None = None
+
+
+def open_loop(loop: Loop, indent: str) -> tuple[list[str], int]:
+    """C++ lines opening ``loop`` (split into outer/inner when planned), and how many braces to close."""
+    name, plan = loop.var.name, loop.plan
+    pragmas = []
+    if plan.vectorize:
+        clause = f" reduction({loop.reduction}:{loop.reduction_var})" if loop.reduction else ""
+        pragmas.append(f"#pragma omp simd{clause}")
+    if plan.unroll:
+        inner = plan.factor or loop.extent
+        pragmas.append(f"#pragma GCC unroll {inner if inner <= 32 else 8}")
+    factor = plan.factor
+    if factor is None or factor >= loop.extent:
+        return [
+            *pragmas,
+            f"{indent}for (int64_t {name} = {loop.lo}; {name} < {loop.lo} + {loop.extent}; ++{name}) {{",
+        ], 1
+    outer = -(-loop.extent // factor)
+    bound = (
+        str(factor)
+        if loop.extent % factor == 0
+        else f"std::min<int64_t>({factor}, {loop.extent} - {name}_o * {factor})"
+    )
+    return [
+        f"{indent}for (int64_t {name}_o = 0; {name}_o < {outer}; ++{name}_o) {{",
+        *pragmas,
+        f"{indent}for (int64_t {name}_i = 0; {name}_i < {bound}; ++{name}_i) {{",
+        f"{indent}const int64_t {name} = {loop.lo} + {name}_o * {factor} + {name}_i;",
+    ], 2
+
+
+def nest(loops: list[Loop], body: list[str], indent: str = "      ") -> list[str]:
+    lines: list[str] = []
+    closes = 0
+    for loop in loops:
+        opened, n = open_loop(loop, indent)
+        lines += opened
+        closes += n
+    return lines + [indent + "  " + b for b in body] + [indent + "}" * closes]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """The slice [lo, lo + extent) of the last output axis that one template pass computes."""
+
+    lo: int
+    extent: int
+
+
+def tile_flat(op: ComputeOp, tile: Tile) -> str:
+    """Row-major index of an output element inside the tile's local buffer."""
+    flat = ""
+    for k, axis in enumerate(op.axis):
+        last = k == len(op.axis) - 1
+        extent = tile.extent if last else axis.extent
+        term = f"({axis.name} - {tile.lo})" if last else axis.name
+        flat = term if not flat else f"({flat}) * {extent} + {term}"
+    return flat
+
+
+def row_flat(op: ComputeOp) -> str:
+    """Row-major index of an output element inside one output row."""
+    flat = ""
+    for axis in op.axis:
+        flat = axis.name if not flat else f"({flat}) * {axis.extent} + {axis.name}"
+    return flat
+
+
+def tile_size(op: ComputeOp, tile: Tile) -> int:
+    size = tile.extent
+    for axis in op.axis[:-1]:
+        size *= axis.extent
+    return size
+
+
+def output_loops(op: ComputeOp, schedule: Schedule, tile: Tile) -> list[Loop]:
+    """Loops over the output axes, in the schedule's order (unordered axes keep their natural order)."""
+    order = [a for a in (schedule.order or []) if a.kind == "axis"]
+    order += [a for a in op.axis if not any(a is b for b in order)]
+    last = op.axis[-1]
+    return [
+        Loop(
+            a,
+            str(tile.lo) if a is last else "0",
+            tile.extent if a is last else a.extent,
+            schedule.plans.get(a.name, AxisPlan()),
+        )
+        for a in order
+    ]
+
+
+def reduce_loops(red: Reduce, schedule: Schedule, target: str | None = None) -> list[Loop]:
+    plans = schedule.plans
+    return [
+        Loop(
+            a, str(a.start), a.extent, plans.get(a.name, AxisPlan()), SIMD_REDUCTION[red.op] if target else None, target
+        )
+        for a in red.axes
+    ]
+
+
+def hoisted(schedule: Schedule, red: Reduce) -> bool:
+    """A reduce is computed for the whole tile at once when the schedule orders one of its axes before
+    an output axis (e.g. ``reorder(k, i)``)."""
+    order = schedule.order or []
+    positions = {a.name: n for n, a in enumerate(order)}
+    red_pos = [positions[a.name] for a in red.axes if a.name in positions]
+    out_pos = [n for n, a in enumerate(order) if a.kind == "axis"]
+    return bool(red_pos and out_pos and min(red_pos) < max(out_pos))
+
+
+def message_block(op: ComputeOp, schedule: Schedule, tile: Tile, sink: Sink) -> list[str]:
+    """Statements that compute the message of the current edge over the tile and feed ``sink``."""
+    reduces = top_level_reduces(op.body)
+    names: dict[int, str] = {}
+    lines: list[str] = []
+    per_element: list[str] = []
+    size = tile_size(op, tile)
+    flat = tile_flat(op, tile)
+    for n, red in enumerate(reduces):
+        acc = f"red{n}"
+        body_emitter = Emitter(names)
+        update = REDUCE_UPDATE[red.op]
+        if hoisted(schedule, red):
+            # the whole tile at once: reduce axes and output axes in the schedule's interleaved order
+            names[id(red)] = f"{acc}[{flat}]"
+            lines.append(
+                f"      T {acc}[{size}]; for (int64_t q = 0; q < {size}; ++q) {acc}[q] = {REDUCE_INIT[red.op]};"
+            )
+            order = [a for a in schedule.order if a.kind == "axis" or any(a is r for r in red.axes)]
+            loops_by_name = {lp.var.name: lp for lp in output_loops(op, schedule, tile) + reduce_loops(red, schedule)}
+            ordered = [loops_by_name[a.name] for a in order]
+            ordered += [lp for name, lp in loops_by_name.items() if all(name != a.name for a in order)]
+            value = body_emitter.value(red.body)
+            lines += nest(ordered, [f"{acc}[{flat}] = {update.format(acc=f'{acc}[{flat}]', x=value)};"])
+        else:
+            names[id(red)] = acc
+            value = body_emitter.value(red.body)
+            per_element.append(f"T {acc} = {REDUCE_INIT[red.op]};")
+            per_element += nest(reduce_loops(red, schedule, acc), [f"{acc} = {update.format(acc=acc, x=value)};"], "")
+    message = Emitter(names).value(op.body)
+    body = [*per_element, f"const T msg = {message};", sink(flat, row_flat(op), "msg")]
+    return lines + nest(output_loops(op, schedule, tile), body)

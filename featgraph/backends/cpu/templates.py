@@ -1,0 +1,189 @@
+"""C++ sources of the two sparse templates with the UDF inlined.
+
+SpMM: vertex-parallel over destination rows of a CSR (dynamic scheduling for skewed degrees), with 1D
+source partitions walked one at a time (all threads on one partition, partial results kept in the output)
+and feature tiles (one pass per slice of the last output axis). SDDMM: edge-parallel over an edge order
+(Hilbert by default), static contiguous chunks so each thread keeps its curve segment's locality.
+
+Entry point of every kernel: ``extern "C" void run(void** ptr, const int64_t* arg)``.
+SpMM ptr: indptr, indices, edge_ids, rows (or null), degree, out, argidx (or null), placeholders...;
+arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids, out, placeholders...;
+arg: num_edges, num_threads.
+"""
+
+from __future__ import annotations
+
+from ...templates.spec import KernelSpec, indexed_by
+from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, tile_size
+
+PREFETCH_DISTANCE = 8
+ACCUMULATE = {
+    "sum": "acc[{f}] += {x};",
+    "mean": "acc[{f}] += {x};",
+    "max": "{{ const bool win = {x} > acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
+    "min": "{{ const bool win = {x} < acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
+}
+IDENTITY = {
+    "sum": "T(0)",
+    "mean": "T(0)",
+    "max": "-std::numeric_limits<T>::infinity()",
+    "min": "std::numeric_limits<T>::infinity()",
+}
+
+
+def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
+    """Cut the last output axis into at most ``num_tiles`` near-equal slices."""
+    size = -(-extent // min(num_tiles, extent))
+    return [Tile(lo, min(size, extent - lo)) for lo in range(0, extent, size)]
+
+
+def _header(spec: KernelSpec) -> list[str]:
+    ctype = "float" if spec.dtype == "float32" else "double"
+    itype = "int32_t" if spec.index_dtype == "int32" else "int64_t"
+    return ["#include <cstdint>", f"typedef {ctype} T;", f"typedef {itype} IDX;", PRELUDE, "#include <omp.h>"]
+
+
+def _placeholder_decls(spec: KernelSpec, first: int) -> list[str]:
+    return [
+        f"  const T* __restrict__ {pointer_name(p)} = (const T*)ptr[{first + n}];"
+        for n, p in enumerate(spec.op.placeholders)
+    ]
+
+
+def _dispatch(tiles: list[Tile], parallel_tiles: bool, call_args: str, fn: str) -> list[str]:
+    """Run every tile pass: serially with threads inside each pass, or (FDS ``parallel`` on a feature
+    axis) with the tiles themselves shared among threads."""
+    calls = [f"    case {n}: {fn}_{t.lo}({call_args}); break;" for n, t in enumerate(tiles)]
+    outer = "  #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)" if parallel_tiles else ""
+    return [
+        outer,
+        f"  for (int64_t t = 0; t < {len(tiles)}; ++t) {{",
+        "    switch (t) {",
+        *calls,
+        "    }",
+        "  }",
+    ]
+
+
+def _parallel_tiles(spec: KernelSpec) -> bool:
+    return any(spec.schedule.plans.get(a.name) and spec.schedule.plans[a.name].parallel for a in spec.op.axis)
+
+
+def spmm_source(spec: KernelSpec) -> str:
+    op, reducer = spec.op, spec.reducer
+    tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
+    row = 1
+    for a in op.axis:
+        row *= a.extent
+    argreduce = reducer in ("max", "min")
+    src_rows = indexed_by(op, "src")
+    lines = _header(spec)
+    for tile in tiles:
+        size = tile_size(op, tile)
+        sink = lambda f, g, x: ACCUMULATE[reducer].format(f=f, x=x)  # noqa: E731
+        prefetch = [
+            f"        __builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + {PREFETCH_DISTANCE}] * {row_stride(p)} + {tile.lo});"
+            for p in src_rows
+        ]
+        store = f"out[v * {row} + g] = acc[q];" + (" argidx[v * %d + g] = am[q];" % row if argreduce else "")
+        load = f"acc[q] = out[v * {row} + g];" + (f" am[q] = argidx[v * {row} + g];" if argreduce else "")
+        finalize = {
+            "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",
+            "max": "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);",
+            "min": "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);",
+        }.get(reducer, "")
+        lines += [
+            f"static void spmm_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
+            "  const IDX* __restrict__ indptr = (const IDX*)ptr[0];",
+            "  const IDX* __restrict__ indices = (const IDX*)ptr[1];",
+            "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
+            "  const IDX* __restrict__ rows = (const IDX*)ptr[3];",
+            "  const int64_t* __restrict__ degree = (const int64_t*)ptr[4];",
+            "  T* __restrict__ out = (T*)ptr[5];",
+            "  int64_t* __restrict__ argidx = (int64_t*)ptr[6];",
+            *_placeholder_decls(spec, 7),
+            "  const int64_t num_rows = arg[0], num_parts = arg[1]; const int nthreads = (int)arg[2];",
+            f"  const int64_t SIZE = {size};",
+            "  (void)degree; (void)argidx;",
+            "  for (int64_t p = 0; p < num_parts; ++p) {",
+            "    const IDX* ip = indptr + p * num_rows; const bool first = p == 0, last = p == num_parts - 1;",
+            "    #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads) if(par)",
+            "    for (int64_t r = 0; r < num_rows; ++r) {",
+            "      const int64_t v = rows ? (int64_t)rows[r] : r;",
+            f"      T acc[{size}];" + (f" int64_t am[{size}];" if argreduce else ""),
+            "      if (first) { for (int64_t q = 0; q < SIZE; ++q) { acc[q] = %s;%s } }"
+            % (IDENTITY[reducer], " am[q] = -1;" if argreduce else ""),
+            "      else {",
+            *_tile_rows(op, tile, load, "        "),
+            "      }",
+            "      const int64_t end = ip[v + 1];",
+            "      for (int64_t j = ip[v]; j < end; ++j) {",
+            "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
+            f"        if (j + {PREFETCH_DISTANCE} < end) {{",
+            *prefetch,
+            "        }",
+            *message_block(op, spec.schedule, tile, sink),
+            "      }",
+            f"      {finalize}",
+            *_tile_rows(op, tile, store, "      "),
+            "    }",
+            "  }",
+            "}",
+        ]
+    lines += [
+        'extern "C" void run(void** ptr, const int64_t* arg) {',
+        "  const int nthreads = (int)arg[2];",
+        f"  const bool par = {'false' if _parallel_tiles(spec) else 'true'};",
+        "  (void)nthreads;",
+        *_dispatch(tiles, _parallel_tiles(spec), "ptr, arg, par", "spmm_tile"),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _tile_rows(op, tile: Tile, statement: str, indent: str) -> list[str]:
+    """Loop over the tile's elements with ``q`` (tile position) and ``g`` (row position)."""
+    outer = 1
+    for a in op.axis[:-1]:
+        outer *= a.extent
+    last = op.axis[-1].extent
+    return [
+        f"{indent}for (int64_t o = 0; o < {outer}; ++o) for (int64_t i = 0; i < {tile.extent}; ++i) {{",
+        f"{indent}  const int64_t q = o * {tile.extent} + i, g = o * {last} + {tile.lo} + i; {statement}",
+        f"{indent}}}",
+    ]
+
+
+def sddmm_source(spec: KernelSpec) -> str:
+    op = spec.op
+    tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
+    row = 1
+    for a in op.axis:
+        row *= a.extent
+    lines = _header(spec)
+    sink = lambda f, g, x: f"out[e * {row} + {g}] = {x};"  # noqa: E731
+    for tile in tiles:
+        lines += [
+            f"static void sddmm_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
+            "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
+            "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
+            "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
+            "  T* __restrict__ out = (T*)ptr[3];",
+            *_placeholder_decls(spec, 4),
+            "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
+            "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
+            "  for (int64_t j = 0; j < num_edges; ++j) {",
+            "    const int64_t s = srcs[j], v = dsts[j], e = eids[j]; (void)s; (void)v;",
+            *message_block(op, spec.schedule, tile, sink),
+            "  }",
+            "}",
+        ]
+    lines += [
+        'extern "C" void run(void** ptr, const int64_t* arg) {',
+        "  const int nthreads = (int)arg[1];",
+        f"  const bool par = {'false' if _parallel_tiles(spec) else 'true'};",
+        "  (void)nthreads;",
+        *_dispatch(tiles, _parallel_tiles(spec), "ptr, arg, par", "sddmm_tile"),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,110 @@
+"""The user-facing constructors of the tensor-expression language (TVM-like names)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+from .expr import FLOAT_DTYPES, Call, ComputeOp, Expr, ExprLike, Placeholder, Reduce, Var, as_expr
+
+
+def placeholder(shape: tuple[int, ...] | list[int], dtype: str = "float32", name: str = "X") -> Placeholder:
+    """An input tensor of ``shape``. Its first dimension is indexed by ``src``/``dst`` (vertex data),
+    ``eid`` (edge data) or by constants and axes (dense parameters such as a weight matrix)."""
+    dims = tuple(int(s) for s in shape)
+    if not dims or any(s < 0 for s in dims):
+        raise ValueError(f"placeholder {name!r} needs a non-empty, non-negative shape, got {shape}")
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"placeholder {name!r}: dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    if not name.isidentifier():
+        raise ValueError(f"placeholder name must be an identifier, got {name!r}")
+    return Placeholder(dims, dtype, name)
+
+
+def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], name: str = "out") -> ComputeOp:
+    """Output of ``shape`` whose element at ``(i, j, ...)`` is ``fn(i, j, ...)``; called once, symbolically."""
+    dims = tuple(int(s) for s in shape)
+    if not dims or any(s <= 0 for s in dims):
+        raise ValueError(f"compute shape must be non-empty and positive, got {shape}")
+    params = list(inspect.signature(fn).parameters)
+    if len(params) != len(dims):
+        raise ValueError(f"compute of {len(dims)} dims needs a function of {len(dims)} axes, got {len(params)}")
+    axes = tuple(Var(f"ax_{p}", "axis", extent) for p, extent in zip(params, dims, strict=True))
+    return ComputeOp(dims, axes, as_expr(fn(*axes)), name)
+
+
+_reduce_counter = iter(range(1 << 30))
+
+
+def reduce_axis(dom: tuple[int, int] | int, name: str = "k") -> Var:
+    """A reduction variable over ``range(lo, hi)`` (or ``range(dom)``), consumed by ``te.sum/max/min``."""
+    lo, hi = (0, dom) if isinstance(dom, int) else (int(dom[0]), int(dom[1]))
+    if hi <= lo:
+        raise ValueError(f"reduce_axis range must be non-empty, got ({lo}, {hi})")
+    return Var(f"rk_{name}_{next(_reduce_counter)}", "reduce", hi - lo, lo)
+
+
+def _reducer(op: str, expr: ExprLike, axis: Var | tuple[Var, ...] | list[Var]) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if not axes or any(not isinstance(a, Var) or a.kind != "reduce" for a in axes):
+        raise TypeError(f"te.{op}(expr, axis=...) needs reduce axes made by te.reduce_axis")
+    return Reduce(op, as_expr(expr), axes)
+
+
+def sum(expr: ExprLike, axis: Var | tuple[Var, ...]) -> Reduce:  # noqa: A001 - TVM's name
+    """Sum of ``expr`` over the reduce ``axis``."""
+    return _reducer("sum", expr, axis)
+
+
+def max(a: ExprLike, b: ExprLike | None = None, axis: Var | tuple[Var, ...] | None = None) -> Expr:  # noqa: A001
+    """``te.max(expr, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum (``te.max(x, 0)``: relu)."""
+    return _min_max("max", a, b, axis)
+
+
+def min(a: ExprLike, b: ExprLike | None = None, axis: Var | tuple[Var, ...] | None = None) -> Expr:  # noqa: A001
+    """``te.min(expr, axis=k)`` reduces; ``te.min(a, b)`` is the elementwise minimum."""
+    return _min_max("min", a, b, axis)
+
+
+def _min_max(op: str, a: ExprLike, b: ExprLike | None, axis: Var | tuple[Var, ...] | None) -> Expr:
+    if axis is not None:
+        if b is not None:
+            raise TypeError(f"te.{op} takes either two expressions or one expression and axis=")
+        return _reducer(op, a, axis)
+    if b is None:
+        raise TypeError(f"te.{op}(expr) needs axis=; for the elementwise {op} of two values write te.{op}(a, b)")
+    return Call(op, (as_expr(a), as_expr(b)))
+
+
+def _unary(fn: str) -> Callable[[ExprLike], Call]:
+    def build(x: ExprLike) -> Call:
+        return Call(fn, (as_expr(x),))
+
+    build.__name__ = fn
+    build.__doc__ = f"Elementwise {fn}."
+    return build
+
+
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+abs = _unary("abs")  # noqa: A001
+
+
+def where(cond: ExprLike, a: ExprLike, b: ExprLike) -> Call:
+    """``a`` where ``cond`` holds, else ``b``."""
+    return Call("where", (as_expr(cond), as_expr(a), as_expr(b)))
+
+
+def equal(a: ExprLike, b: ExprLike) -> Call:
+    """``a == b`` as a condition (``==`` itself is not overloaded, so expressions stay hashable)."""
+    return Call("eq", (as_expr(a), as_expr(b)))
+
+
+def cast(x: ExprLike, dtype: str) -> Call:
+    """Round ``x`` to ``dtype`` (float16, bfloat16, float32, float64 or int64)."""
+    if dtype not in (*FLOAT_DTYPES, "int64"):
+        raise TypeError(f"cannot cast to {dtype!r}")
+    return Call("cast", (as_expr(x),), dtype)

@@ -1,0 +1,204 @@
+"""Expression-tree nodes of featgraph's tensor-expression language.
+
+A UDF builds one tree when it is called with the symbolic ``src``, ``dst`` and ``eid`` variables; backends
+lower the tree to code. Python never runs per edge. Operators on nodes build new nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+ExprLike = Union["Expr", int, float]
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def as_expr(value: ExprLike) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool):
+        return Const(int(value))
+    if isinstance(value, (int, float)):
+        return Const(value)
+    raise TypeError(f"cannot use {type(value).__name__} in a tensor expression")
+
+
+class Expr:
+    """Base of every node; arithmetic and comparison operators build ``BinOp`` nodes."""
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def walk(self) -> Iterator[Expr]:
+        """This node and every node below it, parents first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+    def _bin(self, op: str, other: ExprLike, reverse: bool = False) -> BinOp:
+        a, b = (as_expr(other), self) if reverse else (self, as_expr(other))
+        return BinOp(op, a, b)
+
+    def __add__(self, o: ExprLike) -> BinOp:
+        return self._bin("+", o)
+
+    def __radd__(self, o: ExprLike) -> BinOp:
+        return self._bin("+", o, True)
+
+    def __sub__(self, o: ExprLike) -> BinOp:
+        return self._bin("-", o)
+
+    def __rsub__(self, o: ExprLike) -> BinOp:
+        return self._bin("-", o, True)
+
+    def __mul__(self, o: ExprLike) -> BinOp:
+        return self._bin("*", o)
+
+    def __rmul__(self, o: ExprLike) -> BinOp:
+        return self._bin("*", o, True)
+
+    def __truediv__(self, o: ExprLike) -> BinOp:
+        return self._bin("/", o)
+
+    def __rtruediv__(self, o: ExprLike) -> BinOp:
+        return self._bin("/", o, True)
+
+    def __floordiv__(self, o: ExprLike) -> BinOp:
+        return self._bin("//", o)
+
+    def __mod__(self, o: ExprLike) -> BinOp:
+        return self._bin("%", o)
+
+    def __neg__(self) -> BinOp:
+        return BinOp("-", Const(0), self)
+
+    def __lt__(self, o: ExprLike) -> BinOp:
+        return self._bin("<", o)
+
+    def __le__(self, o: ExprLike) -> BinOp:
+        return self._bin("<=", o)
+
+    def __gt__(self, o: ExprLike) -> BinOp:
+        return self._bin(">", o)
+
+    def __ge__(self, o: ExprLike) -> BinOp:
+        return self._bin(">=", o)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a tensor expression has no truth value while the UDF is being built; use te.where(cond, a, b) "
+            "instead of if/and/or, and te.max/te.min instead of Python's max/min"
+        )
+
+    __hash__ = object.__hash__
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: int | float
+
+    @property
+    def is_int(self) -> bool:
+        return isinstance(self.value, int)
+
+
+@dataclass(eq=False)
+class Var(Expr):
+    """A loop variable: ``kind`` is ``src``/``dst``/``eid`` (graph), ``axis`` (output) or ``reduce``."""
+
+    name: str
+    kind: str
+    extent: int = 0  # for axis/reduce variables
+    start: int = 0  # reduce axes may start above 0
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.a, self.b)
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    """Elementwise intrinsic: exp, log, sqrt, tanh, sigmoid, abs, max, min, where, cast, equal, ..."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    dtype: str | None = None  # target of a cast
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+
+@dataclass(eq=False)
+class Placeholder:
+    """A named input tensor; indexing it with expressions yields a ``Load``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    name: str
+
+    def __getitem__(self, index: ExprLike | Sequence[ExprLike]) -> Load:
+        items = tuple(index) if isinstance(index, tuple) else (index,)
+        if len(items) != len(self.shape):
+            raise IndexError(f"placeholder {self.name!r} has {len(self.shape)} dims, indexed with {len(items)}")
+        return Load(self, tuple(as_expr(i) for i in items))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(eq=False)
+class Load(Expr):
+    tensor: Placeholder
+    indices: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.indices
+
+
+@dataclass(eq=False)
+class Reduce(Expr):
+    """``op`` in sum/max/min of ``body`` over the reduce variables ``axes``."""
+
+    op: str
+    body: Expr
+    axes: tuple[Var, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.body,)
+
+
+@dataclass(eq=False)
+class ComputeOp:
+    """The result of ``te.compute``: an output of ``shape`` whose element at ``axis`` is ``body``."""
+
+    shape: tuple[int, ...]
+    axis: tuple[Var, ...]
+    body: Expr
+    name: str = "out"
+    placeholders: tuple[Placeholder, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        seen: dict[str, Placeholder] = {}
+        for node in self.body.walk():
+            if isinstance(node, Load):
+                other = seen.setdefault(node.tensor.name, node.tensor)
+                if other is not node.tensor:
+                    raise ValueError(f"two different placeholders are named {node.tensor.name!r}")
+        self.placeholders = tuple(seen[name] for name in sorted(seen))
+
+    @property
+    def reduce_axis(self) -> tuple[Var, ...]:
+        axes: list[Var] = []
+        for node in self.body.walk():
+            if isinstance(node, Reduce):
+                axes.extend(a for a in node.axes if a not in axes)
+        return tuple(axes)

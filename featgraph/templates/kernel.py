@@ -1,0 +1,136 @@
+"""``Kernel``: a compiled template bound to one graph, called with torch tensors by placeholder name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..backends import cpu, toolchain
+from ..graph import Graph
+from ..schedule import Schedule, build_schedule
+from ..te.expr import ComputeOp, Var
+from .spec import KernelSpec, indexed_by, placeholder_roles
+
+TORCH_DTYPES = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+TARGETS = ("cpu", "gpu")
+
+Udf = Callable[[Var, Var, Var], ComputeOp]
+Fds = Callable[[Schedule, ComputeOp], None] | Schedule | None
+
+
+def trace_udf(udf: Udf) -> ComputeOp:
+    """Call the UDF once with the symbolic graph variables; it must return ``te.compute(...)``."""
+    op = udf(Var("src", "src"), Var("dst", "dst"), Var("eid", "eid"))
+    if not isinstance(op, ComputeOp):
+        raise TypeError(f"a UDF must return te.compute(...), got {type(op).__name__}")
+    return op
+
+
+def compute_dtype(op: ComputeOp) -> str:
+    """float64 if any input is float64, else float32 (float16/bfloat16 inputs accumulate in float32)."""
+    return "float64" if any(p.dtype == "float64" for p in op.placeholders) else "float32"
+
+
+def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
+    """Vertex data must have one row per node, edge data one row per edge."""
+    for kind, rows, what in (
+        ("src", graph.num_nodes, "nodes"),
+        ("dst", graph.num_nodes, "nodes"),
+        ("eid", graph.num_edges, "edges"),
+    ):
+        for p in indexed_by(op, kind):
+            if p.shape[0] != rows:
+                raise ValueError(
+                    f"placeholder {p.name!r} is indexed by {kind} so needs {rows} rows (the graph's {what}), "
+                    f"but its shape is {p.shape}"
+                )
+
+
+class Kernel:
+    """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``."""
+
+    def __init__(self, graph: Graph, spec: KernelSpec, target: str) -> None:
+        if target == "gpu":
+            raise NotImplementedError("target='gpu' needs the Triton backend, which featgraph does not ship yet")
+        if target != "cpu":
+            raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        if graph.device.type != "cpu":
+            raise ValueError(f"target='cpu' needs a graph on the CPU, this one is on {graph.device}")
+        placeholder_roles(spec.op)  # validates how placeholders are indexed
+        check_placeholder_rows(spec.op, graph)
+        self.graph = graph
+        self.spec = spec
+        self.source = cpu.source(spec)
+        self._run = cpu.compile_source(self.source)  # compile (or fetch from the disk cache) now: errors surface early
+        self._out_dtype = self._output_dtype()
+
+    @property
+    def placeholder_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.spec.op.placeholders)
+
+    def _output_dtype(self) -> torch.dtype:
+        dtypes = [TORCH_DTYPES[p.dtype] for p in self.spec.op.placeholders] or [TORCH_DTYPES[self.spec.dtype]]
+        out = dtypes[0]
+        for d in dtypes[1:]:
+            out = torch.promote_types(out, d)
+        return out
+
+    def _bind(self, tensors: dict[str, Any]) -> list[torch.Tensor]:
+        """Validate the inputs and return them in placeholder order, contiguous, in the compute dtype."""
+        expected = set(self.placeholder_names)
+        if set(tensors) != expected:
+            missing, extra = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
+            raise TypeError(f"kernel takes placeholders {sorted(expected)}; missing {missing}, unexpected {extra}")
+        compute = TORCH_DTYPES[self.spec.dtype]
+        bound = []
+        for p in self.spec.op.placeholders:
+            t = tensors[p.name]
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{p.name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.dtype != TORCH_DTYPES[p.dtype]:
+                raise TypeError(f"{p.name}: placeholder dtype is {p.dtype}, got a tensor of {t.dtype}")
+            if t.device.type != "cpu":
+                raise ValueError(f"{p.name}: target='cpu' needs CPU tensors, got one on {t.device}")
+            if tuple(t.shape) != p.shape:
+                raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
+            bound.append(t.detach().to(compute).contiguous())
+        return bound
+
+    def _threads(self) -> int:
+        return self.spec.params.num_threads or toolchain.num_threads()
+
+    def _launch(self, pointers: list[torch.Tensor | None], scalars: list[int]) -> None:
+        cpu.launch(self._run, pointers, scalars)
+
+
+def template_kernel(
+    kind: str,
+    graph: Graph,
+    udf: Udf,
+    reducer: str | None,
+    target: str,
+    fds: Fds,
+    make_params: Callable[[ComputeOp], object],
+    kernel_class: type[Kernel],
+) -> Kernel:
+    """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
+    op = trace_udf(udf)
+    spec = KernelSpec(
+        kind=kind,
+        op=op,
+        schedule=build_schedule(op, fds),
+        reducer=reducer,
+        params=make_params(op),
+        dtype=compute_dtype(op),
+        index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
+    )
+    return kernel_class(graph, spec, target)

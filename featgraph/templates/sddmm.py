@@ -1,0 +1,44 @@
+"""Generalized SDDMM: per edge, evaluate the UDF on its endpoints' (and its own) data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..graph import Graph
+from ..te.expr import ComputeOp
+from .kernel import Fds, Kernel, Udf, template_kernel
+from .params import SDDMMParams
+
+
+class SDDMMKernel(Kernel):
+    """``kernel(**tensors)`` -> (num_edges, *out_shape), rows in the order of the graph's edges."""
+
+    def __init__(self, graph: Graph, spec, target: str) -> None:
+        super().__init__(graph, spec, target)
+        index = torch.int32 if spec.index_dtype == "int32" else torch.int64
+        order = graph.edge_order(spec.params.edge_order)
+        src, dst = graph.coo()
+        self._edges = [src[order].to(index), dst[order].to(index), order.to(index)]
+
+    def __call__(self, **tensors: Any) -> torch.Tensor:
+        inputs = self._bind(tensors)
+        out = torch.empty(
+            (self.graph.num_edges, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32
+        )
+        self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
+        return out.to(self._out_dtype)
+
+
+def sddmm(graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, **template_params: Any) -> SDDMMKernel:
+    """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
+
+    ``template_params``: ``edge_order`` ("hilbert" default, "user", "csr"), ``num_feature_tiles``,
+    ``num_threads``. The output follows the user's edge order whatever order the kernel visits edges in.
+    """
+
+    def make_params(op: ComputeOp) -> SDDMMParams:
+        return SDDMMParams(**template_params)
+
+    return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel)

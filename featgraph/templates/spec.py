@@ -1,0 +1,59 @@
+"""The intermediate description both backends lower from: template kind, UDF, schedule, parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedule import Schedule
+from ..te.expr import ComputeOp, Load, Placeholder, Var
+
+REDUCERS = ("sum", "mean", "max", "min")
+
+
+@dataclass(frozen=True)
+class Roles:
+    """How each placeholder is indexed: by a vertex (``src``/``dst``), by an edge (``eid``) or densely."""
+
+    vertex: tuple[Placeholder, ...]
+    edge: tuple[Placeholder, ...]
+    dense: tuple[Placeholder, ...]
+
+
+def placeholder_roles(op: ComputeOp) -> Roles:
+    """Classify placeholders by their first index; graph variables may only appear there."""
+    role: dict[str, str] = {}
+    for node in op.body.walk():
+        if not isinstance(node, Load):
+            continue
+        first = node.indices[0]
+        kind = first.kind if isinstance(first, Var) and first.kind in ("src", "dst", "eid") else "dense"
+        for later in node.indices[1:]:
+            if any(isinstance(n, Var) and n.kind in ("src", "dst", "eid") for n in later.walk()):
+                raise ValueError(f"{node.tensor.name}: src/dst/eid may only index the first dimension")
+        kind = {"src": "vertex", "dst": "vertex", "eid": "edge"}.get(kind, "dense")
+        if role.setdefault(node.tensor.name, kind) != kind:
+            raise ValueError(
+                f"placeholder {node.tensor.name!r} is indexed both as {role[node.tensor.name]} and {kind} data"
+            )
+    by = {k: tuple(p for p in op.placeholders if role[p.name] == k) for k in ("vertex", "edge", "dense")}
+    return Roles(**by)
+
+
+def indexed_by(op: ComputeOp, kind: str) -> tuple[Placeholder, ...]:
+    """Placeholders whose first index is the graph variable ``kind`` (``src``, ``dst`` or ``eid``)."""
+    found: dict[str, Placeholder] = {}
+    for node in op.body.walk():
+        if isinstance(node, Load) and isinstance(node.indices[0], Var) and node.indices[0].kind == kind:
+            found[node.tensor.name] = node.tensor
+    return tuple(found[name] for name in sorted(found))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    kind: str  # "spmm" or "sddmm"
+    op: ComputeOp
+    schedule: Schedule
+    reducer: str | None  # spmm only
+    params: object  # SpMMParams or SDDMMParams
+    dtype: str  # compute type: "float32" or "float64"
+    index_dtype: str  # "int32" or "int64"

@@ -1,0 +1,76 @@
+"""Generalized SpMM: per destination vertex, reduce the UDF's message over its in-edges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..backends.cpu.codegen import row_stride
+from ..graph import Graph
+from ..te.expr import ComputeOp
+from .kernel import Fds, Kernel, Udf, compute_dtype, template_kernel
+from .params import SpMMParams, default_num_partitions
+from .spec import REDUCERS, indexed_by
+
+
+class SpMMKernel(Kernel):
+    """``kernel(**tensors)`` -> (num_nodes, *out_shape); ``kernel.run(..., return_arg=True)`` also gives,
+    for max/min, the user edge id that won each output element (-1 where a vertex has no in-edge)."""
+
+    def __init__(self, graph: Graph, spec, target: str) -> None:
+        super().__init__(graph, spec, target)
+        params: SpMMParams = spec.params
+        index = torch.int32 if spec.index_dtype == "int32" else torch.int64
+        layout = graph.csr() if params.num_partitions == 1 else graph.source_partitions(params.num_partitions).csr
+        self._csr = layout.to(index)
+        self._rows = graph.degree_order("in").to(index) if params.row_order == "degree" else None
+        self._degree = graph.in_degrees().contiguous()
+
+    def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        inputs = self._bind(tensors)
+        n = self.graph.num_nodes
+        out = torch.empty((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
+        argreduce = self.spec.reducer in ("max", "min")
+        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64) if argreduce else None
+        pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs]
+        self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
+        out = out.to(self._out_dtype)
+        if return_arg:
+            if not argreduce:
+                raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")
+            return out, arg
+        return out
+
+    def __call__(self, **tensors: Any) -> torch.Tensor:
+        return self.run(**tensors)
+
+
+def spmm(
+    graph: Graph,
+    msgfunc: Udf,
+    reducer: str,
+    target: str = "cpu",
+    fds: Fds = None,
+    **template_params: Any,
+) -> SpMMKernel:
+    """Compile a generalized SpMM: ``out[v] = reducer over edges (u -> v) of msgfunc(u, v, e)``.
+
+    ``msgfunc(src, dst, eid)`` returns ``te.compute(shape, ...)``; ``fds(s, out)`` schedules its feature
+    axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``)
+    set the traversal, defaulting to a heuristic from the graph, feature size and cache size. Vertices
+    without in-edges get 0 for every reducer.
+    """
+    if reducer not in REDUCERS:
+        raise ValueError(f"reducer must be one of {REDUCERS}, got {reducer!r}")
+
+    def make_params(op: ComputeOp) -> SpMMParams:
+        params = dict(template_params)
+        if "num_partitions" not in params:
+            itemsize = 8 if compute_dtype(op) == "float64" else 4
+            source_bytes = sum(p.shape[0] * row_stride(p) * itemsize for p in indexed_by(op, "src"))
+            avg_degree = graph.num_edges / max(graph.num_nodes, 1)
+            params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
+        return SpMMParams(**params)
+
+    return template_kernel("spmm", graph, msgfunc, reducer, target, fds, make_params, SpMMKernel)

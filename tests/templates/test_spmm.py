@@ -1,0 +1,253 @@
+import pytest
+import scipy.sparse as sp
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import featgraph as fg
+from featgraph import te
+from tests.conftest import adjacency, random_edges
+from tests.templates.reference import reduce_messages
+
+REDUCERS = ["sum", "mean", "max", "min"]
+GRAPHS = [(0, 0), (1, 0), (9, 0), (7, 3), (40, 200), (130, 1500)]
+
+
+def copy_u(n: int, d: int, dtype: str = "float32"):
+    XV = te.placeholder((n, d), dtype=dtype, name="XV")
+    return lambda src, dst, eid: te.compute((d,), lambda i: XV[src, i])
+
+
+def check_arg(out, arg, messages, dst, reducer):
+    """Each output element equals the message of the edge its arg names, and that edge enters the row."""
+    has = arg >= 0
+    rows = torch.arange(out.shape[0]).unsqueeze(1).expand_as(arg)
+    assert torch.all(dst[arg[has]] == rows[has])
+    cols = torch.arange(out.shape[1]).unsqueeze(0).expand_as(arg)
+    assert torch.equal(messages[arg[has], cols[has]], out[has])
+    assert torch.all(out[~has] == 0)
+
+
+@pytest.mark.parametrize("reducer", REDUCERS)
+@pytest.mark.parametrize(("n", "e"), GRAPHS)
+@pytest.mark.parametrize("d", [1, 13])
+def test_copy_u_against_scipy_and_dense(reducer, n, e, d):
+    src, dst = random_edges(n, e, seed=n + e)
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, d)
+    out, ref = None, reduce_messages(x[src], dst, n, reducer)
+    kernel = fg.spmm(g, copy_u(n, d), reducer)
+    out = kernel(XV=x)
+    assert out.shape == (n, d)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    if reducer == "sum":
+        scipy_ref = torch.from_numpy(adjacency(src, dst, n) @ x.double().numpy())
+        torch.testing.assert_close(out.double(), scipy_ref, rtol=1e-5, atol=1e-5)
+    if reducer in ("max", "min"):
+        out2, arg = kernel.run(return_arg=True, XV=x)
+        assert torch.equal(out, out2)
+        check_arg(out, arg, x[src], dst, reducer)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"num_partitions": 3},
+        {"num_feature_tiles": 4},
+        {"num_partitions": 4, "num_feature_tiles": 3},
+        {"row_order": "degree"},
+        {"num_threads": 1},
+    ],
+)
+@pytest.mark.parametrize("reducer", REDUCERS)
+def test_traversal_parameters_do_not_change_results(params, reducer):
+    n, d = 90, 37
+    src, dst = random_edges(n, 900, seed=2)
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, d, dtype=torch.float64)
+    out = fg.spmm(g, copy_u(n, d, "float64"), reducer, **params)
+    got, ref = out(XV=x), reduce_messages(x[src], dst, n, reducer)
+    torch.testing.assert_close(got, ref)
+    if reducer in ("max", "min"):
+        check_arg(got, out.run(return_arg=True, XV=x)[1], x[src], dst, reducer)
+
+
+@pytest.mark.parametrize(
+    "fds",
+    [
+        lambda s, out: s.split(out.axis[0], factor=8),
+        lambda s, out: s.split(out.axis[0], factor=5).vectorize(out.axis[0]),
+        lambda s, out: s.unroll(out.axis[0]),
+        lambda s, out: s.parallel(out.axis[0]),
+        lambda s, out: s.bind(out.axis[0], "thread.x"),
+    ],
+    ids=["split8", "split5-vec", "unroll", "parallel", "gpu-bind-ignored"],
+)
+def test_feature_schedules_do_not_change_results(fds):
+    n, d = 60, 21
+    src, dst = random_edges(n, 500, seed=3)
+    x = torch.randn(n, d)
+    g = fg.Graph(src, dst, n)
+    got = fg.spmm(g, copy_u(n, d), "sum", fds=fds, num_feature_tiles=2)(XV=x)
+    torch.testing.assert_close(got, reduce_messages(x[src], dst, n, "sum"), rtol=1e-5, atol=1e-5)
+
+
+def mlp_udf(n: int, d1: int, d2: int):
+    XV = te.placeholder((n, d1), name="XV")
+    W = te.placeholder((d1, d2), name="W")
+
+    def msgfunc(src, dst, eid):
+        k = te.reduce_axis((0, d1), name="k")
+        return te.compute((d2,), lambda i: te.max(te.sum((XV[src, k] + XV[dst, k]) * W[k, i], axis=k), 0))
+
+    return msgfunc
+
+
+@pytest.mark.parametrize(
+    "fds",
+    [None, lambda s, out: None, lambda s, out: s.reorder(out.reduce_axis[0], out.axis[0]).split(out.axis[0], 8)],
+    ids=["default", "reduce-inner", "reduce-outer-split"],
+)
+@pytest.mark.parametrize("reducer", ["max", "sum"])
+def test_fused_mlp_aggregation(fds, reducer):
+    n, d1, d2 = 50, 8, 19
+    src, dst = random_edges(n, 400, seed=4)
+    x, w = torch.randn(n, d1), torch.randn(d1, d2)
+    g = fg.Graph(src, dst, n)
+    got = fg.spmm(g, mlp_udf(n, d1, d2), reducer, fds=fds, num_feature_tiles=2)(XV=x, W=w)
+    messages = torch.relu((x[src] + x[dst]) @ w)
+    torch.testing.assert_close(got, reduce_messages(messages, dst, n, reducer), rtol=1e-4, atol=1e-4)
+
+
+def test_edge_weights_and_destination_data_multi_head():
+    n, h, d = 40, 3, 7
+    src, dst = random_edges(n, 300, seed=5)
+    g = fg.Graph(src, dst, n)
+    XV = te.placeholder((n, h, d), dtype="float64", name="XV")
+    A = te.placeholder((g.num_edges, h), dtype="float64", name="A")
+    B = te.placeholder((n, h), dtype="float64", name="B")
+
+    def msgfunc(src, dst, eid):
+        return te.compute((h, d), lambda j, i: XV[src, j, i] * A[eid, j] + B[dst, j])
+
+    x, a, b = (
+        torch.randn(n, h, d, dtype=torch.float64),
+        torch.randn(g.num_edges, h, dtype=torch.float64),
+        torch.randn(n, h, dtype=torch.float64),
+    )
+    for tiles in (1, 3):
+        got = fg.spmm(g, msgfunc, "sum", num_feature_tiles=tiles)(XV=x, A=a, B=b)
+        messages = x[src] * a.unsqueeze(-1) + b[dst].unsqueeze(-1)
+        torch.testing.assert_close(got, reduce_messages(messages, dst, n, "sum"))
+
+
+def test_elementwise_math_and_where():
+    n, d = 30, 6
+    src, dst = random_edges(n, 200, seed=6)
+    g = fg.Graph(src, dst, n)
+    X = te.placeholder((n, d), dtype="float64", name="X")
+
+    def msgfunc(src, dst, eid):
+        def body(i):
+            a, b = X[src, i], X[dst, i]
+            mixed = te.exp(a) * te.sigmoid(b) + te.tanh(a - b) + te.sqrt(te.abs(a)) + te.log(1 + te.abs(b))
+            return te.where(a > b, mixed, te.min(a, b) * 2) + te.cast(a, "float32") - a / 4 + (i % 2)
+
+        return te.compute((d,), body)
+
+    x = torch.randn(n, d, dtype=torch.float64)
+    a, b = x[src], x[dst]
+    mixed = a.exp() * b.sigmoid() + (a - b).tanh() + a.abs().sqrt() + (1 + b.abs()).log()
+    expected = torch.where(a > b, mixed, torch.minimum(a, b) * 2) + a.float().double() - a / 4 + (torch.arange(d) % 2)
+    got = fg.spmm(g, msgfunc, "sum")(X=x)
+    torch.testing.assert_close(got, reduce_messages(expected, dst, n, "sum"))
+
+
+def test_half_precision_inputs_accumulate_in_float32():
+    n, d = 50, 16
+    src, dst = random_edges(n, 800, seed=7)
+    g = fg.Graph(src, dst, n)
+    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        x = torch.randn(n, d).to(dtype)
+        got = fg.spmm(g, copy_u(n, d, name), "sum")(XV=x)
+        assert got.dtype == dtype
+        ref = torch.from_numpy(adjacency(src, dst, n) @ x.double().numpy()).to(dtype)
+        torch.testing.assert_close(got, ref)
+
+
+def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
+    n, d = 20, 9
+    src, dst = random_edges(n, 100, seed=8)
+    g = fg.Graph(src, dst, n)
+    base = torch.randn(d, n)
+    x = base.t()  # non-contiguous view
+    before = base.clone()
+    got = fg.spmm(g, copy_u(n, d), "sum")(XV=x)
+    assert torch.equal(base, before)
+    torch.testing.assert_close(got, reduce_messages(x.contiguous()[src], dst, n, "sum"), rtol=1e-5, atol=1e-5)
+
+
+def test_scipy_weighted_graph_matches_matrix_product():
+    A = sp.random(70, 70, density=0.1, format="csr", random_state=1)
+    g = fg.Graph.from_scipy(A)
+    W = te.placeholder((g.num_edges,), name="W")
+    XV = te.placeholder((70, 5), name="XV")
+    kernel = fg.spmm(g, lambda s, t, e: te.compute((5,), lambda i: XV[s, i] * W[e]), "sum")
+    x = torch.randn(70, 5)
+    torch.testing.assert_close(
+        kernel(XV=x, W=g.edge_weight.float()), torch.from_numpy((A @ x.numpy()).astype("float32"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"XV": torch.randn(10, 4)}, ValueError, r"expected shape \(10, 3\)"),
+        ({"XV": torch.randn(10, 3, dtype=torch.float64)}, TypeError, "placeholder dtype is float32"),
+        ({"XV": [[0.0] * 3] * 10}, TypeError, "expected a torch.Tensor"),
+        ({}, TypeError, r"missing \['XV'\]"),
+        ({"XV": torch.randn(10, 3), "Y": torch.randn(1)}, TypeError, r"unexpected \['Y'\]"),
+    ],
+)
+def test_bad_call_arguments(kwargs, error, message):
+    g = fg.Graph(*random_edges(10, 30, seed=9), 10)
+    kernel = fg.spmm(g, copy_u(10, 3), "sum")
+    with pytest.raises(error, match=message):
+        kernel(**kwargs)
+
+
+def test_bad_template_arguments():
+    g = fg.Graph(*random_edges(10, 30, seed=9), 10)
+    with pytest.raises(ValueError, match="reducer must be one of"):
+        fg.spmm(g, copy_u(10, 3), "prod")
+    with pytest.raises(ValueError, match="needs 10 rows"):
+        fg.spmm(g, copy_u(11, 3), "sum")
+    with pytest.raises(TypeError, match="must return te.compute"):
+        fg.spmm(g, lambda s, t, e: s, "sum")
+    with pytest.raises(ValueError, match="target must be one of"):
+        fg.spmm(g, copy_u(10, 3), "sum", target="tpu")
+    with pytest.raises(NotImplementedError, match="Triton"):
+        fg.spmm(g, copy_u(10, 3), "sum", target="gpu")
+    with pytest.raises(ValueError, match="num_partitions"):
+        fg.spmm(g, copy_u(10, 3), "sum", num_partitions=0)
+    with pytest.raises(ValueError, match="return_arg needs a max or min"):
+        fg.spmm(g, copy_u(10, 3), "sum").run(return_arg=True, XV=torch.randn(10, 3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    e=st.integers(0, 300),
+    d=st.integers(1, 20),
+    reducer=st.sampled_from(REDUCERS),
+    parts=st.integers(1, 4),
+    tiles=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
+def test_property_random_graphs_and_shapes(n, e, d, reducer, parts, tiles, seed):
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n, (e,), generator=gen)
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    g = fg.Graph(src, dst, n)
+    got = fg.spmm(g, copy_u(n, d, "float64"), reducer, num_partitions=parts, num_feature_tiles=tiles)(XV=x)
+    torch.testing.assert_close(got, reduce_messages(x[src], dst, n, reducer))
