@@ -23,6 +23,12 @@ ACCUMULATE = {
     "max": "{{ const bool win = {x} > acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
     "min": "{{ const bool win = {x} < acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
 }
+NO_EDGE_IS_ZERO = "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);"
+FINALIZE = {
+    "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",  # noqa: E501
+    "max": NO_EDGE_IS_ZERO,
+    "min": NO_EDGE_IS_ZERO,
+}
 IDENTITY = {
     "sum": "T(0)",
     "mean": "T(0)",
@@ -78,20 +84,17 @@ def spmm_source(spec: KernelSpec) -> str:
     argreduce = reducer in ("max", "min")
     src_rows = indexed_by(op, "src")
     lines = _header(spec)
+    am_decl = " int64_t am[SIZE];" if argreduce else ""
+    am_init = " am[q] = -1;" if argreduce else ""
+    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
+    load = f"acc[q] = out[v * {row} + g];" + (f" am[q] = argidx[v * {row} + g];" if argreduce else "")
+    finalize = FINALIZE.get(reducer, "")
     for tile in tiles:
-        size = tile_size(op, tile)
         sink = lambda f, g, x: ACCUMULATE[reducer].format(f=f, x=x)  # noqa: E731
         prefetch = [
-            f"        __builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + {PREFETCH_DISTANCE}] * {row_stride(p)} + {tile.lo});"
+            f"          __builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + PF] * {row_stride(p)} + {tile.lo});"
             for p in src_rows
         ]
-        store = f"out[v * {row} + g] = acc[q];" + (" argidx[v * %d + g] = am[q];" % row if argreduce else "")
-        load = f"acc[q] = out[v * {row} + g];" + (f" am[q] = argidx[v * {row} + g];" if argreduce else "")
-        finalize = {
-            "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",
-            "max": "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);",
-            "min": "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);",
-        }.get(reducer, "")
         lines += [
             f"static void spmm_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
             "  const IDX* __restrict__ indptr = (const IDX*)ptr[0];",
@@ -103,23 +106,22 @@ def spmm_source(spec: KernelSpec) -> str:
             "  int64_t* __restrict__ argidx = (int64_t*)ptr[6];",
             *_placeholder_decls(spec, 7),
             "  const int64_t num_rows = arg[0], num_parts = arg[1]; const int nthreads = (int)arg[2];",
-            f"  const int64_t SIZE = {size};",
+            f"  constexpr int64_t SIZE = {tile_size(op, tile)}, PF = {PREFETCH_DISTANCE};",
             "  (void)degree; (void)argidx;",
             "  for (int64_t p = 0; p < num_parts; ++p) {",
             "    const IDX* ip = indptr + p * num_rows; const bool first = p == 0, last = p == num_parts - 1;",
             "    #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads) if(par)",
             "    for (int64_t r = 0; r < num_rows; ++r) {",
             "      const int64_t v = rows ? (int64_t)rows[r] : r;",
-            f"      T acc[{size}];" + (f" int64_t am[{size}];" if argreduce else ""),
-            "      if (first) { for (int64_t q = 0; q < SIZE; ++q) { acc[q] = %s;%s } }"
-            % (IDENTITY[reducer], " am[q] = -1;" if argreduce else ""),
+            f"      T acc[SIZE];{am_decl}",
+            f"      if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{am_init} }} }}",
             "      else {",
             *_tile_rows(op, tile, load, "        "),
             "      }",
             "      const int64_t end = ip[v + 1];",
             "      for (int64_t j = ip[v]; j < end; ++j) {",
             "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
-            f"        if (j + {PREFETCH_DISTANCE} < end) {{",
+            "        if (j + PF < end) {",
             *prefetch,
             "        }",
             *message_block(op, spec.schedule, tile, sink),
