@@ -84,14 +84,6 @@ class Schedule:
         self.plan(axis).tree_reduce = tag
         return self
 
-    def key(self) -> tuple:
-        """Hashable summary for kernel caches (axis names are positional, so stable per UDF shape)."""
-        names = {a.name: f"a{i}" for i, a in enumerate(self.op.axis)}
-        names.update({a.name: f"r{i}" for i, a in enumerate(self.op.reduce_axis)})
-        plans = tuple(sorted((names[n], tuple(vars(p).values())) for n, p in self.plans.items()))
-        order = tuple(names[a.name] for a in self.order) if self.order else None
-        return plans, order
-
 
 def default_schedule(op: ComputeOp) -> Schedule:
     """Without an FDS: vectorise the innermost output axis; when the message reduces over an axis and the

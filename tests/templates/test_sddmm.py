@@ -1,0 +1,84 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import featgraph as fg
+from featgraph import te
+from tests.conftest import random_edges
+
+
+def dot_udf(n: int, d: int, heads: int | None = None, dtype: str = "float32"):
+    if heads is None:
+        XV = te.placeholder((n, d), dtype=dtype, name="XV")
+
+        def edgefunc(src, dst, eid):
+            k = te.reduce_axis((0, d), name="k")
+            return te.compute((1,), lambda i: te.sum(XV[src, k] * XV[dst, k], axis=k))
+
+        return edgefunc
+    XV = te.placeholder((n, heads, d), dtype=dtype, name="XV")
+
+    def multi_head(src, dst, eid):
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute((heads,), lambda h: te.sum(XV[src, h, k] * XV[dst, h, k], axis=k))
+
+    return multi_head
+
+
+@pytest.mark.parametrize("order", ["hilbert", "user", "csr"])
+@pytest.mark.parametrize(("n", "e"), [(0, 0), (5, 0), (7, 3), (60, 500), (300, 4000)])
+def test_dot_attention_in_user_edge_order(order, n, e):
+    d = 19
+    src, dst = random_edges(n, e, seed=n + e)
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, d, dtype=torch.float64)
+    got = fg.sddmm(g, dot_udf(n, d, dtype="float64"), edge_order=order)(XV=x)
+    assert got.shape == (e, 1)
+    torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
+
+
+@pytest.mark.parametrize("fds", [None, lambda s, out: s.split(out.reduce_axis[0], 4).vectorize(out.reduce_axis[0])])
+def test_multi_head_dot(fds):
+    n, h, d = 50, 4, 11
+    src, dst = random_edges(n, 400, seed=1)
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, h, d)
+    got = fg.sddmm(g, dot_udf(n, d, heads=h), fds=fds)(XV=x)
+    assert got.shape == (400, h)
+    torch.testing.assert_close(got, (x[src] * x[dst]).sum(-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 5])
+def test_vector_output_with_edge_data_and_feature_tiles(tiles):
+    n, d = 40, 23
+    src, dst = random_edges(n, 300, seed=2)
+    g = fg.Graph(src, dst, n)
+    XV = te.placeholder((n, d), dtype="float64", name="XV")
+    EW = te.placeholder((g.num_edges,), dtype="float64", name="EW")
+
+    def edgefunc(src, dst, eid):
+        return te.compute((d,), lambda i: (XV[src, i] - XV[dst, i]) * EW[eid])
+
+    x, w = torch.randn(n, d, dtype=torch.float64), torch.randn(g.num_edges, dtype=torch.float64)
+    got = fg.sddmm(g, edgefunc, num_feature_tiles=tiles)(XV=x, EW=w)
+    torch.testing.assert_close(got, (x[src] - x[dst]) * w.unsqueeze(1))
+
+
+def test_bad_sddmm_arguments():
+    g = fg.Graph(*random_edges(10, 30, seed=3), 10)
+    with pytest.raises(ValueError, match="edge_order must be one of"):
+        fg.sddmm(g, dot_udf(10, 4), edge_order="random")
+    EW = te.placeholder((29,), name="EW")
+    with pytest.raises(ValueError, match="needs 30 rows"):
+        fg.sddmm(g, lambda s, t, e: te.compute((1,), lambda i: EW[e]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 30), e=st.integers(0, 200), d=st.integers(1, 17), seed=st.integers(0, 1000))
+def test_property_dot_on_random_graphs(n, e, d, seed):
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n, (e,), generator=gen)
+    x = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    got = fg.sddmm(fg.Graph(src, dst, n), dot_udf(n, d, dtype="float64"))(XV=x)
+    torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
