@@ -78,5 +78,13 @@ def main(argv: list[str] | None = None) -> None:
     demo = sub.add_parser("demo", help="load a bundled graph, build formats, aggregate against torch.sparse")
     demo.add_argument("--dataset", default="cora")
     demo.set_defaults(run=_demo)
+    bench = sub.add_parser("bench", help="benchmarks against baselines in the same run").add_subparsers(
+        dest="suite", required=True
+    )
+    from .bench import kernels
+
+    kernel_bench = bench.add_parser("kernels", help="SpMM/SDDMM kernel table (GCN, max, MLP, attention)")
+    kernels.add_arguments(kernel_bench)
+    kernel_bench.set_defaults(run=kernels.run)
     args = parser.parse_args(argv)
     args.run(args)

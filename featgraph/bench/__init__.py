@@ -1,0 +1,1 @@
+"""Benchmarks runnable as ``featgraph bench ...``: measured against baselines in the same run."""

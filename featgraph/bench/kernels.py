@@ -1,0 +1,272 @@
+"""Kernel benchmark in the style of the FeatGraph paper's tables: featgraph against what users run today.
+
+Ops: GCN aggregation (copy_u + sum), max aggregation with argmax, fused MLP aggregation (d1 = 8, max),
+dot-product attention (SDDMM). Baselines in the same run: torch.sparse (CSR, MKL), scipy, the PyG-style
+gather + scatter path, PyG's own ``scatter`` and DGL's ``gspmm``/``gsddmm`` where those are installed.
+``ratio`` is baseline time over featgraph time (above 1: featgraph is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from .. import te
+from ..backends import toolchain
+from ..datasets import rand100k, uniform
+from ..graph import Graph
+from ..templates import sddmm, spmm
+from .measure import best_ms, peak_extra_mb
+
+MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
+GRAPHS: dict[str, Callable[[float], Graph]] = {
+    "uniform": lambda scale: uniform(max(2, int(50_000 * scale)), 30, seed=0),
+    "rand100k": lambda scale: rand100k(0.5 * scale, 0.1, seed=0),
+}
+OPS = ("gcn", "max", "mlp", "attention")
+
+
+@dataclass
+class Row:
+    op: str
+    graph: str
+    d: int
+    impl: str
+    ms: float | None
+    ratio: float | None = None  # impl ms / featgraph ms
+    gbps: float | None = None  # effective bandwidth of the gather traffic
+    peak_mb: float | None = None
+    note: str = ""
+
+
+def _optional(module: str):
+    try:
+        return __import__(module)
+    except Exception:  # noqa: BLE001 - any import failure means "not available"
+        return None
+
+
+def _csr_tensor(g: Graph, values: torch.Tensor | None = None) -> torch.Tensor:
+    indptr, indices, edge_ids = g.csr()
+    data = torch.ones(g.num_edges) if values is None else values[edge_ids]
+    with torch.sparse.check_sparse_tensor_invariants(False):
+        return torch.sparse_csr_tensor(indptr, indices, data, (g.num_nodes, g.num_nodes))
+
+
+def _scipy_csr(g: Graph) -> sp.csr_matrix:
+    indptr, indices, _ = g.csr()
+    return sp.csr_matrix((np.ones(g.num_edges, np.float32), indices.numpy(), indptr.numpy()), (g.num_nodes,) * 2)
+
+
+def _too_big(g: Graph, width: int) -> bool:
+    return g.num_edges * width * 4 > MATERIALISE_LIMIT_BYTES
+
+
+def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's best path that also yields the argmax: scatter_reduce(amax), then the winning edge ids."""
+    index = dst.unsqueeze(1).expand_as(messages)
+    out = torch.full((n, messages.shape[1]), float("-inf")).scatter_reduce(0, index, messages, "amax")
+    edge_ids = torch.arange(messages.shape[0]).unsqueeze(1).expand_as(messages)
+    winners = torch.where(messages == out[dst], edge_ids, -1)
+    arg = torch.full((n, messages.shape[1]), -1).scatter_reduce(0, index, winners, "amax")
+    return out.masked_fill(arg < 0, 0), arg
+
+
+def bench_gcn(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    n, (src, dst) = g.num_nodes, g.coo()
+    x = torch.randn(n, d)
+    XV = te.placeholder((n, d), name="XV")
+    kernel = spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), "sum", num_threads=threads)
+    adj, adj_sp = _csr_tensor(g), _scipy_csr(g)
+    x_np = x.numpy()
+    impls: dict[str, Callable[[], object] | str] = {
+        "featgraph": lambda: kernel(XV=x),
+        "torch.sparse.mm (CSR)": lambda: torch.sparse.mm(adj, x),
+        "scipy (1 thread)": lambda: adj_sp @ x_np,
+    }
+    if _too_big(g, d):
+        impls["gather+index_add_ (PyG-style)"] = "skipped: would materialise E x d"
+    else:
+        impls["gather+index_add_ (PyG-style)"] = lambda: torch.zeros(n, d).index_add_(0, dst, x[src])
+        pyg_utils = _optional("torch_geometric.utils")
+        if pyg_utils is not None:
+            from torch_geometric.utils import scatter
+
+            impls["PyG scatter"] = lambda: scatter(x[src], dst, 0, dim_size=n, reduce="sum")
+    dgl = _optional("dgl")
+    if dgl is not None:
+        dg = dgl.graph((src, dst), num_nodes=n)
+        impls["DGL gspmm"] = lambda: dgl.ops.copy_u_sum(dg, x)
+    return impls
+
+
+def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    n, (src, dst) = g.num_nodes, g.coo()
+    x = torch.randn(n, d)
+    XV = te.placeholder((n, d), name="XV")
+    kernel = spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), "max", num_threads=threads)
+    impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel.run(return_arg=True, XV=x)}
+    if _too_big(g, 3 * d):
+        impls["scatter_reduce + argmax (torch)"] = "skipped: would materialise E x d"
+    else:
+        impls["scatter_reduce + argmax (torch)"] = lambda: _scatter_argmax(x[src], dst, n)
+    return impls
+
+
+def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
+    n, (src, dst) = g.num_nodes, g.coo()
+    x, w = torch.randn(n, d1), torch.randn(d1, d)
+    XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
+
+    def msgfunc(s, t, e):
+        k = te.reduce_axis((0, d1), name="k")
+        return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
+
+    kernel = spmm(g, msgfunc, "max", num_threads=threads)
+    impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel(XV=x, W=w)}
+    if _too_big(g, 2 * d):
+        impls["materialised torch"] = "skipped: would materialise E x d"
+    else:
+
+        def materialised() -> torch.Tensor:
+            messages = torch.relu((x[src] + x[dst]) @ w)
+            index = dst.unsqueeze(1).expand_as(messages)
+            return torch.zeros(n, d).scatter_reduce(0, index, messages, "amax", include_self=False)
+
+        impls["materialised torch"] = materialised
+    return impls
+
+
+def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    n, (src, dst) = g.num_nodes, g.coo()
+    x = torch.randn(n, d)
+    XV = te.placeholder((n, d), name="XV")
+
+    def edgefunc(s, t, e):
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
+
+    kernel = sddmm(g, edgefunc, num_threads=threads)
+    pattern = _csr_tensor(g)
+    impls: dict[str, Callable[[], object] | str] = {
+        "featgraph": lambda: kernel(XV=x),
+        "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
+    }
+    if _too_big(g, 2 * d):
+        impls["gather + sum (PyG-style)"] = "skipped: would materialise E x d"
+    else:
+        impls["gather + sum (PyG-style)"] = lambda: (x[src] * x[dst]).sum(1, keepdim=True)
+    dgl = _optional("dgl")
+    if dgl is not None:
+        dg = dgl.graph((src, dst), num_nodes=n)
+        impls["DGL gsddmm"] = lambda: dgl.ops.u_dot_v(dg, x, x)
+    return impls
+
+
+BENCHES = {"gcn": bench_gcn, "max": bench_max, "mlp": bench_mlp, "attention": bench_attention}
+
+
+def gather_bytes(op: str, g: Graph, d: int) -> int:
+    """Bytes the op must at least move if nothing is reused: one feature row read per edge endpoint it
+    touches, plus indices and the output."""
+    per_edge = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d}[op] * 4 + 8
+    out = g.num_edges * 4 if op == "attention" else g.num_nodes * d * 4
+    return g.num_edges * per_edge + out
+
+
+def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: int) -> list[Row]:
+    impls = BENCHES[op](g, d, threads)
+    rows = []
+    for name, fn in impls.items():
+        if isinstance(fn, str):
+            rows.append(Row(op, graph_name, d, name, None, note=fn))
+            continue
+        ms = best_ms(fn, repeat)
+        peak = peak_extra_mb(fn) if op == "mlp" else None
+        rows.append(Row(op, graph_name, d, name, ms, gbps=gather_bytes(op, g, d) / ms / 1e6, peak_mb=peak))
+    ours = rows[0].ms
+    for row in rows:
+        row.ratio = None if row.ms is None or not ours else row.ms / ours
+    return rows
+
+
+def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, parts: int, tiles: int) -> list[Row]:
+    """The paper's Figure 11: graph partitioning alone, feature tiling alone, both, versus neither."""
+    x = torch.randn(g.num_nodes, d)
+    XV = te.placeholder((g.num_nodes, d), name="XV")
+    variants = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
+    variants[f"both ({parts} x {tiles})"] = (parts, tiles)
+    rows = []
+    for name, (p, t) in variants.items():
+        kernel = spmm(
+            g, lambda s, u, e: te.compute((d,), lambda i: XV[s, i]), "sum", num_partitions=p, num_feature_tiles=t,
+            num_threads=threads,
+        )  # fmt: skip
+        rows.append(Row("gcn-ablation", graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
+    for row in rows:
+        row.ratio = rows[0].ms / row.ms  # speedup over "neither"
+    return rows
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = [
+        "| op | graph | d | implementation | ms | time / featgraph | GB/s | peak extra MB | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [r.op, r.graph, str(r.d), r.impl, _fmt(r.ms, ".2f"), _fmt(r.ratio, ".2f"), _fmt(r.gbps, ".1f")]
+        lines.append("| " + " | ".join([*cells, _fmt(r.peak_mb, ".0f"), r.note]) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    return f"{cpu}, {torch.get_num_threads()} torch threads, {toolchain.cxx_version()}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
+    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
+    parser.add_argument("--ablation", action="store_true", help="also run the partition/tiling ablation")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    torch.set_num_threads(args.threads)
+    print(f"machine: {machine()}; featgraph threads: {args.threads}")
+    rows: list[Row] = []
+    for graph_name in args.graphs:
+        g = GRAPHS[graph_name](args.scale)
+        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
+        for op in args.ops:
+            for d in args.dims:
+                rows += run_rows(graph_name, g, op, d, args.threads, args.repeat)
+        if args.ablation:
+            for d in (128, 512):
+                rows += ablation_rows(graph_name, g, d, args.threads, args.repeat, parts=2, tiles=2)
+    print(markdown(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "threads": args.threads, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_arguments(parser)
+    run(parser.parse_args(argv))

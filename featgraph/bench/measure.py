@@ -1,0 +1,48 @@
+"""Timing and peak-memory helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+CLEAR_REFS = Path("/proc/self/clear_refs")
+STATUS = Path("/proc/self/status")
+
+
+def best_ms(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """Fastest of ``repeat`` runs after ``warmup`` runs, in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times) * 1e3
+
+
+def _status_kb(field: str) -> int | None:
+    for line in STATUS.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return None
+
+
+def peak_extra_mb(fn: Callable[[], object]) -> float | None:
+    """Peak resident memory that ``fn`` adds over what the process held before, in MB.
+
+    Resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM`` afterwards;
+    None where the kernel does not offer that.
+    """
+    try:
+        before = _status_kb("VmRSS")
+        CLEAR_REFS.write_text("5")
+        result = fn()
+        peak = _status_kb("VmHWM")
+        del result
+    except OSError:
+        return None
+    if before is None or peak is None:
+        return None
+    return max(0.0, (peak - before) / 1024)
