@@ -86,13 +86,18 @@ class Schedule:
 
 
 def default_schedule(op: ComputeOp) -> Schedule:
-    """Without an FDS: vectorise the innermost output axis; when the message reduces over an axis and the
-    innermost output axis is wide enough to vectorise, put reduce axes outside the output axes, so the
-    inner loop streams contiguous weight rows (the MLP aggregation case)."""
+    """Without an FDS: vectorise the innermost output axis. When the message reduces over an axis and the
+    innermost output axis is wide enough to vectorise, put reduce axes outside the output axes, so the inner
+    loop streams contiguous weight rows (the MLP aggregation case); otherwise the reduction itself is the
+    inner loop and is vectorised (the dot-product case)."""
     s = Schedule(op)
     inner = op.axis[-1]
+    if op.reduce_axis and inner.extent < 8:
+        for axis in op.reduce_axis:
+            s.vectorize(axis)
+        return s
     s.vectorize(inner)
-    if op.reduce_axis and inner.extent >= 8:
+    if op.reduce_axis:
         s.reorder(*op.axis[:-1], *op.reduce_axis, inner)
     return s
 

@@ -22,7 +22,8 @@ def test_datasets_listing(capsys):
 
 def test_demo_runs_and_checks_itself(capsys):
     main(["demo"])
-    assert "max |diff|" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "max |featgraph - torch.sparse|" in out and "GCN aggregation" in out
 
 
 def test_python_dash_m_entry_point():
@@ -35,3 +36,10 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
     commands = [line.strip() for line in readme if line.startswith("    ") or line.startswith("make ")]
     assert commands[:2] == ["make demo", "make test"]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_bench_kernels_subcommand(tmp_path, capsys):
+    out = tmp_path / "k.json"
+    main(["bench", "kernels", "--scale", "0.002", "--dims", "4", "--ops", "gcn", "--repeat", "1", "--json", str(out)])
+    assert "| gcn | uniform | 4 | featgraph |" in capsys.readouterr().out
+    assert out.exists()

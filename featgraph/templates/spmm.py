@@ -32,15 +32,15 @@ class SpMMKernel(Kernel):
         n = self.graph.num_nodes
         out = torch.empty((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
         argreduce = self.spec.reducer in ("max", "min")
-        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64) if argreduce else None
+        if return_arg and not argreduce:
+            raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")
+        # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
+        keep_arg = argreduce and (return_arg or self.spec.params.num_partitions > 1)
+        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
         out = out.to(self._out_dtype)
-        if return_arg:
-            if not argreduce:
-                raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")
-            return out, arg
-        return out
+        return (out, arg) if return_arg else out
 
     def __call__(self, **tensors: Any) -> torch.Tensor:
         return self.run(**tensors)

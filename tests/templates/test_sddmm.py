@@ -38,7 +38,15 @@ def test_dot_attention_in_user_edge_order(order, n, e):
     torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
 
 
-@pytest.mark.parametrize("fds", [None, lambda s, out: s.split(out.reduce_axis[0], 4).vectorize(out.reduce_axis[0])])
+@pytest.mark.parametrize(
+    "fds",
+    [
+        None,
+        lambda s, out: s.split(out.reduce_axis[0], 4).vectorize(out.reduce_axis[0]),
+        lambda s, out: s.vectorize(out.axis[0]).vectorize(out.reduce_axis[0]),  # nested simd is resolved
+        lambda s, out: s.reorder(out.reduce_axis[0], out.axis[0]).vectorize(out.axis[0]).vectorize(out.reduce_axis[0]),
+    ],
+)
 def test_multi_head_dot(fds):
     n, h, d = 50, 4, 11
     src, dst = random_edges(n, 400, seed=1)

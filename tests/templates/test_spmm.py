@@ -251,3 +251,10 @@ def test_property_random_graphs_and_shapes(n, e, d, reducer, parts, tiles, seed)
     g = fg.Graph(src, dst, n)
     got = fg.spmm(g, copy_u(n, d, "float64"), reducer, num_partitions=parts, num_feature_tiles=tiles)(XV=x)
     torch.testing.assert_close(got, reduce_messages(x[src], dst, n, reducer))
+
+
+def test_same_udf_twice_reuses_the_compiled_kernel():
+    g = fg.Graph(*random_edges(10, 30, seed=10), 10)
+    a, b = fg.spmm(g, copy_u(10, 3), "sum"), fg.spmm(g, copy_u(10, 3), "sum")
+    assert a.source == b.source and a._run is b._run
+    assert fg.spmm(g, copy_u(10, 4), "sum").source != a.source

@@ -8,7 +8,7 @@ message and hands each element to a *sink* (accumulate into a row, or store for 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...schedule import AxisPlan, Schedule
 from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
@@ -178,6 +178,13 @@ def open_loop(loop: Loop, indent: str) -> tuple[list[str], int]:
 
 
 def nest(loops: list[Loop], body: list[str], indent: str = "      ") -> list[str]:
+    """The loops around ``body``. OpenMP forbids a simd loop inside another, so only the innermost
+    vectorised loop (counting any inside ``body``) keeps its SIMD pragma."""
+    simd_inside = any("#pragma omp simd" in line for line in body)
+    for n, loop in enumerate(loops):
+        inner_simd = simd_inside or any(lp.plan.vectorize for lp in loops[n + 1 :])
+        if loop.plan.vectorize and inner_simd:
+            loops[n] = replace(loop, plan=replace(loop.plan, vectorize=False))
     lines: list[str] = []
     closes = 0
     for loop in loops:

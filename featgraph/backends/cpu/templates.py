@@ -86,7 +86,7 @@ def spmm_source(spec: KernelSpec) -> str:
     lines = _header(spec)
     am_decl = " int64_t am[SIZE];" if argreduce else ""
     am_init = " am[q] = -1;" if argreduce else ""
-    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
+    store = f"out[v * {row} + g] = acc[q];" + (f" if (argidx) argidx[v * {row} + g] = am[q];" if argreduce else "")
     load = f"acc[q] = out[v * {row} + g];" + (f" am[q] = argidx[v * {row} + g];" if argreduce else "")
     finalize = FINALIZE.get(reducer, "")
     for tile in tiles:

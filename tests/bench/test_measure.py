@@ -1,0 +1,15 @@
+import torch
+
+from featgraph.bench.measure import best_ms, peak_extra_mb
+
+
+def test_best_ms_counts_calls():
+    calls = []
+    assert best_ms(lambda: calls.append(1), repeat=3, warmup=2) >= 0
+    assert len(calls) == 5
+
+
+def test_peak_extra_mb_sees_a_large_temporary():
+    peak = peak_extra_mb(lambda: torch.ones(50_000_000))  # 200 MB
+    if peak is not None:  # None where /proc/self/clear_refs is unavailable
+        assert 150 < peak < 400
