@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -56,7 +57,8 @@ def _optional(module: str):
 def _csr_tensor(g: Graph, values: torch.Tensor | None = None) -> torch.Tensor:
     indptr, indices, edge_ids = g.csr()
     data = torch.ones(g.num_edges) if values is None else values[edge_ids]
-    with torch.sparse.check_sparse_tensor_invariants(False):
+    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return torch.sparse_csr_tensor(indptr, indices, data, (g.num_nodes, g.num_nodes))
 
 
@@ -198,20 +200,33 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: i
 
 
 def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, parts: int, tiles: int) -> list[Row]:
-    """The paper's Figure 11: graph partitioning alone, feature tiling alone, both, versus neither."""
+    """The paper's Figure 11 for GCN aggregation (graph partitioning alone, feature tiling alone, both,
+    versus neither), and the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention.
+    ``ratio`` here is the speedup over the first variant."""
     x = torch.randn(g.num_nodes, d)
     XV = te.placeholder((g.num_nodes, d), name="XV")
-    variants = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
-    variants[f"both ({parts} x {tiles})"] = (parts, tiles)
+
+    def copy_u(s, u, e):
+        return te.compute((d,), lambda i: XV[s, i])
+
+    def dot(s, u, e):
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[u, k], axis=k))
+
+    gcn = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
+    gcn[f"both ({parts} x {tiles})"] = (parts, tiles)
+    kernels = {
+        name: spmm(g, copy_u, "sum", num_partitions=p, num_feature_tiles=t, num_threads=threads)
+        for name, (p, t) in gcn.items()
+    }
+    orders = {f"edge order {o}": sddmm(g, dot, edge_order=o, num_threads=threads) for o in ("hilbert", "user", "csr")}
     rows = []
-    for name, (p, t) in variants.items():
-        kernel = spmm(
-            g, lambda s, u, e: te.compute((d,), lambda i: XV[s, i]), "sum", num_partitions=p, num_feature_tiles=t,
-            num_threads=threads,
-        )  # fmt: skip
-        rows.append(Row("gcn-ablation", graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
-    for row in rows:
-        row.ratio = rows[0].ms / row.ms  # speedup over "neither"
+    for op, group in (("gcn-ablation", kernels), ("attention-order", orders)):
+        first = len(rows)
+        for name, kernel in group.items():
+            rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
+        for row in rows[first:]:
+            row.ratio = rows[first].ms / row.ms
     return rows
 
 
