@@ -139,7 +139,9 @@ class Graph:
         weighted = ", weighted" if self._edge_weight is not None else ""
         return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device}{weighted})"
 
-    def _cached(self, key: tuple, build: Callable[[], Any]) -> Any:
+    def cached(self, key: tuple, build: Callable[[], Any]) -> Any:
+        """Per-graph memo: ``build()`` once per ``key``. Holds the derived formats and the compiled kernels
+        that ops bind to this graph, so a training loop builds each of them once."""
         if key not in self._cache:
             self._cache[key] = build()
         return self._cache[key]
@@ -151,35 +153,35 @@ class Graph:
 
     def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""
-        full = self._cached(("csr",), lambda: compress(self._dst, self._src, self._num_nodes))
-        return full if index_dtype == torch.int64 else self._cached(("csr", index_dtype), lambda: full.to(index_dtype))
+        full = self.cached(("csr",), lambda: compress(self._dst, self._src, self._num_nodes))
+        return full if index_dtype == torch.int64 else self.cached(("csr", index_dtype), lambda: full.to(index_dtype))
 
     def csc(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
-        full = self._cached(("csc",), lambda: compress(self._src, self._dst, self._num_nodes))
-        return full if index_dtype == torch.int64 else self._cached(("csc", index_dtype), lambda: full.to(index_dtype))
+        full = self.cached(("csc",), lambda: compress(self._src, self._dst, self._num_nodes))
+        return full if index_dtype == torch.int64 else self.cached(("csc", index_dtype), lambda: full.to(index_dtype))
 
     def in_degrees(self) -> torch.Tensor:
-        return self._cached(("in_deg",), lambda: torch.diff(self.csr().indptr))
+        return self.cached(("in_deg",), lambda: torch.diff(self.csr().indptr))
 
     def out_degrees(self) -> torch.Tensor:
-        return self._cached(("out_deg",), lambda: torch.diff(self.csc().indptr))
+        return self.cached(("out_deg",), lambda: torch.diff(self.csc().indptr))
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
-        return self._cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
+        return self.cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:
         """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"``."""
         if order == "user":
-            return self._cached(("user_order",), lambda: torch.arange(self.num_edges, device=self.device))
+            return self.cached(("user_order",), lambda: torch.arange(self.num_edges, device=self.device))
         if order == "csr":
             return self.csr().edge_ids
         if order == "csc":
             return self.csc().edge_ids
         if order == "hilbert":
-            return self._cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, self._num_nodes))
+            return self.cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, self._num_nodes))
         raise ValueError(f"unknown edge order {order!r}; expected one of {EDGE_ORDERS}")
 
     def permute_edge_values(self, values: torch.Tensor, from_order: str, to_order: str) -> torch.Tensor:
@@ -200,20 +202,20 @@ class Graph:
         if direction not in ("in", "out"):
             raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
         degrees = self.in_degrees() if direction == "in" else self.out_degrees()
-        return self._cached(
+        return self.cached(
             ("degree_order", direction, descending),
             lambda: torch.sort(degrees, descending=descending, stable=True).indices,
         )
 
     def source_partitions(self, num_parts: int) -> SourcePartitions:
         """Sources cut into ``num_parts`` equal id ranges, each with its own CSR (cached per count)."""
-        return self._cached(
+        return self.cached(
             ("partitions", num_parts), lambda: partition_sources(self._src, self._dst, self._num_nodes, num_parts)
         )
 
     def tc_translation(self, block_width: int = 8) -> TCTranslation:
         """TC-GNN's 16-row-window translation with condensed column blocks (cached per width)."""
-        return self._cached(("tc", block_width), lambda: translate(self._src, self._dst, self._num_nodes, block_width))
+        return self.cached(("tc", block_width), lambda: translate(self._src, self._dst, self._num_nodes, block_width))
 
     @property
     def fingerprint(self) -> str:
@@ -226,4 +228,4 @@ class Graph:
             h.update(self._dst.cpu().numpy().tobytes())
             return h.hexdigest()
 
-        return self._cached(("fingerprint",), digest)
+        return self.cached(("fingerprint",), digest)

@@ -26,7 +26,11 @@ def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], nam
     dims = tuple(int(s) for s in shape)
     if not dims or any(s <= 0 for s in dims):
         raise ValueError(f"compute shape must be non-empty and positive, got {shape}")
-    params = list(inspect.signature(fn).parameters)
+    signature = inspect.signature(fn).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in signature):
+        params = [f"i{n}" for n in range(len(dims))]  # fn(*axes)
+    else:
+        params = [p.name for p in signature]
     if len(params) != len(dims):
         raise ValueError(f"compute of {len(dims)} dims needs a function of {len(dims)} axes, got {len(params)}")
     axes = tuple(Var(f"ax_{p}", "axis", extent) for p, extent in zip(params, dims, strict=True))

@@ -1,0 +1,65 @@
+"""Differentiable graph ops with DGL's names, all lowered through featgraph's templates.
+
+``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, and the named shortcuts
+(``copy_u_sum``, ``u_mul_e_max``, ``u_add_v``, ``u_dot_v``, ``e_div_v``, ...) generated from one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..graph import Graph
+from .edge_softmax import edge_softmax
+from .gsddmm import gsddmm
+from .gspmm import REDUCERS, gspmm
+from .segment import segment_reduce
+
+_SPMM_SHORTCUT_OPS = {
+    "copy_u": "copy_lhs",
+    "copy_e": "copy_rhs",
+    **{f"u_{o}_e": o for o in ("add", "sub", "mul", "div")},
+}
+_SDDMM_SHORTCUT_OPS = ("add", "sub", "mul", "div", "dot")
+
+
+def _spmm_shortcut(op: str, reduce: str) -> Callable[..., torch.Tensor]:
+    def shortcut(g: Graph, *data: torch.Tensor) -> torch.Tensor:
+        lhs, rhs = (data[0], None) if op == "copy_lhs" else (None, data[0]) if op == "copy_rhs" else data
+        return gspmm(g, op, reduce, lhs, rhs)
+
+    return shortcut
+
+
+def _sddmm_shortcut(op: str, lhs_target: str, rhs_target: str | None) -> Callable[..., torch.Tensor]:
+    def shortcut(g: Graph, *data: torch.Tensor) -> torch.Tensor:
+        if rhs_target is None:  # copy_u / copy_v: node data onto the edges
+            return gsddmm(g, "copy_lhs", data[0], None, lhs_target, lhs_target)
+        return gsddmm(g, op, data[0], data[1], lhs_target, rhs_target)
+
+    return shortcut
+
+
+def _shortcuts() -> dict[str, Callable[..., torch.Tensor]]:
+    table: dict[str, Callable[..., torch.Tensor]] = {}
+    for prefix, op in _SPMM_SHORTCUT_OPS.items():
+        for reduce in REDUCERS:
+            table[f"{prefix}_{reduce}"] = _spmm_shortcut(op, reduce)
+    for lhs in "uve":
+        for rhs in "uve":
+            if lhs != rhs:
+                for op in _SDDMM_SHORTCUT_OPS:
+                    table[f"{lhs}_{op}_{rhs}"] = _sddmm_shortcut(op, lhs, rhs)
+    table["copy_u"] = _sddmm_shortcut("copy_lhs", "u", None)
+    table["copy_v"] = _sddmm_shortcut("copy_lhs", "v", None)
+    for name, fn in table.items():
+        fn.__name__ = fn.__qualname__ = name
+        fn.__doc__ = f"DGL's ``{name}``: see ``gspmm``/``gsddmm``."
+    return table
+
+
+SHORTCUTS = _shortcuts()
+globals().update(SHORTCUTS)
+
+__all__ = ["SHORTCUTS", "edge_softmax", "gsddmm", "gspmm", "segment_reduce", *SHORTCUTS]

@@ -1,0 +1,47 @@
+"""DGL's binary message ops: forward expression and the gradient expression for each operand, side by side.
+
+Operands are named ``a`` (lhs), ``b`` (rhs) and ``g`` (the incoming gradient); each rule lists the operands
+it reads, so a kernel only binds what it uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..te.expr import Expr
+
+Rule = tuple[tuple[str, ...], Callable[..., Expr]]
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    forward: Rule
+    grad_lhs: Rule | None
+    grad_rhs: Rule | None
+    reduce_last: bool = False  # dot: sum over the last feature dimension
+
+
+BINARY_OPS: dict[str, BinaryOp] = {
+    "add": BinaryOp((("a", "b"), lambda a, b: a + b), (("g",), lambda g: g), (("g",), lambda g: g)),
+    "sub": BinaryOp((("a", "b"), lambda a, b: a - b), (("g",), lambda g: g), (("g",), lambda g: -g)),
+    "mul": BinaryOp(
+        (("a", "b"), lambda a, b: a * b), (("g", "b"), lambda g, b: g * b), (("g", "a"), lambda g, a: g * a)
+    ),
+    "div": BinaryOp(
+        (("a", "b"), lambda a, b: a / b),
+        (("g", "b"), lambda g, b: g / b),
+        (("g", "a", "b"), lambda g, a, b: -g * a / (b * b)),
+    ),
+    "copy_lhs": BinaryOp((("a",), lambda a: a), (("g",), lambda g: g), None),
+    "copy_rhs": BinaryOp((("b",), lambda b: b), None, (("g",), lambda g: g)),
+    "dot": BinaryOp(
+        (("a", "b"), lambda a, b: a * b), (("g", "b"), lambda g, b: g * b), (("g", "a"), lambda g, a: g * a), True
+    ),
+}
+
+
+def get(op: str, allowed: tuple[str, ...]) -> BinaryOp:
+    if op not in allowed:
+        raise ValueError(f"op must be one of {allowed}, got {op!r}")
+    return BINARY_OPS[op]

@@ -1,0 +1,74 @@
+"""``gsddmm``: op(data at one end or edge, data at another) for every edge, with gradients.
+
+Forward: an SDDMM. The gradient of an operand lives where the operand lives: per edge an SDDMM, per
+destination an SpMM over in-edges, per source an SpMM over out-edges (the reversed graph).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..graph import Graph
+from . import binary, lowering
+from .gspmm import _features
+
+SDDMM_OPS = ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
+TARGETS = ("u", "v", "e")
+
+
+def out_shape(num_edges: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> tuple[int, ...]:
+    """Shape rule: (num_edges, *broadcast features), the last dimension 1 for ``dot``."""
+    full = torch.broadcast_shapes(*[_features(x) for x in (lhs, rhs) if x is not None])
+    return (num_edges, *full[:-1], 1) if op == "dot" else (num_edges, *full)
+
+
+def gsddmm(
+    g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, lhs_target: str = "u", rhs_target: str = "v"
+) -> torch.Tensor:
+    """DGL's ``gsddmm``: ``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` with targets u (source),
+    v (destination), e (edge); ``dot`` sums the last feature dimension and keeps it as size 1."""
+    rule = binary.get(op, SDDMM_OPS)
+    for target in (lhs_target, rhs_target):
+        if target not in TARGETS:
+            raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
+    for name, x in (("a", lhs), ("b", rhs)):
+        if name in rule.forward[0] and x is None:
+            raise ValueError(f"op {op!r} needs {'lhs' if name == 'a' else 'rhs'}")
+    a = lhs if "a" in rule.forward[0] else None
+    b = rhs if "b" in rule.forward[0] else None
+    return _GSDDMM.apply(g, op, a, b, lhs_target, rhs_target)
+
+
+class _GSDDMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str):  # noqa: D102
+        rule = binary.BINARY_OPS[op]
+        names, fn = rule.forward
+        roles = {"a": ("a", lhs_target, lhs), "b": ("b", rhs_target, rhs)}
+        out = lowering.run(
+            g, "e", [roles[n] for n in names], lambda loads: fn(*loads), f"gsddmm-{op}", reduce_last=rule.reduce_last
+        )
+        ctx.g, ctx.op, ctx.targets = g, op, (lhs_target, rhs_target)
+        ctx.save_for_backward(lhs, rhs)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # noqa: D102
+        lhs, rhs = ctx.saved_tensors
+        rule = binary.BINARY_OPS[ctx.op]
+        lhs_target, rhs_target = ctx.targets
+        roles = {"a": ("a", lhs_target, lhs), "b": ("b", rhs_target, rhs), "g": ("g", "e", grad_out.contiguous())}
+        grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
+        wants = {"a": ctx.needs_input_grad[2], "b": ctx.needs_input_grad[3]}
+        for name, x, target, grad_rule in (
+            ("a", lhs, lhs_target, rule.grad_lhs),
+            ("b", rhs, rhs_target, rule.grad_rhs),
+        ):
+            if wants[name] and grad_rule is not None:
+                names, fn = grad_rule
+                grad = lowering.run(
+                    ctx.g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads),
+                    f"gsddmm-{ctx.op}-d{name}", result=_features(x),
+                )  # fmt: skip
+                grads[name] = grad.view_as(x)
+        return None, None, grads["a"], grads["b"], None, None

@@ -1,0 +1,62 @@
+"""One mechanism for every op and gradient: a UDF over operands, placed by where its result lives.
+
+A result per edge (``e``) is an SDDMM; a result per destination (``v``) is an SpMM over in-edges; a result
+per source (``u``) is an SpMM over the reversed graph (whose destinations are the sources). Kernels are
+built once per graph and signature and kept on the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..graph import Graph
+from ..templates import sddmm, spmm
+from .udfs import Combine, Operand, elementwise_udf, operand
+
+FLIP = {"u": "v", "v": "u", "e": "e"}
+
+
+def run(
+    g: Graph,
+    target: str,
+    inputs: Sequence[tuple[str, str, torch.Tensor]],
+    combine: Combine,
+    key: str,
+    reducer: str = "sum",
+    result: Sequence[int] | None = None,
+    reduce_last: bool = False,
+    return_arg: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
+    one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``."""
+    if target not in ("u", "v", "e"):
+        raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
+    graph = g.reverse() if target == "u" else g
+    operands = [operand(name, FLIP[t] if target == "u" else t, _as_2d(x)) for name, t, x in inputs]
+    _check(g, operands)
+    signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last)
+
+    def build():
+        udf, _ = elementwise_udf(operands, combine, result, reduce_last)
+        return sddmm(graph, udf) if target == "e" else spmm(graph, udf, reducer)
+
+    kernel = g.cached(("op-kernel", signature), build)
+    tensors = {name: _as_2d(x) for name, _, x in inputs}
+    return kernel.run(return_arg=True, **tensors) if return_arg else kernel(**tensors)
+
+
+def _as_2d(x: torch.Tensor) -> torch.Tensor:
+    return x.unsqueeze(1) if x.dim() == 1 else x
+
+
+def _check(g: Graph, operands: Sequence[Operand]) -> None:
+    dtypes = {o.dtype for o in operands}
+    if len(dtypes) > 1:
+        raise TypeError(f"operands must share one dtype, got {sorted(dtypes)}")
+    for o in operands:
+        rows = g.num_edges if o.target == "e" else g.num_nodes
+        if o.rows != rows:
+            what = "edges" if o.target == "e" else "nodes"
+            raise ValueError(f"{o.name} is {o.target}-data and needs {rows} rows (the graph's {what}), got {o.rows}")

@@ -1,0 +1,96 @@
+"""Builtin binary ops as UDFs of the expression language, with NumPy broadcasting of feature shapes.
+
+Every builtin op (and each of its gradients) is one ``te.compute`` over the broadcast feature shape; where
+the wanted result is smaller than the broadcast shape (a gradient for a broadcast operand), the extra
+dimensions become reduce axes inside the same UDF, so nothing of size E x broadcast shape is materialised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .. import te
+from ..te.expr import Expr, Placeholder, Var
+
+TORCH_TO_TE = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64"}
+TARGET_VAR = {"u": "src", "v": "dst", "e": "eid"}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor read by a UDF: which graph variable indexes its rows, and its feature shape."""
+
+    name: str
+    target: str  # "u", "v" or "e"
+    rows: int
+    features: tuple[int, ...]
+    dtype: str
+
+    def placeholder(self) -> Placeholder:
+        return te.placeholder((self.rows, *self.features), dtype=self.dtype, name=self.name)
+
+
+def operand(name: str, target: str, tensor: torch.Tensor) -> Operand:
+    if tensor.dtype not in TORCH_TO_TE:
+        raise TypeError(f"{name}: expected a floating tensor, got {tensor.dtype}")
+    if tensor.dim() < 1:
+        raise ValueError(f"{name}: expected at least one dimension (rows), got a scalar")
+    return Operand(name, target, tensor.shape[0], tuple(tensor.shape[1:]) or (1,), TORCH_TO_TE[tensor.dtype])
+
+
+def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
+    try:
+        return tuple(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except RuntimeError as err:
+        raise ValueError(f"feature shapes {[tuple(s) for s in shapes]} do not broadcast") from err
+
+
+def _load(p: Placeholder, op: Operand, row: Var, index: Sequence[Expr], full: Sequence[int]) -> Expr:
+    """``p[row, ...]`` at the broadcast position ``index`` (size-1 dims read element 0)."""
+    offset = len(full) - len(op.features)
+    feature_index = [te.Const(0) if op.features[k] == 1 else index[offset + k] for k in range(len(op.features))]
+    return p[(row, *feature_index)]
+
+
+Combine = Callable[[list[Expr]], Expr]
+
+
+def elementwise_udf(
+    operands: Sequence[Operand],
+    combine: Combine,
+    result: Sequence[int] | None = None,
+    reduce_last: bool = False,
+) -> tuple[Callable, dict[str, Placeholder]]:
+    """A UDF computing ``combine(loads)`` at every broadcast position.
+
+    ``result`` (a shape the broadcast shape reduces to by summing, NumPy's ``sum_to_size``) turns the
+    dimensions it lacks into sum-reduce axes; ``reduce_last`` sums over the last broadcast dimension and
+    keeps it as size 1 (DGL's ``dot``).
+    """
+    # the result may be wider than the operands (a gradient of an operand that was broadcast), never narrower
+    full = broadcast(*[o.features for o in operands], *([result] if result is not None else []))
+    out = (*full[:-1], 1) if reduce_last else tuple(result) if result is not None else full
+    lead = len(full) - len(out)
+    padded = (1,) * lead + out
+    if lead < 0 or any(q not in (1, f) for q, f in zip(padded, full, strict=True)):
+        raise ValueError(f"shape {out} is not a summed-down form of the broadcast shape {full}")
+    reduce_dims = [p for p in range(len(full)) if padded[p] == 1 and full[p] > 1]
+    placeholders = {o.name: o.placeholder() for o in operands}
+
+    def udf(src: Var, dst: Var, eid: Var):
+        rows = {"u": src, "v": dst, "e": eid}
+        axes = {p: te.reduce_axis((0, full[p]), name=f"r{p}") for p in reduce_dims}
+
+        def body(*out_index: Var) -> Expr:
+            position = [
+                axes[p] if p in axes else te.Const(0) if p < lead else out_index[p - lead] for p in range(len(full))
+            ]
+            value = combine([_load(placeholders[o.name], o, rows[o.target], position, full) for o in operands])
+            return te.sum(value, axis=tuple(axes.values())) if axes else value
+
+        return te.compute(out, body)
+
+    return udf, placeholders
