@@ -62,4 +62,15 @@ def _shortcuts() -> dict[str, Callable[..., torch.Tensor]]:
 SHORTCUTS = _shortcuts()
 globals().update(SHORTCUTS)
 
-__all__ = ["SHORTCUTS", "edge_softmax", "gsddmm", "gspmm", "segment_reduce", *SHORTCUTS]
+from .fused import gat_attention, gcn_aggregate  # noqa: E402 - built on the shortcuts above
+
+__all__ = [
+    "SHORTCUTS",
+    "edge_softmax",
+    "gat_attention",
+    "gcn_aggregate",
+    "gsddmm",
+    "gspmm",
+    "segment_reduce",
+    *SHORTCUTS,
+]

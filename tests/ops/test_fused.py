@@ -1,0 +1,83 @@
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+import featgraph as fg
+from featgraph import ops
+from tests.conftest import random_edges
+
+N, E = 15, 70
+
+
+@pytest.fixture(scope="module")
+def graph():
+    src, dst = random_edges(N, E, seed=51)  # has a self loop, a duplicate, isolated vertices
+    return fg.Graph(src, dst, N)
+
+
+def dense_gcn(g, x, w, add_self_loops=True):
+    src, dst = g.coo()
+    a = torch.zeros(N, N, dtype=x.dtype).index_put_((dst, src), w, accumulate=True)
+    if add_self_loops:
+        has_loop = torch.zeros(N, dtype=torch.bool)
+        has_loop[src[src == dst]] = True
+        a = a + torch.diag((~has_loop).to(x.dtype))
+    deg = a.sum(1)
+    dinv = deg.pow(-0.5).masked_fill(deg == 0, 0)
+    return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("loops", [False, True])
+def test_gcn_aggregate_against_dense(graph, weighted, loops):
+    x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(E, dtype=torch.float64) + 0.1).requires_grad_() if weighted else None
+    out = ops.gcn_aggregate(graph, x, w, add_self_loops=loops)
+    ref = dense_gcn(graph, x.detach(), w.detach() if weighted else torch.ones(E, dtype=torch.float64), loops)
+    torch.testing.assert_close(out, ref)
+    inputs = (x, w) if weighted else (x,)
+    assert gradcheck(
+        lambda *t: ops.gcn_aggregate(graph, t[0], t[1] if weighted else None, add_self_loops=loops), inputs
+    )
+
+
+def test_gcn_aggregate_matches_pyg_gcn_norm():
+    pytest.importorskip("torch_geometric")
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+    from torch_geometric.utils import scatter
+
+    src, dst = random_edges(N, E, seed=52)
+    keep = src != dst  # PyG merges duplicate self loops into one; compare on a loop-free multigraph
+    edge_index = torch.stack([src[keep], dst[keep]])
+    ei, w = gcn_norm(edge_index, None, N, add_self_loops=True)
+    x = torch.randn(N, 4)
+    ref = scatter(x[ei[0]] * w.unsqueeze(1), ei[1], 0, dim_size=N, reduce="sum")
+    torch.testing.assert_close(ops.gcn_aggregate(fg.Graph.from_edge_index(edge_index, N), x), ref)
+
+
+def dense_gat(g, feat, a_src, a_dst, slope):
+    src, dst = g.coo()
+    scores = torch.nn.functional.leaky_relu((feat * a_src).sum(-1)[src] + (feat * a_dst).sum(-1)[dst], slope)
+    out = torch.zeros_like(feat)
+    for v in range(N):
+        into = dst == v
+        if into.any():
+            alpha = torch.softmax(scores[into], 0)  # (k, heads)
+            out[v] = (alpha.unsqueeze(-1) * feat[src[into]]).sum(0)
+    return out
+
+
+def test_gat_attention_against_dense_and_gradcheck(graph):
+    heads, d = 3, 4
+    feat = torch.randn(N, heads, d, dtype=torch.float64, requires_grad=True)
+    a_src = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
+    a_dst = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
+    out, alpha = ops.gat_attention(graph, feat, a_src, a_dst, 0.2, return_attention=True)
+    torch.testing.assert_close(out, dense_gat(graph, feat.detach(), a_src.detach(), a_dst.detach(), 0.2))
+    assert alpha.shape == (E, heads)
+    assert gradcheck(lambda f, s, t: ops.gat_attention(graph, f, s, t), (feat, a_src, a_dst))
+
+
+def test_gat_attention_shape_errors(graph):
+    with pytest.raises(ValueError, match="heads, d"):
+        ops.gat_attention(graph, torch.randn(N, 2, 3), torch.randn(2, 4), torch.randn(2, 3))
