@@ -31,7 +31,7 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "uniform": lambda scale: uniform(max(2, int(50_000 * scale)), 30, seed=0),
     "rand100k": lambda scale: rand100k(0.5 * scale, 0.1, seed=0),
 }
-OPS = ("gcn", "max", "mlp", "attention")
+OPS = ("gcn", "max", "mlp", "attention", "gcn-train", "gat-train")
 
 
 @dataclass
@@ -172,13 +172,91 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     return impls
 
 
-BENCHES = {"gcn": bench_gcn, "max": bench_max, "mlp": bench_mlp, "attention": bench_attention}
+@dataclass
+class ForwardBackward:
+    """One training step of an op: forward, ``sum().backward()``, gradients left on ``leaves``."""
+
+    forward: Callable[[], torch.Tensor]
+    leaves: list[torch.Tensor]
+
+    def __call__(self) -> None:
+        for leaf in self.leaves:
+            leaf.grad = None
+        self.forward().sum().backward()
+
+
+def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    """Forward + backward of GCN's normalised aggregation (self loops included)."""
+    from .. import ops
+
+    n, (src, dst) = g.num_nodes, g.coo()
+    x = torch.randn(n, d, requires_grad=True)
+    impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: ops.gcn_aggregate(g, x), [x])}
+    has_loop = torch.zeros(n, dtype=torch.bool)
+    has_loop[src[src == dst]] = True
+    loops = (~has_loop).nonzero().flatten()  # PyG's add_remaining_self_loops
+    full_src, full_dst = torch.cat([src, loops]), torch.cat([dst, loops])
+    degree = torch.bincount(full_dst, minlength=n).float()
+    norm = (degree[full_src] * degree[full_dst]).rsqrt().unsqueeze(1)
+    if _too_big(g, 2 * d):
+        impls["gather+index_add_ (PyG-style)"] = "skipped: would materialise E x d"
+    else:
+        impls["gather+index_add_ (PyG-style)"] = ForwardBackward(
+            lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x]
+        )
+    indptr_graph = Graph(full_src, full_dst, n)
+    adj = _csr_tensor(indptr_graph, norm.squeeze(1))
+    impls["torch.sparse.mm (CSR)"] = ForwardBackward(lambda: torch.sparse.mm(adj, x), [x])
+    return impls
+
+
+def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str, Callable[[], object] | str]:
+    """Forward + backward of GAT attention (scores, edge softmax, weighted aggregation), 4 heads of d/4."""
+    from .. import ops
+
+    n, (src, dst) = g.num_nodes, g.coo()
+    width = max(1, d // heads)
+    feat = torch.randn(n, heads, width, requires_grad=True)
+    a_src, a_dst = torch.randn(heads, width, requires_grad=True), torch.randn(heads, width, requires_grad=True)
+    leaves = [feat, a_src, a_dst]
+    impls: dict[str, Callable[[], object] | str] = {
+        "featgraph": ForwardBackward(lambda: ops.gat_attention(g, feat, a_src, a_dst), leaves)
+    }
+
+    def materialised() -> torch.Tensor:
+        scores = torch.nn.functional.leaky_relu((feat * a_src).sum(-1)[src] + (feat * a_dst).sum(-1)[dst], 0.2)
+        peak = torch.full((n, heads), float("-inf")).scatter_reduce(
+            0, dst.unsqueeze(1).expand_as(scores), scores, "amax"
+        )
+        weights = (scores - peak[dst]).exp()
+        total = torch.zeros(n, heads).index_add(0, dst, weights)
+        alpha = weights / total[dst]
+        return torch.zeros(n, heads, width).index_add(0, dst, alpha.unsqueeze(-1) * feat[src])
+
+    if _too_big(g, 3 * d):
+        impls["gather+scatter (PyG-style)"] = "skipped: would materialise E x d"
+    else:
+        impls["gather+scatter (PyG-style)"] = ForwardBackward(materialised, leaves)
+    return impls
+
+
+BENCHES = {
+    "gcn": bench_gcn,
+    "max": bench_max,
+    "mlp": bench_mlp,
+    "attention": bench_attention,
+    "gcn-train": bench_gcn_train,
+    "gat-train": bench_gat_train,
+}
+TRAINING_OPS = ("gcn-train", "gat-train")
 
 
 def gather_bytes(op: str, g: Graph, d: int) -> int:
     """Bytes the op must at least move if nothing is reused: one feature row read per edge endpoint it
     touches, plus indices and the output."""
-    per_edge = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d}[op] * 4 + 8
+    per_edge = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d, "gcn-train": 2 * d, "gat-train": 2 * d}[
+        op
+    ] * 4 + 8
     out = g.num_edges * 4 if op == "attention" else g.num_nodes * d * 4
     return g.num_edges * per_edge + out
 
@@ -191,7 +269,7 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: i
             rows.append(Row(op, graph_name, d, name, None, note=fn))
             continue
         ms = best_ms(fn, repeat)
-        peak = peak_extra_mb(fn) if op == "mlp" else None
+        peak = peak_extra_mb(fn) if op in ("mlp", *TRAINING_OPS) else None
         rows.append(Row(op, graph_name, d, name, ms, gbps=gather_bytes(op, g, d) / ms / 1e6, peak_mb=peak))
     ours = rows[0].ms
     for row in rows:
