@@ -162,10 +162,14 @@ class Graph:
         return full if index_dtype == torch.int64 else self.cached(("csc", index_dtype), lambda: full.to(index_dtype))
 
     def in_degrees(self) -> torch.Tensor:
-        return self.cached(("in_deg",), lambda: torch.diff(self.csr().indptr))
+        return self.cached(("in_deg",), lambda: torch.bincount(self._dst, minlength=self._num_nodes))
 
     def out_degrees(self) -> torch.Tensor:
-        return self.cached(("out_deg",), lambda: torch.diff(self.csc().indptr))
+        return self.cached(("out_deg",), lambda: torch.bincount(self._src, minlength=self._num_nodes))
+
+    def has_csr(self) -> bool:
+        """Whether the CSR is already built (edge-centric kernels avoid building it)."""
+        return ("csr",) in self._cache
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""

@@ -27,12 +27,16 @@ def out_shape(num_nodes: int, lhs: torch.Tensor | None, rhs: torch.Tensor | None
     return (num_nodes, *torch.broadcast_shapes(*shapes))
 
 
-def gspmm(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> torch.Tensor:
+def gspmm(
+    g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str = "auto"
+) -> torch.Tensor:
     """DGL's ``gspmm``: ``out[v] = reduce_{e = (u -> v)} op(lhs[u], rhs[e])``.
 
     ``op`` in add, sub, mul, div, copy_lhs, copy_rhs; ``reduce`` in sum, mean, max, min (vertices without
     in-edges get 0). Feature shapes broadcast as in NumPy, e.g. lhs (n, h, d) with rhs (E, h, 1).
-    Deterministic on CPU (vertex-centric, no atomics).
+    ``strategy``: "gar" (vertex-centric over the CSR: deterministic), "gas" (edge-centric with atomics: no
+    CSR needed, sum/mean only, last bits vary between runs) or "auto" (see ``lowering.choose_strategy``;
+    it picks GAS only for messages of width <= 2 on a graph without a CSR yet).
     """
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
@@ -40,7 +44,9 @@ def gspmm(g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.T
     for name, x in (("a", lhs), ("b", rhs)):
         if name in rule.forward[0] and x is None:
             raise ValueError(f"op {op!r} needs {'lhs' if name == 'a' else 'rhs'}")
-    return _GSpMM.apply(g, op, reduce, lhs if "a" in rule.forward[0] else None, rhs if "b" in rule.forward[0] else None)
+    a = lhs if "a" in rule.forward[0] else None
+    b = rhs if "b" in rule.forward[0] else None
+    return _GSpMM.apply(g, op, reduce, a, b, strategy)
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
@@ -49,15 +55,15 @@ def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
 
 class _GSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs):  # noqa: D102
+    def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs, strategy: str):  # noqa: D102
         names, fn = binary.BINARY_OPS[op].forward
         roles = _roles(lhs, rhs)
         result = lowering.run(
             g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce,
-            return_arg=reduce in ("max", "min"),
+            return_arg=reduce in ("max", "min"), strategy=strategy,
         )  # fmt: skip
         out, arg = result if isinstance(result, tuple) else (result, None)
-        ctx.g, ctx.op, ctx.reduce = g, op, reduce
+        ctx.g, ctx.op, ctx.reduce, ctx.strategy = g, op, reduce, strategy
         ctx.save_for_backward(lhs, rhs, arg)
         return out
 
@@ -69,7 +75,7 @@ class _GSpMM(torch.autograd.Function):
         wants = {"a": ctx.needs_input_grad[3], "b": ctx.needs_input_grad[4]}
         if ctx.reduce in ("max", "min"):
             grads = _winner_grads(g, rule, lhs, rhs, arg, grad_out, wants)
-            return None, None, None, grads["a"], grads["b"]
+            return None, None, None, grads["a"], grads["b"], None
         if ctx.reduce == "mean":
             degree = g.in_degrees().clamp(min=1).to(grad_out.dtype)
             grad_out = grad_out / degree.view(-1, *[1] * (grad_out.dim() - 1))
@@ -80,10 +86,10 @@ class _GSpMM(torch.autograd.Function):
                 names, fn = grad_rule
                 grad = lowering.run(
                     g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads),
-                    f"gspmm-{ctx.op}-d{name}", result=_features(x),
+                    f"gspmm-{ctx.op}-d{name}", result=_features(x), strategy=ctx.strategy,
                 )  # fmt: skip
                 grads[name] = grad.view_as(x)
-        return None, None, None, grads["a"], grads["b"]
+        return None, None, None, grads["a"], grads["b"], None
 
 
 def _winner_grads(g: Graph, rule, lhs, rhs, arg, grad_out, wants) -> dict[str, torch.Tensor | None]:

@@ -63,8 +63,8 @@ def elementwise_udf(
     combine: Combine,
     result: Sequence[int] | None = None,
     reduce_last: bool = False,
-) -> tuple[Callable, dict[str, Placeholder]]:
-    """A UDF computing ``combine(loads)`` at every broadcast position.
+) -> tuple[Callable, tuple[int, ...]]:
+    """A UDF computing ``combine(loads)`` at every broadcast position, and its output feature shape.
 
     ``result`` (a shape the broadcast shape reduces to by summing, NumPy's ``sum_to_size``) turns the
     dimensions it lacks into sum-reduce axes; ``reduce_last`` sums over the last broadcast dimension and
@@ -93,4 +93,4 @@ def elementwise_udf(
 
         return te.compute(out, body)
 
-    return udf, placeholders
+    return udf, out

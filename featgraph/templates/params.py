@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 ROW_ORDERS = ("natural", "degree")
+STRATEGIES = ("gar", "gas")
 EDGE_ORDERS = ("hilbert", "user", "csr")
 
 
@@ -42,18 +43,23 @@ def l3_cache_bytes() -> int:
 class SpMMParams:
     """``num_partitions`` 1D source segments walked one after the other (threads share each segment);
     ``num_feature_tiles`` passes over the graph, each for a slice of the last output axis; ``row_order``
-    "degree" visits high in-degree rows first (better dynamic load balance on skewed graphs)."""
+    "degree" visits high in-degree rows first (better dynamic load balance on skewed graphs);
+    ``strategy`` "gar" is vertex-centric over the CSR (deterministic), "gas" edge-centric over the COO with
+    atomic adds (needs no CSR; sum and mean only; not deterministic in the last bits)."""
 
     num_partitions: int = 1
     num_feature_tiles: int = 1
     row_order: str = "natural"
     num_threads: int | None = None
+    strategy: str = "gar"
 
     def __post_init__(self) -> None:
         if self.num_partitions < 1 or self.num_feature_tiles < 1:
             raise ValueError("num_partitions and num_feature_tiles must be >= 1")
         if self.row_order not in ROW_ORDERS:
             raise ValueError(f"row_order must be one of {ROW_ORDERS}, got {self.row_order!r}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
 
 
 @dataclass(frozen=True)

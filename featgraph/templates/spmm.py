@@ -22,14 +22,28 @@ class SpMMKernel(Kernel):
         super().__init__(graph, spec, target)
         params: SpMMParams = spec.params
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
+        self._degree = graph.in_degrees().contiguous()
+        if params.strategy == "gas":
+            if spec.reducer in ("max", "min"):
+                raise ValueError("strategy='gas' supports the sum and mean reducers; use 'gar' for max/min")
+            src, dst = graph.coo()
+            self._edges = [src.to(index), dst.to(index), torch.arange(graph.num_edges, dtype=index)]
+            return
         layout = graph.csr() if params.num_partitions == 1 else graph.source_partitions(params.num_partitions).csr
         self._csr = layout.to(index)
         self._rows = graph.degree_order("in").to(index) if params.row_order == "degree" else None
-        self._degree = graph.in_degrees().contiguous()
 
     def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         inputs = self._bind(tensors)
         n = self.graph.num_nodes
+        if self.spec.params.strategy == "gas":
+            if return_arg:
+                raise ValueError("return_arg needs a max or min reducer, which strategy='gas' does not run")
+            out = torch.zeros((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
+            self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
+            if self.spec.reducer == "mean":
+                out /= self._degree.clamp(min=1).to(out.dtype).view(-1, *[1] * len(self.spec.op.shape))
+            return out.to(self._out_dtype)
         out = torch.empty((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
         argreduce = self.spec.reducer in ("max", "min")
         if return_arg and not argreduce:

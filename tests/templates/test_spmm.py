@@ -258,3 +258,22 @@ def test_same_udf_twice_reuses_the_compiled_kernel():
     a, b = fg.spmm(g, copy_u(10, 3), "sum"), fg.spmm(g, copy_u(10, 3), "sum")
     assert a.source == b.source and a._run is b._run
     assert fg.spmm(g, copy_u(10, 4), "sum").source != a.source
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean"])
+@pytest.mark.parametrize(("n", "e"), [(0, 0), (6, 0), (40, 300)])
+def test_edge_centric_gas_strategy(reducer, n, e):
+    src, dst = random_edges(n, e, seed=11)
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, 6, dtype=torch.float64)
+    got = fg.spmm(g, copy_u(n, 6, "float64"), reducer, strategy="gas")(XV=x)
+    torch.testing.assert_close(got, reduce_messages(x[src], dst, n, reducer))
+    assert not g.has_csr()  # GAS works on the COO alone
+
+
+def test_gas_rejects_max_and_unknown_strategies():
+    g = fg.Graph(*random_edges(10, 30, seed=12), 10)
+    with pytest.raises(ValueError, match="sum and mean"):
+        fg.spmm(g, copy_u(10, 3), "max", strategy="gas")
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        fg.spmm(g, copy_u(10, 3), "sum", strategy="scatter")

@@ -9,13 +9,15 @@ import torch
 
 from ...templates.spec import KernelSpec
 from .compiler import load as compile_source
-from .templates import sddmm_source, spmm_source
+from .templates import gas_source, sddmm_source, spmm_source
 
 __all__ = ["compile_source", "launch", "source"]
 
 
 def source(spec: KernelSpec) -> str:
-    return spmm_source(spec) if spec.kind == "spmm" else sddmm_source(spec)
+    if spec.kind == "sddmm":
+        return sddmm_source(spec)
+    return gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
 
 
 def launch(run: Callable, pointers: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:

@@ -178,9 +178,9 @@ def open_loop(loop: Loop, indent: str) -> tuple[list[str], int]:
 
 
 def nest(loops: list[Loop], body: list[str], indent: str = "      ") -> list[str]:
-    """The loops around ``body``. OpenMP forbids a simd loop inside another, so only the innermost
-    vectorised loop (counting any inside ``body``) keeps its SIMD pragma."""
-    simd_inside = any("#pragma omp simd" in line for line in body)
+    """The loops around ``body``. OpenMP forbids a simd loop inside another (or around an atomic), so only
+    the innermost vectorised loop keeps its SIMD pragma, and none does around a body with an atomic."""
+    simd_inside = any("#pragma omp simd" in line or "#pragma omp atomic" in line for line in body)
     for n, loop in enumerate(loops):
         inner_simd = simd_inside or any(lp.plan.vectorize for lp in loops[n + 1 :])
         if loop.plan.vectorize and inner_simd:

@@ -1,0 +1,35 @@
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+import featgraph as fg
+from featgraph import ops
+from featgraph.ops.lowering import GAS_MAX_WIDTH, choose_strategy
+from tests.conftest import random_edges
+
+
+def fresh_graph():
+    return fg.Graph(*random_edges(12, 60, seed=61), 12)
+
+
+def test_auto_strategy_follows_width_reducer_and_built_formats():
+    g = fresh_graph()
+    assert choose_strategy(g, "sum", 1) == "gas"
+    assert choose_strategy(g, "mean", GAS_MAX_WIDTH) == "gas"
+    assert choose_strategy(g, "sum", GAS_MAX_WIDTH + 1) == "gar"
+    assert choose_strategy(g, "max", 1) == "gar"
+    g.csr()
+    assert choose_strategy(g, "sum", 1) == "gar"
+    assert choose_strategy(g, "sum", 64, "gas") == "gas"
+    with pytest.raises(ValueError, match="strategy must be"):
+        choose_strategy(g, "sum", 1, "fast")
+
+
+@pytest.mark.parametrize("strategy", ["gar", "gas", "auto"])
+def test_strategies_agree_forward_and_backward(strategy):
+    g = fresh_graph()
+    x = torch.randn(12, 2, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(60, 1, dtype=torch.float64, requires_grad=True)
+    reference = ops.gspmm(fresh_graph(), "mul", "mean", x, w, strategy="gar")
+    torch.testing.assert_close(ops.gspmm(g, "mul", "mean", x, w, strategy=strategy), reference)
+    assert gradcheck(lambda a, b: ops.gspmm(g, "mul", "mean", a, b, strategy=strategy), (x, w))
