@@ -298,14 +298,23 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
         for name, (p, t) in gcn.items()
     }
     orders = {f"edge order {o}": sddmm(g, dot, edge_order=o, num_threads=threads) for o in ("hilbert", "user", "csr")}
-    rows = []
-    for op, group in (("gcn-ablation", kernels), ("attention-order", orders)):
+    strategies = {
+        f"{name} ({strategy})": spmm(g, copy_u, "sum", strategy=strategy, num_threads=threads)
+        for name, strategy in (("vertex-centric", "gar"), ("edge-centric", "gas"))
+    }
+    rows = [Row("csr-build", graph_name, d, "CSR from COO (once per graph)", _csr_build_ms(g, repeat))]
+    for op, group in (("gcn-ablation", kernels), ("attention-order", orders), ("gcn-strategy", strategies)):
         first = len(rows)
         for name, kernel in group.items():
             rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
         for row in rows[first:]:
             row.ratio = rows[first].ms / row.ms
     return rows
+
+
+def _csr_build_ms(g: Graph, repeat: int) -> float:
+    src, dst = g.coo()
+    return best_ms(lambda: Graph(src, dst, g.num_nodes).csr(), repeat)
 
 
 def _fmt(value: float | None, spec: str) -> str:
