@@ -277,3 +277,23 @@ def test_gas_rejects_max_and_unknown_strategies():
         fg.spmm(g, copy_u(10, 3), "max", strategy="gas")
     with pytest.raises(ValueError, match="strategy must be one of"):
         fg.spmm(g, copy_u(10, 3), "sum", strategy="scatter")
+
+
+@pytest.mark.parametrize("reducer", ["sum", "max"])
+def test_nested_reductions_two_layer_mlp_message(reducer):
+    n, d0, d1, d2 = 30, 5, 6, 7
+    src, dst = random_edges(n, 200, seed=13)
+    g = fg.Graph(src, dst, n)
+    X = te.placeholder((n, d0), dtype="float64", name="X")
+    W1 = te.placeholder((d0, d1), dtype="float64", name="W1")
+    W2 = te.placeholder((d1, d2), dtype="float64", name="W2")
+
+    def msgfunc(s, t, e):
+        k, j = te.reduce_axis((0, d0), name="k"), te.reduce_axis((0, d1), name="j")
+        hidden = te.max(te.sum((X[s, k] - X[t, k]) * W1[k, j], axis=k), 0)
+        return te.compute((d2,), lambda i: te.sum(hidden * W2[j, i], axis=j))
+
+    x, w1, w2 = (torch.randn(*shape, dtype=torch.float64) for shape in ((n, d0), (d0, d1), (d1, d2)))
+    got = fg.spmm(g, msgfunc, reducer)(X=x, W1=w1, W2=w2)
+    messages = torch.relu((x[src] - x[dst]) @ w1) @ w2
+    torch.testing.assert_close(got, reduce_messages(messages, dst, n, reducer))

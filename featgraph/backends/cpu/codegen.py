@@ -119,19 +119,28 @@ class Emitter:
         raise TypeError(f"unknown intrinsic {e.fn!r}")
 
 
-def top_level_reduces(body: Expr) -> list[Reduce]:
-    """Reduce nodes of the body, outermost only; a reduce nested inside another is rejected."""
-    found: list[Reduce] = []
+def free_vars(e: Expr) -> list[Var]:
+    """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself."""
+    if isinstance(e, Var):
+        return [e] if e.kind in ("axis", "reduce") else []
+    inner = free_vars(e.body) if isinstance(e, Reduce) else [v for c in e.children() for v in free_vars(c)]
+    found: list[Var] = []
+    for v in inner:
+        bound = isinstance(e, Reduce) and any(v is a for a in e.axes)
+        if not bound and not any(v is f for f in found):
+            found.append(v)
+    return found
+
+
+def reduces_inner_first(body: Expr) -> list[tuple[Reduce, bool]]:
+    """Every Reduce node, innermost first, with whether it sits inside another Reduce."""
+    found: list[tuple[Reduce, bool]] = []
 
     def visit(e: Expr, inside: bool) -> None:
-        if isinstance(e, Reduce):
-            if inside:
-                raise NotImplementedError("nested reductions are not supported; split the UDF into two kernels")
-            found.append(e)
-            visit(e.body, True)
-            return
         for child in e.children():
-            visit(child, inside)
+            visit(child, inside or isinstance(e, Reduce))
+        if isinstance(e, Reduce):
+            found.append((e, inside))
 
     visit(body, False)
     return found
@@ -265,34 +274,46 @@ def hoisted(schedule: Schedule, red: Reduce) -> bool:
 
 
 def message_block(op: ComputeOp, schedule: Schedule, tile: Tile, sink: Sink) -> list[str]:
-    """Statements that compute the message of the current edge over the tile and feed ``sink``."""
-    reduces = top_level_reduces(op.body)
+    """Statements that compute the message of the current edge over the tile and feed ``sink``.
+
+    A reduction that depends only on output axes is computed per output element with a scalar accumulator
+    (vectorised as a SIMD reduction when planned). One that is nested in another reduction, or that the
+    schedule orders outside an output axis, is computed first into a per-edge buffer over its free
+    variables, innermost reductions first, so nesting costs one buffer, never an E-sized tensor.
+    """
     names: dict[int, str] = {}
     lines: list[str] = []
     per_element: list[str] = []
-    size = tile_size(op, tile)
-    flat = tile_flat(op, tile)
-    for n, red in enumerate(reduces):
-        acc = f"red{n}"
-        body_emitter = Emitter(names)
-        update = REDUCE_UPDATE[red.op]
-        if hoisted(schedule, red):
-            # the whole tile at once: reduce axes and output axes in the schedule's interleaved order
-            names[id(red)] = f"{acc}[{flat}]"
-            lines.append(
-                f"      T {acc}[{size}]; for (int64_t q = 0; q < {size}; ++q) {acc}[q] = {REDUCE_INIT[red.op]};"
-            )
-            order = [a for a in schedule.order if a.kind == "axis" or any(a is r for r in red.axes)]
-            loops_by_name = {lp.var.name: lp for lp in output_loops(op, schedule, tile) + reduce_loops(red, schedule)}
-            ordered = [loops_by_name[a.name] for a in order]
-            ordered += [lp for name, lp in loops_by_name.items() if all(name != a.name for a in order)]
-            value = body_emitter.value(red.body)
-            lines += nest(ordered, [f"{acc}[{flat}] = {update.format(acc=f'{acc}[{flat}]', x=value)};"])
-        else:
+    out_loops = {lp.var.name: lp for lp in output_loops(op, schedule, tile)}
+    for n, (red, nested) in enumerate(reduces_inner_first(op.body)):
+        acc, update, init = f"red{n}", REDUCE_UPDATE[red.op], REDUCE_INIT[red.op]
+        value = Emitter(names).value(red.body)
+        free = free_vars(red)
+        if not nested and not hoisted(schedule, red) and all(v.kind == "axis" for v in free):
             names[id(red)] = acc
-            value = body_emitter.value(red.body)
-            per_element.append(f"T {acc} = {REDUCE_INIT[red.op]};")
+            per_element.append(f"T {acc} = {init};")
             per_element += nest(reduce_loops(red, schedule, acc), [f"{acc} = {update.format(acc=acc, x=value)};"], "")
+            continue
+        space = [out_loops[v.name] if v.kind == "axis" else Loop(v, str(v.start), v.extent, AxisPlan()) for v in free]
+        flat, size = "0", 1
+        for lp in space:
+            flat = f"({flat}) * {lp.extent} + ({lp.var.name} - {lp.lo})"
+            size *= lp.extent
+        slot = f"{acc}[{flat}]"
+        names[id(red)] = slot
+        if hoisted(schedule, red) and not nested:
+            # the schedule interleaves reduce axes with output axes: update the buffer element-wise
+            lines.append(f"      T {acc}[{size}]; for (int64_t q = 0; q < {size}; ++q) {acc}[q] = {init};")
+            loops = {lp.var.name: lp for lp in space + reduce_loops(red, schedule)}
+            ordered = [loops[a.name] for a in schedule.order if a.name in loops]
+            ordered += [lp for name, lp in loops.items() if all(name != a.name for a in schedule.order)]
+            lines += nest(ordered, [f"{slot} = {update.format(acc=slot, x=value)};"])
+        else:
+            scalar = f"{acc}_s"
+            fill = [f"T {scalar} = {init};"]
+            fill += nest(reduce_loops(red, schedule, scalar), [f"{scalar} = {update.format(acc=scalar, x=value)};"], "")
+            lines.append(f"      T {acc}[{size}];")
+            lines += nest([replace(lp) for lp in space], [*fill, f"{slot} = {scalar};"])
     message = Emitter(names).value(op.body)
-    body = [*per_element, f"const T msg = {message};", sink(flat, row_flat(op), "msg")]
+    body = [*per_element, f"const T msg = {message};", sink(tile_flat(op, tile), row_flat(op), "msg")]
     return lines + nest(output_loops(op, schedule, tile), body)

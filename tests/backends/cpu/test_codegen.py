@@ -1,7 +1,7 @@
 import pytest
 
 from featgraph import te
-from featgraph.backends.cpu.codegen import Emitter, Tile, message_block, tile_flat, top_level_reduces
+from featgraph.backends.cpu.codegen import Emitter, Tile, free_vars, message_block, reduces_inner_first, tile_flat
 from featgraph.schedule import Schedule
 from featgraph.te.expr import Var
 
@@ -23,11 +23,13 @@ def test_index_expressions_must_be_integer_arithmetic():
         Emitter({}).value(X[SRC, te.exp(1)])
 
 
-def test_nested_reductions_are_rejected():
+def test_nested_reductions_are_found_innermost_first_with_their_free_variables():
     X = te.placeholder((10, 4), name="X")
     k, j = te.reduce_axis(4), te.reduce_axis(4)
-    with pytest.raises(NotImplementedError, match="nested"):
-        top_level_reduces(te.sum(te.sum(X[SRC, k], axis=k) * X[SRC, j], axis=j))
+    inner = te.sum(X[SRC, k] * X[DST, j], axis=k)
+    outer = te.sum(inner * X[SRC, j], axis=j)
+    assert [(r is inner, nested) for r, nested in reduces_inner_first(outer)] == [(True, True), (False, False)]
+    assert free_vars(inner) == [j] and free_vars(outer) == []
 
 
 def test_split_and_vectorize_reach_the_loop_nest():
