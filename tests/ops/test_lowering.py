@@ -32,4 +32,6 @@ def test_strategies_agree_forward_and_backward(strategy):
     w = torch.rand(60, 1, dtype=torch.float64, requires_grad=True)
     reference = ops.gspmm(fresh_graph(), "mul", "mean", x, w, strategy="gar")
     torch.testing.assert_close(ops.gspmm(g, "mul", "mean", x, w, strategy=strategy), reference)
-    assert gradcheck(lambda a, b: ops.gspmm(g, "mul", "mean", a, b, strategy=strategy), (x, w))
+    # GAS adds atomically, so repeated backward passes may differ in the last bits (documented)
+    nondet_tol = 1e-12 if strategy == "gas" else 0.0
+    assert gradcheck(lambda a, b: ops.gspmm(g, "mul", "mean", a, b, strategy=strategy), (x, w), nondet_tol=nondet_tol)
