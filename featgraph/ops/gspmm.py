@@ -28,15 +28,15 @@ def out_shape(num_nodes: int, lhs: torch.Tensor | None, rhs: torch.Tensor | None
 
 
 def gspmm(
-    g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str = "auto"
+    g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str = "gar"
 ) -> torch.Tensor:
     """DGL's ``gspmm``: ``out[v] = reduce_{e = (u -> v)} op(lhs[u], rhs[e])``.
 
     ``op`` in add, sub, mul, div, copy_lhs, copy_rhs; ``reduce`` in sum, mean, max, min (vertices without
     in-edges get 0). Feature shapes broadcast as in NumPy, e.g. lhs (n, h, d) with rhs (E, h, 1).
-    ``strategy``: "gar" (vertex-centric over the CSR: deterministic), "gas" (edge-centric with atomics: no
-    CSR needed, sum/mean only, last bits vary between runs) or "auto" (see ``lowering.choose_strategy``;
-    it picks GAS only for messages of width <= 2 on a graph without a CSR yet).
+    ``strategy``: "gar" (default: vertex-centric over the CSR, deterministic), "gas" (edge-centric with
+    atomics: no CSR needed, sum/mean only, NOT deterministic in the last bits) or "auto" (opt-in, see
+    ``lowering.choose_strategy``: GAS only for messages of width <= 2 on a graph without a CSR yet).
     """
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:

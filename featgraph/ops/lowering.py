@@ -29,7 +29,7 @@ def run(
     result: Sequence[int] | None = None,
     reduce_last: bool = False,
     return_arg: bool = False,
-    strategy: str = "auto",
+    strategy: str = "gar",
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
     one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``."""
