@@ -10,12 +10,13 @@ from .expr import FLOAT_DTYPES, Call, ComputeOp, Expr, ExprLike, Placeholder, Re
 
 def placeholder(shape: tuple[int, ...] | list[int], dtype: str = "float32", name: str = "X") -> Placeholder:
     """An input tensor of ``shape``. Its first dimension is indexed by ``src``/``dst`` (vertex data),
-    ``eid`` (edge data) or by constants and axes (dense parameters such as a weight matrix)."""
+    ``eid`` (edge data) or by constants and axes (dense parameters such as a weight matrix). int64
+    placeholders hold ids (e.g. winning edges) and may be compared with ``te.equal`` or used as indices."""
     dims = tuple(int(s) for s in shape)
     if not dims or any(s < 0 for s in dims):
         raise ValueError(f"placeholder {name!r} needs a non-empty, non-negative shape, got {shape}")
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"placeholder {name!r}: dtype must be one of {FLOAT_DTYPES}, got {dtype!r}")
+    if dtype not in (*FLOAT_DTYPES, "int64"):
+        raise TypeError(f"placeholder {name!r}: dtype must be one of {(*FLOAT_DTYPES, 'int64')}, got {dtype!r}")
     if not name.isidentifier():
         raise ValueError(f"placeholder name must be an identifier, got {name!r}")
     return Placeholder(dims, dtype, name)

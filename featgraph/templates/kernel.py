@@ -14,6 +14,7 @@ from ..te.expr import ComputeOp, Var
 from .spec import KernelSpec, indexed_by, placeholder_roles
 
 TORCH_DTYPES = {
+    "int64": torch.int64,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float32": torch.float32,
@@ -70,13 +71,15 @@ class Kernel:
         self.source = cpu.source(spec)
         self._run = cpu.compile_source(self.source)  # compile (or fetch from the disk cache) now: errors surface early
         self._out_dtype = self._output_dtype()
+        self._compute = TORCH_DTYPES[spec.dtype]
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.spec.op.placeholders)
 
     def _output_dtype(self) -> torch.dtype:
-        dtypes = [TORCH_DTYPES[p.dtype] for p in self.spec.op.placeholders] or [TORCH_DTYPES[self.spec.dtype]]
+        floats = [p for p in self.spec.op.placeholders if p.dtype != "int64"]
+        dtypes = [TORCH_DTYPES[p.dtype] for p in floats] or [TORCH_DTYPES[self.spec.dtype]]
         out = dtypes[0]
         for d in dtypes[1:]:
             out = torch.promote_types(out, d)
@@ -100,7 +103,7 @@ class Kernel:
                 raise ValueError(f"{p.name}: target='cpu' needs CPU tensors, got one on {t.device}")
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
-            bound.append(t.detach().to(compute).contiguous())
+            bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else compute).contiguous())
         return bound
 
     def _threads(self) -> int:

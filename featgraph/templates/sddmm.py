@@ -24,9 +24,7 @@ class SDDMMKernel(Kernel):
 
     def __call__(self, **tensors: Any) -> torch.Tensor:
         inputs = self._bind(tensors)
-        out = torch.empty(
-            (self.graph.num_edges, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32
-        )
+        out = torch.empty((self.graph.num_edges, *self.spec.op.shape), dtype=self._compute)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype)
 

@@ -39,12 +39,12 @@ class SpMMKernel(Kernel):
         if self.spec.params.strategy == "gas":
             if return_arg:
                 raise ValueError("return_arg needs a max or min reducer, which strategy='gas' does not run")
-            out = torch.zeros((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
+            out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
                 out /= self._degree.clamp(min=1).to(out.dtype).view(-1, *[1] * len(self.spec.op.shape))
             return out.to(self._out_dtype)
-        out = torch.empty((n, *self.spec.op.shape), dtype=inputs[0].dtype if inputs else torch.float32)
+        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute)
         argreduce = self.spec.reducer in ("max", "min")
         if return_arg and not argreduce:
             raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")

@@ -9,7 +9,7 @@ import torch
 
 from ...templates.spec import KernelSpec
 from .compiler import load as compile_source
-from .templates import gas_source, sddmm_source, spmm_source
+from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source
 
 __all__ = ["compile_source", "launch", "source"]
 
@@ -17,6 +17,8 @@ __all__ = ["compile_source", "launch", "source"]
 def source(spec: KernelSpec) -> str:
     if spec.kind == "sddmm":
         return sddmm_source(spec)
+    if spec.kind == "edge_sum":
+        return edge_sum_source(spec)
     return gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
 
 

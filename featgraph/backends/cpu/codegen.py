@@ -57,7 +57,23 @@ class Emitter:
 
     reduce_names: dict[int, str]  # id(Reduce) -> C++ expression holding its value
 
+    def is_integer(self, e: Expr) -> bool:
+        if isinstance(e, Const):
+            return e.is_int
+        if isinstance(e, Var):
+            return True
+        if isinstance(e, Load):
+            return e.tensor.dtype == "int64"
+        return (
+            isinstance(e, BinOp)
+            and e.op in ("+", "-", "*", "//", "%")
+            and self.is_integer(e.a)
+            and self.is_integer(e.b)
+        )
+
     def index(self, e: Expr) -> str:
+        if isinstance(e, Load) and e.tensor.dtype == "int64":
+            return self.load(e)
         if isinstance(e, Const):
             if not e.is_int:
                 raise TypeError(f"non-integer constant {e.value} used as an index")
@@ -82,7 +98,7 @@ class Emitter:
         if isinstance(e, Var):
             return f"T({self.index(e)})"
         if isinstance(e, Load):
-            return self.load(e)
+            return f"T({self.load(e)})" if e.tensor.dtype == "int64" else self.load(e)
         if isinstance(e, Reduce):
             return self.reduce_names[id(e)]
         if isinstance(e, BinOp):
@@ -99,6 +115,8 @@ class Emitter:
         raise TypeError(f"cannot lower {type(e).__name__}")
 
     def call(self, e: Call) -> str:
+        if e.fn == "eq" and all(self.is_integer(a) for a in e.args):  # ids compare exactly, as integers
+            return f"T({self.index(e.args[0])} == {self.index(e.args[1])})"
         args = [self.value(a) for a in e.args]
         if e.fn in ("exp", "log", "sqrt", "tanh", "abs"):
             return f"std::{e.fn}({args[0]})"

@@ -51,8 +51,9 @@ def _header(spec: KernelSpec) -> list[str]:
 
 
 def _placeholder_decls(spec: KernelSpec, first: int) -> list[str]:
+    types = {p.name: "int64_t" if p.dtype == "int64" else "T" for p in spec.op.placeholders}
     return [
-        f"  const T* __restrict__ {pointer_name(p)} = (const T*)ptr[{first + n}];"
+        f"  const {types[p.name]}* __restrict__ {pointer_name(p)} = (const {types[p.name]}*)ptr[{first + n}];"
         for n, p in enumerate(spec.op.placeholders)
     ]
 
@@ -214,6 +215,38 @@ def edge_parallel_source(spec: KernelSpec, sink) -> str:
         f"  const bool par = {'false' if _parallel_tiles(spec) else 'true'};",
         "  (void)nthreads;",
         *_dispatch(tiles, _parallel_tiles(spec), "ptr, arg, par", "edge_tile"),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def edge_sum_source(spec: KernelSpec) -> str:
+    """Sum of the UDF over all edges into one dense output (a gradient of a dense parameter). Each thread
+    accumulates a private copy; the copies are added in thread order, so results are deterministic."""
+    op = spec.op
+    size = _row_size(spec)
+    tile = Tile(0, op.axis[-1].extent)
+    lines = _header(spec) + [
+        'extern "C" void run(void** ptr, const int64_t* arg) {',
+        "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
+        "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
+        "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
+        "  T* __restrict__ out = (T*)ptr[3];",
+        *_placeholder_decls(spec, 4),
+        "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
+        f"  constexpr int64_t SIZE = {size};",
+        "  T* partial = new T[(size_t)nthreads * SIZE]();",
+        "  #pragma omp parallel num_threads(nthreads)",
+        "  {",
+        "    T* __restrict__ local = partial + (int64_t)omp_get_thread_num() * SIZE;",
+        "    #pragma omp for schedule(static)",
+        "    for (int64_t j = 0; j < num_edges; ++j) {",
+        "      const int64_t s = srcs[j], v = dsts[j], e = eids[j]; (void)s; (void)v; (void)e;",
+        *message_block(op, spec.schedule, tile, lambda f, g, x: f"local[{g}] += {x};"),
+        "    }",
+        "  }",
+        "  for (int64_t t = 0; t < nthreads; ++t) for (int64_t q = 0; q < SIZE; ++q) out[q] += partial[t * SIZE + q];",
+        "  delete[] partial;",
         "}",
     ]
     return "\n".join(lines) + "\n"

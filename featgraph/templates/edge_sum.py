@@ -1,0 +1,45 @@
+"""Edge sum: the UDF summed over every edge into one dense tensor (no per-vertex or per-edge output).
+
+This is the shape of a dense parameter's gradient (a weight matrix used in every message): each edge adds
+its contribution, and nothing of size E x parameter is ever stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..graph import Graph
+from ..te.expr import ComputeOp
+from .kernel import Fds, Kernel, Udf, template_kernel
+from .params import SDDMMParams
+
+
+class EdgeSumKernel(Kernel):
+    """``kernel(**tensors)`` -> tensor of the compute's shape: the sum over all edges."""
+
+    def __init__(self, graph: Graph, spec, target: str) -> None:
+        super().__init__(graph, spec, target)
+        index = torch.int32 if spec.index_dtype == "int32" else torch.int64
+        order = graph.edge_order(spec.params.edge_order)
+        src, dst = graph.coo()
+        self._edges = [src[order].to(index), dst[order].to(index), order.to(index)]
+
+    def __call__(self, **tensors: Any) -> torch.Tensor:
+        inputs = self._bind(tensors)
+        out = torch.zeros(self.spec.op.shape, dtype=self._compute)
+        self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
+        return out.to(self._out_dtype)
+
+
+def edge_sum(
+    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, **template_params: Any
+) -> EdgeSumKernel:
+    """Compile ``out = sum over edges e of edgefunc(src[e], dst[e], e)`` (deterministic for a fixed thread
+    count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``."""
+
+    def make_params(op: ComputeOp) -> SDDMMParams:
+        return SDDMMParams(**template_params)
+
+    return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel)
