@@ -45,7 +45,8 @@ def where(cond: Expr, a: Expr, b: Expr) -> Expr:
 def substitute(e: Expr, replace: Callable[[Var], Expr | None]) -> Expr:
     """Rebuild ``e`` with every free variable ``v`` for which ``replace(v)`` is not None replaced."""
     if isinstance(e, Var):
-        return replace(e) or e
+        new = replace(e)
+        return e if new is None else new
     if isinstance(e, Const):
         return e
     if isinstance(e, Load):

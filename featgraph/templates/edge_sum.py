@@ -26,11 +26,11 @@ class EdgeSumKernel(Kernel):
         src, dst = graph.coo()
         self._edges = [src[order].to(index), dst[order].to(index), order.to(index)]
 
-    def __call__(self, **tensors: Any) -> torch.Tensor:
+    def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
         out = torch.zeros(self.spec.op.shape, dtype=self._compute)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
-        return out.to(self._out_dtype)
+        return out.to(self._out_dtype), None
 
 
 def edge_sum(

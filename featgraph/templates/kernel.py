@@ -72,6 +72,7 @@ class Kernel:
         self._run = cpu.compile_source(self.source)  # compile (or fetch from the disk cache) now: errors surface early
         self._out_dtype = self._output_dtype()
         self._compute = TORCH_DTYPES[spec.dtype]
+        self._gradients: dict[tuple[str, str], list] = {}
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
@@ -105,6 +106,37 @@ class Kernel:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else compute).contiguous())
         return bound
+
+    def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Run the compiled kernel (no autograd): the output and, for max/min with ``want_arg``, the arg."""
+        raise NotImplementedError
+
+    def _apply(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Like ``evaluate``, through autograd when an input requires grad."""
+        if not (
+            torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors.values())
+        ):
+            return self.evaluate(tensors, want_arg)
+        from .gradients import UdfFunction
+
+        self._bind(tensors)  # validate before autograd sees the inputs
+        names = tuple(tensors)
+        box: dict[str, torch.Tensor | None] = {}
+        out = UdfFunction.apply(self, names, box, *[tensors[n] for n in names])
+        return out, box.get("arg")
+
+    def __call__(self, **tensors: Any) -> torch.Tensor:
+        """The kernel's output; differentiable in every floating input that requires grad."""
+        return self._apply(tensors, want_arg=False)[0]
+
+    def gradient_kernels(self, p, grad_dtype: str) -> list:
+        """The kernels computing d(loss)/dp, derived from the UDF and compiled on first use."""
+        from .gradients import gradient_kernels
+
+        key = (p.name, grad_dtype)
+        if key not in self._gradients:
+            self._gradients[key] = gradient_kernels(self, p, grad_dtype)
+        return self._gradients[key]
 
     def _threads(self) -> int:
         return self.spec.params.num_threads or toolchain.num_threads()

@@ -33,31 +33,30 @@ class SpMMKernel(Kernel):
         self._csr = layout.to(index)
         self._rows = graph.degree_order("in").to(index) if params.row_order == "degree" else None
 
-    def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         inputs = self._bind(tensors)
         n = self.graph.num_nodes
         if self.spec.params.strategy == "gas":
-            if return_arg:
-                raise ValueError("return_arg needs a max or min reducer, which strategy='gas' does not run")
             out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
                 out /= self._degree.clamp(min=1).to(out.dtype).view(-1, *[1] * len(self.spec.op.shape))
-            return out.to(self._out_dtype)
-        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute)
+            return out.to(self._out_dtype), None
         argreduce = self.spec.reducer in ("max", "min")
-        if return_arg and not argreduce:
-            raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
-        keep_arg = argreduce and (return_arg or self.spec.params.num_partitions > 1)
+        keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
+        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute)
         arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
-        out = out.to(self._out_dtype)
-        return (out, arg) if return_arg else out
+        return out.to(self._out_dtype), arg
 
-    def __call__(self, **tensors: Any) -> torch.Tensor:
-        return self.run(**tensors)
+    def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``kernel(**tensors)``, or with ``return_arg`` the pair (output, winning user edge ids)."""
+        if return_arg and self.spec.reducer not in ("max", "min"):
+            raise ValueError(f"return_arg needs a max or min reducer, this kernel reduces with {self.spec.reducer}")
+        out, arg = self._apply(tensors, want_arg=return_arg)
+        return (out, arg) if return_arg else out
 
 
 def spmm(
