@@ -9,6 +9,7 @@ gather + scatter path, PyG's own ``scatter`` and DGL's ``gspmm``/``gsddmm`` wher
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import platform
 import warnings
@@ -23,6 +24,7 @@ from .. import te
 from ..backends import toolchain
 from ..datasets import rand100k, uniform
 from ..graph import Graph
+from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
 from .measure import best_ms, peak_extra_mb
 
@@ -31,7 +33,7 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "uniform": lambda scale: uniform(max(2, int(50_000 * scale)), 30, seed=0),
     "rand100k": lambda scale: rand100k(0.5 * scale, 0.1, seed=0),
 }
-OPS = ("gcn", "max", "mlp", "attention", "gcn-train", "gat-train")
+OPS = ("gcn", "max", "mlp", "attention", "gcn-train", "gat-train", "mlp-train")
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Row:
 
 def _optional(module: str):
     try:
-        return __import__(module)
+        return importlib.import_module(module)
     except Exception:  # noqa: BLE001 - any import failure means "not available"
         return None
 
@@ -102,7 +104,7 @@ def bench_gcn(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
             from torch_geometric.utils import scatter
 
             impls["PyG scatter"] = lambda: scatter(x[src], dst, 0, dim_size=n, reduce="sum")
-    dgl = _optional("dgl")
+    dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
         impls["DGL gspmm"] = lambda: dgl.ops.copy_u_sum(dg, x)
@@ -119,6 +121,10 @@ def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
         impls["scatter_reduce + argmax (torch)"] = "skipped: would materialise E x d"
     else:
         impls["scatter_reduce + argmax (torch)"] = lambda: _scatter_argmax(x[src], dst, n)
+    dgl = import_dgl()
+    if dgl is not None:
+        dg = dgl.graph((src, dst), num_nodes=n)
+        impls["DGL copy_u_max (argmax kept inside)"] = lambda: dgl.ops.copy_u_max(dg, x)
     return impls
 
 
@@ -165,7 +171,7 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
         impls["gather + sum (PyG-style)"] = "skipped: would materialise E x d"
     else:
         impls["gather + sum (PyG-style)"] = lambda: (x[src] * x[dst]).sum(1, keepdim=True)
-    dgl = _optional("dgl")
+    dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
         impls["DGL gsddmm"] = lambda: dgl.ops.u_dot_v(dg, x, x)
@@ -207,6 +213,11 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     indptr_graph = Graph(full_src, full_dst, n)
     adj = _csr_tensor(indptr_graph, norm.squeeze(1))
     impls["torch.sparse.mm (CSR)"] = ForwardBackward(lambda: torch.sparse.mm(adj, x), [x])
+    dgl = import_dgl()
+    if dgl is not None:  # DGL's GraphConv path: self loops as edges, norm as two vertex scalings
+        dg = dgl.graph((full_src, full_dst), num_nodes=n)
+        scale = degree.rsqrt().unsqueeze(1)
+        impls["DGL copy_u_sum"] = ForwardBackward(lambda: dgl.ops.copy_u_sum(dg, x * scale) * scale, [x])
     return impls
 
 
@@ -237,6 +248,41 @@ def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str,
         impls["gather+scatter (PyG-style)"] = "skipped: would materialise E x d"
     else:
         impls["gather+scatter (PyG-style)"] = ForwardBackward(materialised, leaves)
+    dgl = import_dgl()
+    if dgl is not None:  # DGL's GATConv path through dgl.ops
+        dg = dgl.graph((src, dst), num_nodes=n)
+
+        def dgl_gat() -> torch.Tensor:
+            logits = dgl.ops.u_add_v(dg, (feat * a_src).sum(-1), (feat * a_dst).sum(-1))
+            alpha = dgl.ops.edge_softmax(dg, torch.nn.functional.leaky_relu(logits, 0.2))
+            return dgl.ops.u_mul_e_sum(dg, feat, alpha.unsqueeze(-1))
+
+        impls["DGL ops"] = ForwardBackward(dgl_gat, leaves)
+    return impls
+
+
+def bench_mlp_train(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
+    """Forward + backward of the fused MLP aggregation (max), gradients for x and W from the UDF."""
+    n, (src, dst) = g.num_nodes, g.coo()
+    x, w = torch.randn(n, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
+    XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
+
+    def msgfunc(s, t, e):
+        k = te.reduce_axis((0, d1), name="k")
+        return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
+
+    kernel = spmm(g, msgfunc, "max", num_threads=threads)
+    impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: kernel(XV=x, W=w), [x, w])}
+    if _too_big(g, 3 * d):
+        impls["materialised torch"] = "skipped: would materialise E x d"
+    else:
+
+        def materialised() -> torch.Tensor:
+            messages = torch.relu((x[src] + x[dst]) @ w)
+            index = dst.unsqueeze(1).expand_as(messages)
+            return torch.zeros(n, d).scatter_reduce(0, index, messages, "amax", include_self=False)
+
+        impls["materialised torch"] = ForwardBackward(materialised, [x, w])
     return impls
 
 
@@ -247,16 +293,17 @@ BENCHES = {
     "attention": bench_attention,
     "gcn-train": bench_gcn_train,
     "gat-train": bench_gat_train,
+    "mlp-train": bench_mlp_train,
 }
-TRAINING_OPS = ("gcn-train", "gat-train")
+TRAINING_OPS = ("gcn-train", "gat-train", "mlp-train")
 
 
 def gather_bytes(op: str, g: Graph, d: int) -> int:
     """Bytes the op must at least move if nothing is reused: one feature row read per edge endpoint it
     touches, plus indices and the output."""
-    per_edge = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d, "gcn-train": 2 * d, "gat-train": 2 * d}[
-        op
-    ] * 4 + 8
+    row_reads = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d}
+    row_reads.update({"gcn-train": 2 * d, "gat-train": 2 * d, "mlp-train": 4 * 8})
+    per_edge = row_reads[op] * 4 + 8
     out = g.num_edges * 4 if op == "attention" else g.num_nodes * d * 4
     return g.num_edges * per_edge + out
 

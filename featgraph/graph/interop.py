@@ -6,6 +6,10 @@ imports without them.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -73,3 +77,19 @@ def from_dgl(dgl_graph: Any) -> dict[str, Any]:
         raise ValueError("only homogeneous DGL graphs (one node and one edge type) are supported")
     src, dst = dgl_graph.edges(order="eid")
     return {"src": src, "dst": dst, "num_nodes": dgl_graph.num_nodes(), "edge_weight": None}
+
+
+def import_dgl() -> Any | None:
+    """DGL if it is installed and importable, else None.
+
+    DGL 2.1 (the newest Linux wheel) ships no graphbolt library for torch 2.13 and fails at import, while
+    its graphs and ``dgl.ops`` do not need graphbolt; so graphbolt is stubbed out before the import.
+    """
+    if importlib.util.find_spec("dgl") is None:
+        return None
+    if "dgl" not in sys.modules:
+        sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
+    try:
+        return importlib.import_module("dgl")
+    except Exception:  # noqa: BLE001 - a broken install counts as absent
+        return None
