@@ -128,9 +128,9 @@ def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
     return impls
 
 
-def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
-    n, (src, dst) = g.num_nodes, g.coo()
-    x, w = torch.randn(n, d1), torch.randn(d1, d)
+def _mlp_pair(g: Graph, d: int, threads: int, x: torch.Tensor, w: torch.Tensor):
+    """The fused MLP aggregation kernel and the materialised torch version of the same function."""
+    n, d1, (src, dst) = g.num_nodes, x.shape[1], g.coo()
     XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
 
     def msgfunc(s, t, e):
@@ -138,18 +138,19 @@ def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable
         return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
 
     kernel = spmm(g, msgfunc, "max", num_threads=threads)
-    impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel(XV=x, W=w)}
-    if _too_big(g, 2 * d):
-        impls["materialised torch"] = "skipped: would materialise E x d"
-    else:
 
-        def materialised() -> torch.Tensor:
-            messages = torch.relu((x[src] + x[dst]) @ w)
-            index = dst.unsqueeze(1).expand_as(messages)
-            return torch.zeros(n, d).scatter_reduce(0, index, messages, "amax", include_self=False)
+    def materialised() -> torch.Tensor:
+        messages = torch.relu((x[src] + x[dst]) @ w)
+        index = dst.unsqueeze(1).expand_as(messages)
+        return torch.zeros(n, d).scatter_reduce(0, index, messages, "amax", include_self=False)
 
-        impls["materialised torch"] = materialised
-    return impls
+    return (lambda: kernel(XV=x, W=w)), materialised
+
+
+def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
+    ours, materialised = _mlp_pair(g, d, threads, torch.randn(g.num_nodes, d1), torch.randn(d1, d))
+    skip = "skipped: would materialise E x d"
+    return {"featgraph": ours, "materialised torch": skip if _too_big(g, 2 * d) else materialised}
 
 
 def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
@@ -263,27 +264,13 @@ def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str,
 
 def bench_mlp_train(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of the fused MLP aggregation (max), gradients for x and W from the UDF."""
-    n, (src, dst) = g.num_nodes, g.coo()
-    x, w = torch.randn(n, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
-    XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
-
-    def msgfunc(s, t, e):
-        k = te.reduce_axis((0, d1), name="k")
-        return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
-
-    kernel = spmm(g, msgfunc, "max", num_threads=threads)
-    impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: kernel(XV=x, W=w), [x, w])}
-    if _too_big(g, 3 * d):
-        impls["materialised torch"] = "skipped: would materialise E x d"
-    else:
-
-        def materialised() -> torch.Tensor:
-            messages = torch.relu((x[src] + x[dst]) @ w)
-            index = dst.unsqueeze(1).expand_as(messages)
-            return torch.zeros(n, d).scatter_reduce(0, index, messages, "amax", include_self=False)
-
-        impls["materialised torch"] = ForwardBackward(materialised, [x, w])
-    return impls
+    x, w = torch.randn(g.num_nodes, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
+    ours, materialised = _mlp_pair(g, d, threads, x, w)
+    skip = "skipped: would materialise E x d"
+    return {
+        "featgraph": ForwardBackward(ours, [x, w]),
+        "materialised torch": skip if _too_big(g, 3 * d) else ForwardBackward(materialised, [x, w]),
+    }
 
 
 BENCHES = {

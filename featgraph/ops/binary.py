@@ -45,3 +45,12 @@ def get(op: str, allowed: tuple[str, ...]) -> BinaryOp:
     if op not in allowed:
         raise ValueError(f"op must be one of {allowed}, got {op!r}")
     return BINARY_OPS[op]
+
+
+def operands(op: str, rule: BinaryOp, lhs, rhs) -> tuple:
+    """(lhs, rhs) as the op reads them: None where it ignores one, an error where it needs a missing one."""
+    reads = rule.forward[0]
+    for name, x, side in (("a", lhs, "lhs"), ("b", rhs, "rhs")):
+        if name in reads and x is None:
+            raise ValueError(f"op {op!r} needs {side}")
+    return (lhs if "a" in reads else None), (rhs if "b" in reads else None)

@@ -11,8 +11,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .. import te
 from ..graph import Graph
+from ..templates import spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
+from .udfs import TORCH_TO_TE
 
 
 def _self_loop_fill(g: Graph) -> torch.Tensor:
@@ -65,6 +68,10 @@ def gat_attention(
     """GAT's attention + aggregation: ``out[v, h] = sum_u alpha[u->v, h] feat[u, h]`` with
     ``alpha = softmax_over_in_edges(leaky_relu(a_src[h] . feat[u, h] + a_dst[h] . feat[v, h]))``.
 
+    Without attention dropout (evaluation, or ``dropout=0``) nothing per edge is stored: three fused SpMM
+    passes recompute the scores from the per-vertex logits, forward and backward. With dropout, or with
+    ``return_attention``, the weights are built per edge (E x heads) and the ops are used one by one.
+
     ``feat`` is (n, heads, d), ``attn_src``/``attn_dst`` (heads, d) (PyG's ``att_src``/``att_dst`` squeezed).
     """
     if feat.dim() != 3 or attn_src.shape != feat.shape[1:] or attn_dst.shape != feat.shape[1:]:
@@ -74,7 +81,40 @@ def gat_attention(
         )
     logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
     logit_dst = (feat * attn_dst).sum(-1)
-    scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), negative_slope)
-    alpha = F.dropout(edge_softmax(g, scores), p=dropout, training=training)
-    out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
-    return (out, alpha) if return_attention else out
+    if return_attention or (training and dropout > 0):  # the per-edge weights must exist: build them
+        scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), negative_slope)
+        alpha = F.dropout(edge_softmax(g, scores), p=dropout, training=training)
+        out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
+        return (out, alpha) if return_attention else out
+    peak_kernel, total_kernel, aggregate_kernel = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], negative_slope)
+    with torch.no_grad():  # the shift cancels in the softmax, so it carries no gradient
+        peak = peak_kernel(EL=logit_src, ER=logit_dst)
+    total = total_kernel(EL=logit_src, ER=logit_dst, M=peak)
+    return aggregate_kernel(EL=logit_src, ER=logit_dst, M=peak, Z=total, F=feat)
+
+
+def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float):
+    """Three fused passes, no per-edge tensor: per-destination max of the scores, sum of their shifted
+    exponentials, and the aggregation weighted by exp(score - max) / sum. Gradients come from the UDFs."""
+    n, heads, d = shape
+
+    def build():
+        EL, ER = te.placeholder((n, heads), dtype, "EL"), te.placeholder((n, heads), dtype, "ER")
+        M, Z = te.placeholder((n, heads), dtype, "M"), te.placeholder((n, heads), dtype, "Z")
+        feat = te.placeholder((n, heads, d), dtype, "F")
+
+        def score(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+            x = EL[s, h] + ER[t, h]
+            return te.where(x > 0, x, x * slope)
+
+        def weight(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+            return te.exp(score(s, t, h) - M[t, h])
+
+        peak = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: score(s, t, h)), "max")
+        total = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: weight(s, t, h)), "sum")
+        aggregate = spmm(
+            g, lambda s, t, e: te.compute((heads, d), lambda h, i: weight(s, t, h) / Z[t, h] * feat[s, h, i]), "sum"
+        )
+        return peak, total, aggregate
+
+    return g.cached(("gat-kernels", n, heads, d, dtype, slope), build)

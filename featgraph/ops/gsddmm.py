@@ -31,12 +31,7 @@ def gsddmm(
     for target in (lhs_target, rhs_target):
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
-    for name, x in (("a", lhs), ("b", rhs)):
-        if name in rule.forward[0] and x is None:
-            raise ValueError(f"op {op!r} needs {'lhs' if name == 'a' else 'rhs'}")
-    a = lhs if "a" in rule.forward[0] else None
-    b = rhs if "b" in rule.forward[0] else None
-    return _GSDDMM.apply(g, op, a, b, lhs_target, rhs_target)
+    return _GSDDMM.apply(g, op, *binary.operands(op, rule, lhs, rhs), lhs_target, rhs_target)
 
 
 class _GSDDMM(torch.autograd.Function):

@@ -41,12 +41,7 @@ def gspmm(
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
-    for name, x in (("a", lhs), ("b", rhs)):
-        if name in rule.forward[0] and x is None:
-            raise ValueError(f"op {op!r} needs {'lhs' if name == 'a' else 'rhs'}")
-    a = lhs if "a" in rule.forward[0] else None
-    b = rhs if "b" in rule.forward[0] else None
-    return _GSpMM.apply(g, op, reduce, a, b, strategy)
+    return _GSpMM.apply(g, op, reduce, *binary.operands(op, rule, lhs, rhs), strategy)
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:

@@ -12,19 +12,14 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, template_kernel
+from .kernel import Fds, Udf, template_kernel
 from .params import SDDMMParams
+from .sddmm import SDDMMKernel
 
 
-class EdgeSumKernel(Kernel):
-    """``kernel(**tensors)`` -> tensor of the compute's shape: the sum over all edges."""
-
-    def __init__(self, graph: Graph, spec, target: str) -> None:
-        super().__init__(graph, spec, target)
-        index = torch.int32 if spec.index_dtype == "int32" else torch.int64
-        order = graph.edge_order(spec.params.edge_order)
-        src, dst = graph.coo()
-        self._edges = [src[order].to(index), dst[order].to(index), order.to(index)]
+class EdgeSumKernel(SDDMMKernel):
+    """``kernel(**tensors)`` -> tensor of the compute's shape: the sum over all edges (same edge list and
+    order as an SDDMM, a different output)."""
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)

@@ -67,15 +67,31 @@ def dense_gat(g, feat, a_src, a_dst, slope):
     return out
 
 
-def test_gat_attention_against_dense_and_gradcheck(graph):
+@pytest.mark.parametrize("path", ["fused", "per-edge weights"])
+def test_gat_attention_against_dense_and_gradcheck(graph, path):
     heads, d = 3, 4
     feat = torch.randn(N, heads, d, dtype=torch.float64, requires_grad=True)
     a_src = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
     a_dst = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
-    out, alpha = ops.gat_attention(graph, feat, a_src, a_dst, 0.2, return_attention=True)
-    torch.testing.assert_close(out, dense_gat(graph, feat.detach(), a_src.detach(), a_dst.detach(), 0.2))
-    assert alpha.shape == (E, heads)
-    assert gradcheck(lambda f, s, t: ops.gat_attention(graph, f, s, t), (feat, a_src, a_dst))
+    per_edge = path == "per-edge weights"
+
+    def gat(f, s, t):
+        result = ops.gat_attention(graph, f, s, t, 0.2, return_attention=per_edge)
+        return result[0] if per_edge else result
+
+    torch.testing.assert_close(
+        gat(feat, a_src, a_dst), dense_gat(graph, feat.detach(), a_src.detach(), a_dst.detach(), 0.2)
+    )
+    assert gradcheck(gat, (feat, a_src, a_dst))
+
+
+def test_gat_attention_dropout_only_in_training(graph):
+    feat, a = torch.randn(N, 2, 3), torch.randn(2, 3)
+    torch.manual_seed(0)
+    _, alpha = ops.gat_attention(graph, feat, a, a, dropout=0.5, training=True, return_attention=True)
+    assert (alpha == 0).any()
+    evaluation = ops.gat_attention(graph, feat, a, a, dropout=0.5, training=False)
+    torch.testing.assert_close(evaluation, dense_gat(graph, feat, a, a, 0.2))
 
 
 def test_gat_attention_shape_errors(graph):
