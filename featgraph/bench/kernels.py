@@ -12,7 +12,6 @@ import argparse
 import importlib
 import json
 import platform
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -56,14 +55,6 @@ def _optional(module: str):
         return None
 
 
-def _csr_tensor(g: Graph, values: torch.Tensor | None = None) -> torch.Tensor:
-    indptr, indices, edge_ids = g.csr()
-    data = torch.ones(g.num_edges) if values is None else values[edge_ids]
-    with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(indptr, indices, data, (g.num_nodes, g.num_nodes))
-
-
 def _scipy_csr(g: Graph) -> sp.csr_matrix:
     indptr, indices, _ = g.csr()
     return sp.csr_matrix((np.ones(g.num_edges, np.float32), indices.numpy(), indptr.numpy()), (g.num_nodes,) * 2)
@@ -88,7 +79,7 @@ def bench_gcn(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
     x = torch.randn(n, d)
     XV = te.placeholder((n, d), name="XV")
     kernel = spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), "sum", num_threads=threads)
-    adj, adj_sp = _csr_tensor(g), _scipy_csr(g)
+    adj, adj_sp = g.adjacency(), _scipy_csr(g)
     x_np = x.numpy()
     impls: dict[str, Callable[[], object] | str] = {
         "featgraph": lambda: kernel(XV=x),
@@ -163,7 +154,7 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
         return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
 
     kernel = sddmm(g, edgefunc, num_threads=threads)
-    pattern = _csr_tensor(g)
+    pattern = g.adjacency()
     impls: dict[str, Callable[[], object] | str] = {
         "featgraph": lambda: kernel(XV=x),
         "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
@@ -212,7 +203,7 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
             lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x]
         )
     indptr_graph = Graph(full_src, full_dst, n)
-    adj = _csr_tensor(indptr_graph, norm.squeeze(1))
+    adj = indptr_graph.adjacency(norm.squeeze(1))
     impls["torch.sparse.mm (CSR)"] = ForwardBackward(lambda: torch.sparse.mm(adj, x), [x])
     dgl = import_dgl()
     if dgl is not None:  # DGL's GraphConv path: self loops as edges, norm as two vertex scalings

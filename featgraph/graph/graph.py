@@ -8,6 +8,7 @@ Hilbert order of edges, 1D source partitions and the tensor-core translation. In
 from __future__ import annotations
 
 import hashlib
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -160,6 +161,15 @@ class Graph:
         """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
         full = self.cached(("csc",), lambda: compress(self._src, self._dst, self._num_nodes))
         return full if index_dtype == torch.int64 else self.cached(("csc", index_dtype), lambda: full.to(index_dtype))
+
+    def adjacency(self, edge_values: torch.Tensor | None = None) -> torch.Tensor:
+        """The adjacency as a torch sparse CSR matrix (row = destination, column = source; 1 per edge, or
+        ``edge_values`` in user edge order), so ``adjacency() @ x`` sums in-neighbour features."""
+        indptr, indices, edge_ids = self.csr()
+        data = torch.ones(self.num_edges) if edge_values is None else edge_values[edge_ids]
+        with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(indptr, indices, data, (self._num_nodes, self._num_nodes))
 
     def in_degrees(self) -> torch.Tensor:
         return self.cached(("in_deg",), lambda: torch.bincount(self._dst, minlength=self._num_nodes))

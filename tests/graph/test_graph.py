@@ -162,3 +162,11 @@ def test_fingerprint_depends_on_structure_only():
     assert len(a.fingerprint) == 32
     assert a.fingerprint != Graph(src, dst, 51).fingerprint
     assert a.fingerprint != Graph(dst, src, 50).fingerprint
+
+
+def test_adjacency_is_torch_sparse_and_matches_scipy(graph_case):
+    g, src, dst = graph_case
+    values = torch.rand(g.num_edges, dtype=torch.float64)
+    dense = g.adjacency(values).to_dense()
+    assert torch.allclose(dense, torch.from_numpy(adjacency(src, dst, g.num_nodes, values.numpy()).toarray()))
+    assert torch.equal(g.adjacency().to_dense(), torch.from_numpy(adjacency(src, dst, g.num_nodes).toarray()).float())
