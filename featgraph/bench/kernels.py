@@ -14,6 +14,7 @@ import json
 import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -346,11 +347,14 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def markdown(rows: list[Row]) -> str:
-    lines = [
-        "| op | graph | d | implementation | ms | time / featgraph | GB/s | peak extra MB | note |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+MARKDOWN_HEADER = (
+    "| op | graph | d | implementation | ms | time / featgraph | GB/s | peak extra MB | note |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def markdown_rows(rows: list[Row]) -> str:
+    lines = []
     for r in rows:
         cells = [r.op, r.graph, str(r.d), r.impl, _fmt(r.ms, ".2f"), _fmt(r.ratio, ".2f"), _fmt(r.gbps, ".1f")]
         lines.append("| " + " | ".join([*cells, _fmt(r.peak_mb, ".0f"), r.note]) + " |")
@@ -380,13 +384,16 @@ def run(args: argparse.Namespace) -> list[Row]:
     for graph_name in args.graphs:
         g = GRAPHS[graph_name](args.scale)
         print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
-        for op in args.ops:
-            for d in args.dims:
-                rows += run_rows(graph_name, g, op, d, args.threads, args.repeat)
+        print(MARKDOWN_HEADER, flush=True)
+        jobs = [
+            partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
+        ]
         if args.ablation:
-            for d in (128, 512):
-                rows += ablation_rows(graph_name, g, d, args.threads, args.repeat, parts=2, tiles=2)
-    print(markdown(rows))
+            jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (128, 512)]
+        for job in jobs:
+            batch = job()
+            print(markdown_rows(batch), flush=True)  # each batch as soon as it is measured
+            rows += batch
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "threads": args.threads, "rows": [asdict(r) for r in rows]}, f, indent=1)
