@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..graph import Graph
+from ..templates.kernel import divide_by_in_degree
 from . import binary, lowering
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -72,8 +73,7 @@ class _GSpMM(torch.autograd.Function):
             grads = _winner_grads(g, rule, lhs, rhs, arg, grad_out, wants)
             return None, None, None, grads["a"], grads["b"], None
         if ctx.reduce == "mean":
-            degree = g.in_degrees().clamp(min=1).to(grad_out.dtype)
-            grad_out = grad_out / degree.view(-1, *[1] * (grad_out.dim() - 1))
+            grad_out = divide_by_in_degree(g, grad_out)
         roles = _roles(lhs, rhs, grad_out)
         grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
         for name, x, target, grad_rule in (("a", lhs, "u", rule.grad_lhs), ("b", rhs, "e", rule.grad_rhs)):

@@ -23,7 +23,7 @@ from .. import te
 from ..graph import Graph
 from ..te.expr import Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
 from ..te.grad import ONE, ZERO, add, diff, is_zero, mul, substitute, where
-from .kernel import TORCH_DTYPES, Kernel
+from .kernel import TORCH_DTYPES, Kernel, divide_by_in_degree
 
 GRAD, ARG = "fg_grad", "fg_arg"
 GRAPH_KINDS = ("src", "dst", "eid")
@@ -138,8 +138,7 @@ class UdfFunction(torch.autograd.Function):
         tensors = dict(zip(ctx.names, ctx.saved_tensors, strict=True))
         grad = grad_out.contiguous()
         if kernel.spec.reducer == "mean":
-            degree = kernel.graph.in_degrees().clamp(min=1).to(grad.dtype)
-            grad = grad / degree.view(-1, *[1] * (grad.dim() - 1))
+            grad = divide_by_in_degree(kernel.graph, grad)
         grad_dtype = {v: k for k, v in TORCH_DTYPES.items()}[grad.dtype]
         grads = []
         for name, needed in zip(ctx.names, ctx.needs_input_grad[3:], strict=True):

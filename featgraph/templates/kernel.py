@@ -54,6 +54,19 @@ def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
                 )
 
 
+def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor]:
+    """(srcs, dsts, user edge ids) in the given edge order, as edge-parallel templates read them."""
+    ids = graph.edge_order(order)
+    src, dst = graph.coo()
+    return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
+
+
+def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:
+    """``values[v] / max(in_degree(v), 1)``: a sum turned into a mean (or a mean's gradient)."""
+    degree = graph.in_degrees().clamp(min=1).to(values.dtype)
+    return values / degree.view(-1, *[1] * (values.dim() - 1))
+
+
 class Kernel:
     """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``."""
 
@@ -92,7 +105,6 @@ class Kernel:
         if set(tensors) != expected:
             missing, extra = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
             raise TypeError(f"kernel takes placeholders {sorted(expected)}; missing {missing}, unexpected {extra}")
-        compute = TORCH_DTYPES[self.spec.dtype]
         bound = []
         for p in self.spec.op.placeholders:
             t = tensors[p.name]
@@ -104,7 +116,7 @@ class Kernel:
                 raise ValueError(f"{p.name}: target='cpu' needs CPU tensors, got one on {t.device}")
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
-            bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else compute).contiguous())
+            bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute).contiguous())
         return bound
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -119,8 +131,7 @@ class Kernel:
             return self.evaluate(tensors, want_arg)
         from .gradients import UdfFunction
 
-        self._bind(tensors)  # validate before autograd sees the inputs
-        names = tuple(tensors)
+        names = tuple(tensors)  # evaluate() inside the forward validates them
         box: dict[str, torch.Tensor | None] = {}
         out = UdfFunction.apply(self, names, box, *[tensors[n] for n in names])
         return out, box.get("arg")

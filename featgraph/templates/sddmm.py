@@ -8,7 +8,7 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, template_kernel
+from .kernel import Fds, Kernel, Udf, edge_list, template_kernel
 from .params import SDDMMParams
 
 
@@ -18,9 +18,7 @@ class SDDMMKernel(Kernel):
     def __init__(self, graph: Graph, spec, target: str) -> None:
         super().__init__(graph, spec, target)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
-        order = graph.edge_order(spec.params.edge_order)
-        src, dst = graph.coo()
-        self._edges = [src[order].to(index), dst[order].to(index), order.to(index)]
+        self._edges = edge_list(graph, spec.params.edge_order, index)
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)

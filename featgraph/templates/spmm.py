@@ -9,7 +9,7 @@ import torch
 from ..backends.cpu.codegen import row_stride
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, compute_dtype, template_kernel
+from .kernel import Fds, Kernel, Udf, compute_dtype, divide_by_in_degree, edge_list, template_kernel
 from .params import SpMMParams, default_num_partitions
 from .spec import REDUCERS, indexed_by
 
@@ -26,8 +26,7 @@ class SpMMKernel(Kernel):
         if params.strategy == "gas":
             if spec.reducer in ("max", "min"):
                 raise ValueError("strategy='gas' supports the sum and mean reducers; use 'gar' for max/min")
-            src, dst = graph.coo()
-            self._edges = [src.to(index), dst.to(index), torch.arange(graph.num_edges, dtype=index)]
+            self._edges = edge_list(graph, "user", index)
             return
         layout = graph.csr() if params.num_partitions == 1 else graph.source_partitions(params.num_partitions).csr
         self._csr = layout.to(index)
@@ -40,7 +39,7 @@ class SpMMKernel(Kernel):
             out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
-                out /= self._degree.clamp(min=1).to(out.dtype).view(-1, *[1] * len(self.spec.op.shape))
+                out = divide_by_in_degree(self.graph, out)
             return out.to(self._out_dtype), None
         argreduce = self.spec.reducer in ("max", "min")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
