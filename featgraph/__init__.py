@@ -6,7 +6,7 @@ functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_i
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets, te
+from . import datasets, nn, te
 from .graph import Graph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, sddmm, spmm
@@ -16,4 +16,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["Graph", "Schedule", "SDDMMParams", "SpMMParams", "__version__", "datasets", "sddmm", "spmm", "te"]
+__all__ = ["Graph", "Schedule", "SDDMMParams", "SpMMParams", "__version__", "datasets", "nn", "sddmm", "spmm", "te"]

@@ -185,6 +185,23 @@ class Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
         return self.cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
 
+    def with_self_loops(self, fill_weight: float = 1.0) -> Graph:
+        """This graph's edges without its self loops, then one loop per vertex (PyG's ``remove_self_loops``
+        followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
+        weighted. Cached, so a layer calling it every epoch builds it once."""
+
+        def build() -> Graph:
+            keep = self._src != self._dst
+            loops = torch.arange(self._num_nodes, dtype=self._src.dtype, device=self.device)
+            weight = None
+            if self._edge_weight is not None:
+                fill = torch.full((self._num_nodes,), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
+                weight = torch.cat([self._edge_weight[keep], fill])
+            src, dst = torch.cat([self._src[keep], loops]), torch.cat([self._dst[keep], loops])
+            return Graph(src, dst, self._num_nodes, weight)
+
+        return self.cached(("with_self_loops", fill_weight), build)
+
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:
         """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"``."""

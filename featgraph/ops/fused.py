@@ -36,12 +36,15 @@ def gcn_aggregate(
     edge_weight: torch.Tensor | None = None,
     add_self_loops: bool = True,
     normalize: bool = True,
+    fill_value: float = 1.0,
 ) -> torch.Tensor:
-    """``D^-1/2 (A + I) D^-1/2 x`` as in PyG's GCNConv (degrees at the destination, weight 1 for the added
-    loops, existing self loops kept as they are); differentiable in ``x`` and ``edge_weight``."""
+    """``D^-1/2 (A + I) D^-1/2 x`` as in PyG's GCNConv (degrees at the destination, weight ``fill_value``
+    for the added loops (2 is PyG's ``improved``), existing self loops kept as they are); differentiable in
+    ``x`` and ``edge_weight``."""
     if x.dim() != 2 or x.shape[0] != g.num_nodes:
         raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
-    fill = _self_loop_fill(g).to(x.dtype) if add_self_loops else torch.zeros(g.num_nodes, dtype=x.dtype)
+    no_loop = _self_loop_fill(g).to(x.dtype) if add_self_loops else torch.zeros(g.num_nodes, dtype=x.dtype)
+    fill = no_loop * fill_value
     if edge_weight is None:
         degree = g.in_degrees().to(x.dtype) + fill
     else:

@@ -82,6 +82,22 @@ def test_reverse_swaps_formats(graph_case):
     assert all(torch.equal(a, b) for a, b in zip(r.csr(), g.csc(), strict=True))
 
 
+def test_with_self_loops_matches_pyg_utils():
+    utils = pytest.importorskip("torch_geometric.utils")
+    src, dst = random_edges(30, 100, seed=2)
+    src[:5] = dst[:5]  # some self loops to remove, some vertices without one
+    weight = torch.rand(100)
+    g = Graph(src, dst, num_nodes=30, edge_weight=weight)
+    expected, expected_weight = utils.add_self_loops(
+        *utils.remove_self_loops(torch.stack([src, dst]), weight), fill_value=2.0, num_nodes=30
+    )
+    looped = g.with_self_loops(fill_weight=2.0)
+    assert torch.equal(torch.stack(looped.coo()), expected)
+    assert torch.equal(looped.edge_weight, expected_weight)
+    assert g.with_self_loops(fill_weight=2.0) is looped  # cached
+    assert g.num_edges == 100 and Graph(src, dst, num_nodes=30).with_self_loops().edge_weight is None
+
+
 def test_caller_tensors_never_modified_or_aliased():
     src, dst = random_edges(30, 100, seed=1)
     src_before, dst_before = src.clone(), dst.clone()

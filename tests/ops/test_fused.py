@@ -15,13 +15,13 @@ def graph():
     return fg.Graph(src, dst, N)
 
 
-def dense_gcn(g, x, w, add_self_loops=True):
+def dense_gcn(g, x, w, add_self_loops=True, fill_value=1.0):
     src, dst = g.coo()
     a = torch.zeros(N, N, dtype=x.dtype).index_put_((dst, src), w, accumulate=True)
     if add_self_loops:
         has_loop = torch.zeros(N, dtype=torch.bool)
         has_loop[src[src == dst]] = True
-        a = a + torch.diag((~has_loop).to(x.dtype))
+        a = a + torch.diag((~has_loop).to(x.dtype) * fill_value)
     deg = a.sum(1)
     dinv = deg.pow(-0.5).masked_fill(deg == 0, 0)
     return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))
@@ -29,11 +29,13 @@ def dense_gcn(g, x, w, add_self_loops=True):
 
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("loops", [False, True])
-def test_gcn_aggregate_against_dense(graph, weighted, loops):
+@pytest.mark.parametrize("fill", [1.0, 2.0])
+def test_gcn_aggregate_against_dense(graph, weighted, loops, fill):
     x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
     w = (torch.rand(E, dtype=torch.float64) + 0.1).requires_grad_() if weighted else None
-    out = ops.gcn_aggregate(graph, x, w, add_self_loops=loops)
-    ref = dense_gcn(graph, x.detach(), w.detach() if weighted else torch.ones(E, dtype=torch.float64), loops)
+    out = ops.gcn_aggregate(graph, x, w, add_self_loops=loops, fill_value=fill)
+    ones = torch.ones(E, dtype=torch.float64)
+    ref = dense_gcn(graph, x.detach(), w.detach() if weighted else ones, loops, fill)
     torch.testing.assert_close(out, ref)
     inputs = (x, w) if weighted else (x,)
     assert gradcheck(

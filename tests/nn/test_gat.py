@@ -1,0 +1,73 @@
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+from featgraph.nn import GATConv
+from tests.nn.reference import N, assert_matches_pyg, edges, per_vertex, pyg_conv, with_self_loops
+
+
+def per_vertex_gat(conv, x, edge_index):
+    heads, channels = conv.heads, conv.out_channels
+    feat = conv.lin(x).view(N, heads, channels)
+    looped = with_self_loops(edge_index)
+    src, dst = looped
+    logits = torch.nn.functional.leaky_relu(
+        (feat * conv.att_src).sum(-1)[src] + (feat * conv.att_dst).sum(-1)[dst], conv.negative_slope
+    )
+
+    def attend(v, into):
+        alpha = torch.softmax(logits[into], dim=0)  # (k, heads)
+        return (alpha.unsqueeze(-1) * feat[src[into]]).sum(0).flatten()
+
+    out = per_vertex(looped, N, heads * channels, attend).view(N, heads, channels)
+    out = out.flatten(1) if conv.concat else out.mean(1)
+    return out + conv.bias
+
+
+@pytest.mark.parametrize("heads,concat", [(1, True), (3, True), (3, False)])
+def test_gat_conv_against_per_vertex_loop(heads, concat):
+    torch.manual_seed(0)
+    conv = GATConv(6, 5, heads=heads, concat=concat).double()
+    torch.nn.init.normal_(conv.bias)
+    edge_index = edges(5)
+    x = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(conv(x, edge_index), per_vertex_gat(conv, x, edge_index))
+    assert gradcheck(lambda x: conv(x, edge_index), (x,))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"heads": 4}, {"heads": 2, "concat": False}, {"heads": 3, "residual": True}, {"add_self_loops": False}],
+    ids=lambda k: "-".join(f"{n}={v}" for n, v in k.items()),
+)
+def test_gat_conv_matches_pyg(kwargs):
+    torch.manual_seed(3)
+    theirs = pyg_conv("GATConv")(11, 7, **kwargs)
+    torch.nn.init.normal_(theirs.bias)
+    assert_matches_pyg(GATConv(11, 7, **kwargs), theirs, torch.randn(N, 11), edges(6))
+
+
+def test_gat_attention_weights_and_dropout_match_pyg():
+    torch.manual_seed(4)
+    theirs = pyg_conv("GATConv")(8, 4, heads=2, dropout=0.5)
+    ours = GATConv(8, 4, heads=2, dropout=0.5)
+    ours.load_state_dict(theirs.state_dict())
+    x, edge_index = torch.randn(N, 8), edges(7)
+    (out, (index, alpha)), (ref, (ref_index, ref_alpha)) = (
+        m.eval()(x, edge_index, return_attention_weights=True) for m in (ours, theirs)
+    )
+    torch.testing.assert_close(out, ref)
+    assert torch.equal(index, ref_index)
+    torch.testing.assert_close(alpha, ref_alpha)
+    ours.train(), theirs.train()
+    torch.manual_seed(9)
+    dropped = ours(x, edge_index)
+    torch.manual_seed(9)
+    torch.testing.assert_close(dropped, theirs(x, edge_index))  # the same dropout mask, drawn the same way
+
+
+def test_gat_conv_rejects_what_it_does_not_support():
+    with pytest.raises(NotImplementedError, match="edge_dim"):
+        GATConv(4, 4, edge_dim=3)
+    with pytest.raises(NotImplementedError, match="bipartite"):
+        GATConv((4, 5), 4)

@@ -1,0 +1,45 @@
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+from featgraph.nn import SAGEConv
+from tests.nn.reference import REDUCE, N, assert_matches_pyg, edges, per_vertex, pyg_conv
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min", "pool"])
+@pytest.mark.parametrize("channels", [(9, 4), (4, 9)], ids=["narrowing", "widening"])
+def test_sage_conv_against_per_vertex_loop(aggr, channels):
+    torch.manual_seed(0)
+    conv = SAGEConv(*channels, aggr=aggr).double()
+    edge_index = edges(3)
+    x = torch.randn(N, channels[0], dtype=torch.float64, requires_grad=True)
+    source = torch.relu(conv.lin(x)) if aggr == "pool" else x
+    reduce = REDUCE["max" if aggr == "pool" else aggr]
+    aggregated = per_vertex(edge_index, N, channels[0], lambda v, into: reduce(source[edge_index[0, into]]))
+    torch.testing.assert_close(conv(x, edge_index), conv.lin_l(aggregated) + conv.lin_r(x))
+    assert gradcheck(lambda x: conv(x, edge_index), (x,))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"aggr": "mean"},
+        {"aggr": "mean", "normalize": True, "root_weight": False},
+        {"aggr": "sum"},
+        {"aggr": "max"},
+        {"aggr": "max", "project": True},
+    ],
+    ids=lambda k: "-".join(f"{v}" for v in k.values()),
+)
+@pytest.mark.parametrize("channels", [(17, 6), (6, 17)], ids=["narrowing", "widening"])
+def test_sage_conv_matches_pyg(kwargs, channels):
+    torch.manual_seed(2)
+    theirs = pyg_conv("SAGEConv")(*channels, **kwargs)
+    assert_matches_pyg(SAGEConv(*channels, **kwargs), theirs, torch.randn(N, channels[0]), edges(4))
+
+
+def test_pool_is_pygs_projected_max():
+    conv = SAGEConv(5, 3, aggr="pool")
+    assert conv.project and conv.aggr == "max" and conv.lin.weight.shape == (5, 5)
+    with pytest.raises(ValueError, match="aggr must be one of"):
+        SAGEConv(5, 3, aggr="lstm")
