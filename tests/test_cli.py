@@ -20,12 +20,6 @@ def test_datasets_listing(capsys):
     assert "cora" in capsys.readouterr().out
 
 
-def test_demo_runs_and_checks_itself(capsys):
-    main(["demo"])
-    out = capsys.readouterr().out
-    assert "max |featgraph - torch.sparse|" in out and "GCN aggregation" in out
-
-
 def test_python_dash_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "featgraph", "info"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("featgraph ")

@@ -188,13 +188,10 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     """Forward + backward of GCN's normalised aggregation (self loops included)."""
     from .. import ops
 
-    n, (src, dst) = g.num_nodes, g.coo()
+    n = g.num_nodes
     x = torch.randn(n, d, requires_grad=True)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: ops.gcn_aggregate(g, x), [x])}
-    has_loop = torch.zeros(n, dtype=torch.bool)
-    has_loop[src[src == dst]] = True
-    loops = (~has_loop).nonzero().flatten()  # PyG's add_remaining_self_loops
-    full_src, full_dst = torch.cat([src, loops]), torch.cat([dst, loops])
+    full_src, full_dst = g.with_self_loops().coo()  # PyG's add_remaining_self_loops: one loop per vertex
     degree = torch.bincount(full_dst, minlength=n).float()
     norm = (degree[full_src] * degree[full_dst]).rsqrt().unsqueeze(1)
     if _too_big(g, 2 * d):

@@ -185,20 +185,34 @@ class Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
         return self.cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
 
+    def self_loop_edges(self) -> torch.Tensor:
+        """Ids of the self-loop edges (u -> u), in edge order."""
+        return self.cached(("self_loop_edges",), lambda: (self._src == self._dst).nonzero().flatten())
+
+    def without_self_loops(self) -> Graph:
+        """This graph minus its self loops, the other edges in order (itself when it has none). Cached."""
+
+        def build() -> Graph:
+            keep = self._src != self._dst
+            weight = None if self._edge_weight is None else self._edge_weight[keep]
+            return Graph(self._src[keep], self._dst[keep], self._num_nodes, weight)
+
+        return self if self.self_loop_edges().numel() == 0 else self.cached(("without_self_loops",), build)
+
     def with_self_loops(self, fill_weight: float = 1.0) -> Graph:
         """This graph's edges without its self loops, then one loop per vertex (PyG's ``remove_self_loops``
         followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
         weighted. Cached, so a layer calling it every epoch builds it once."""
 
         def build() -> Graph:
-            keep = self._src != self._dst
-            loops = torch.arange(self._num_nodes, dtype=self._src.dtype, device=self.device)
+            base = self.without_self_loops()
+            src, dst = base.coo()
+            loops = torch.arange(self._num_nodes, dtype=src.dtype, device=self.device)
             weight = None
-            if self._edge_weight is not None:
-                fill = torch.full((self._num_nodes,), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
-                weight = torch.cat([self._edge_weight[keep], fill])
-            src, dst = torch.cat([self._src[keep], loops]), torch.cat([self._dst[keep], loops])
-            return Graph(src, dst, self._num_nodes, weight)
+            if base.edge_weight is not None:
+                fill = torch.full((self._num_nodes,), fill_weight, dtype=base.edge_weight.dtype, device=self.device)
+                weight = torch.cat([base.edge_weight, fill])
+            return Graph(torch.cat([src, loops]), torch.cat([dst, loops]), self._num_nodes, weight)
 
         return self.cached(("with_self_loops", fill_weight), build)
 

@@ -15,6 +15,8 @@ class GCNConv(torch.nn.Module):
     The normalisation is never materialised per edge: two per-vertex scalings around one aggregation, self
     loops added arithmetically. The linear map goes on whichever side is narrower (it commutes with the
     aggregation). Per-graph data is always cached, so ``cached`` is accepted for compatibility only.
+    ``improved`` always means ``A + 2I`` (PyG 2.8's edge_index path applies it only when edge weights are
+    given).
     """
 
     def __init__(

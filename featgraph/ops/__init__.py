@@ -1,6 +1,6 @@
 """Differentiable graph ops with DGL's names, all lowered through featgraph's templates.
 
-``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, and the named shortcuts
+``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, ``dropout``, and the named shortcuts
 (``copy_u_sum``, ``u_mul_e_max``, ``u_add_v``, ``u_dot_v``, ``e_div_v``, ...) generated from one table.
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from ..graph import Graph
+from .dropout import dropout
 from .edge_softmax import edge_softmax
 from .gsddmm import gsddmm
 from .gspmm import REDUCERS, gspmm
@@ -66,6 +67,7 @@ from .fused import gat_attention, gcn_aggregate  # noqa: E402 - built on the sho
 
 __all__ = [
     "SHORTCUTS",
+    "dropout",
     "edge_softmax",
     "gat_attention",
     "gcn_aggregate",

@@ -15,19 +15,19 @@ from .. import te
 from ..graph import Graph
 from ..templates import spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
+from .dropout import dropout as dropout_
 from .udfs import TORCH_TO_TE
 
 
-def _self_loop_fill(g: Graph) -> torch.Tensor:
-    """1 for vertices without a self loop (PyG's add_remaining_self_loops adds one there), else 0."""
+def _last_self_loop(g: Graph) -> torch.Tensor:
+    """Per vertex, the id of its last self-loop edge, or -1 (PyG keeps that loop's weight)."""
 
     def build() -> torch.Tensor:
-        src, dst = g.coo()
-        has_loop = torch.zeros(g.num_nodes, dtype=torch.bool)
-        has_loop[src[src == dst]] = True
-        return (~has_loop).to(torch.float32)
+        loops = g.self_loop_edges()
+        last = torch.full((g.num_nodes,), -1, dtype=torch.int64, device=g.device)
+        return last.scatter_reduce_(0, g.coo()[0][loops], loops, "amax")
 
-    return g.cached(("self-loop-fill",), build)
+    return g.cached(("last-self-loop",), build)
 
 
 def gcn_aggregate(
@@ -38,24 +38,32 @@ def gcn_aggregate(
     normalize: bool = True,
     fill_value: float = 1.0,
 ) -> torch.Tensor:
-    """``D^-1/2 (A + I) D^-1/2 x`` as in PyG's GCNConv (degrees at the destination, weight ``fill_value``
-    for the added loops (2 is PyG's ``improved``), existing self loops kept as they are); differentiable in
-    ``x`` and ``edge_weight``."""
+    """``D^-1/2 (A + I) D^-1/2 x`` with PyG's ``gcn_norm`` semantics: degrees at the destination; with
+    ``add_self_loops`` every vertex gets exactly one loop, weighing what its existing loop weighed (the
+    last one, where there are duplicates) or ``fill_value`` (2 is PyG's ``improved``). The loops are added
+    arithmetically, never as edges. Differentiable in ``x`` and ``edge_weight``."""
     if x.dim() != 2 or x.shape[0] != g.num_nodes:
         raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
-    no_loop = _self_loop_fill(g).to(x.dtype) if add_self_loops else torch.zeros(g.num_nodes, dtype=x.dtype)
-    fill = no_loop * fill_value
-    if edge_weight is None:
-        degree = g.in_degrees().to(x.dtype) + fill
+    base, weight = g, edge_weight
+    loop_weight = torch.zeros(g.num_nodes, dtype=x.dtype)
+    if add_self_loops:
+        base = g.without_self_loops()
+        last_loop = _last_self_loop(g)
+        existing = torch.ones((), dtype=x.dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
+        loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill_value, dtype=x.dtype))
+        if edge_weight is not None and base is not g:
+            weight = edge_weight[(g.coo()[0] != g.coo()[1])]
+    if weight is None:
+        degree = base.in_degrees().to(x.dtype) + loop_weight
     else:
-        degree = gspmm(g, "copy_rhs", "sum", None, edge_weight.unsqueeze(1)).squeeze(1) + fill
+        degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1) + loop_weight
     scale = degree.pow(-0.5).masked_fill(degree <= 0, 0) if normalize else torch.ones_like(degree)
     scaled = x * scale.unsqueeze(1)
-    if edge_weight is None:
-        aggregated = gspmm(g, "copy_lhs", "sum", scaled, None)
+    if weight is None:
+        aggregated = gspmm(base, "copy_lhs", "sum", scaled, None)
     else:
-        aggregated = gspmm(g, "mul", "sum", scaled, edge_weight.unsqueeze(1))
-    return (aggregated + scaled * fill.unsqueeze(1)) * scale.unsqueeze(1)
+        aggregated = gspmm(base, "mul", "sum", scaled, weight.unsqueeze(1))
+    return (aggregated + scaled * loop_weight.unsqueeze(1)) * scale.unsqueeze(1)
 
 
 def gat_attention(
@@ -86,7 +94,7 @@ def gat_attention(
     logit_dst = (feat * attn_dst).sum(-1)
     if return_attention or (training and dropout > 0):  # the per-edge weights must exist: build them
         scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), negative_slope)
-        alpha = F.dropout(edge_softmax(g, scores), p=dropout, training=training)
+        alpha = dropout_(edge_softmax(g, scores), dropout, training)
         out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
         return (out, alpha) if return_attention else out
     peak_kernel, total_kernel, aggregate_kernel = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], negative_slope)

@@ -11,6 +11,8 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from ..ops import dropout
+
 BACKENDS = {"featgraph": "featgraph.nn", "pyg": "torch_geometric.nn"}
 
 
@@ -65,11 +67,14 @@ class NodeClassifier(torch.nn.Module):
         self.model, self.dropout = model, config.dropout
         hidden = config.hidden
         self.activation = F.elu if model == "gat" else F.relu
+        # featgraph's hashed-mask dropout; PyG models keep torch's (which dominates small-graph epochs on CPU)
+        self.drop = dropout if backend == "featgraph" else F.dropout
         if model == "gcn":
             self.conv1, self.conv2 = nn.GCNConv(in_channels, hidden), nn.GCNConv(hidden, num_classes)
         elif model == "sage":  # "pool" is GraphSAGE's pooling aggregator: PyG's projected max
             kwargs = {"aggr": "max", "project": True} if config.aggr == "pool" else {"aggr": config.aggr}
-            self.conv1, self.conv2 = nn.SAGEConv(in_channels, hidden, **kwargs), nn.SAGEConv(hidden, num_classes, **kwargs)
+            self.conv1 = nn.SAGEConv(in_channels, hidden, **kwargs)
+            self.conv2 = nn.SAGEConv(hidden, num_classes, **kwargs)
         elif model == "gat":
             heads, p = config.heads, config.dropout
             self.conv1 = nn.GATConv(in_channels, hidden, heads=heads, dropout=p)
@@ -79,17 +84,17 @@ class NodeClassifier(torch.nn.Module):
             self.conv1, self.conv2 = nn.AGNNConv(requires_grad=False), nn.AGNNConv(requires_grad=True)
             self.lin2 = torch.nn.Linear(hidden, num_classes)
         elif model == "gin":
-            mlp = torch.nn.Sequential(torch.nn.Linear(in_channels, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden))
-            self.conv1, self.conv2 = nn.GINConv(mlp, train_eps=True), nn.GINConv(torch.nn.Linear(hidden, num_classes))
+            Linear = torch.nn.Linear
+            mlp = torch.nn.Sequential(Linear(in_channels, hidden), torch.nn.ReLU(), Linear(hidden, hidden))
+            self.conv1, self.conv2 = nn.GINConv(mlp, train_eps=True), nn.GINConv(Linear(hidden, num_classes))
         else:
             raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        x = F.dropout(x, self.dropout, self.training)
+        x = self.drop(x, self.dropout, self.training)
         if self.model == "agnn":
-            x = F.dropout(F.relu(self.lin1(x)), self.dropout, self.training)
+            x = self.drop(F.relu(self.lin1(x)), self.dropout, self.training)
             x = self.conv2(self.conv1(x, edge_index), edge_index)
-            return self.lin2(F.dropout(x, self.dropout, self.training))
-        x = F.dropout(self.activation(self.conv1(x, edge_index)), self.dropout, self.training)
+            return self.lin2(self.drop(x, self.dropout, self.training))
+        x = self.drop(self.activation(self.conv1(x, edge_index)), self.dropout, self.training)
         return self.conv2(x, edge_index)
-

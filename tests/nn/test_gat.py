@@ -47,7 +47,7 @@ def test_gat_conv_matches_pyg(kwargs):
     assert_matches_pyg(GATConv(11, 7, **kwargs), theirs, torch.randn(N, 11), edges(6))
 
 
-def test_gat_attention_weights_and_dropout_match_pyg():
+def test_gat_attention_weights_match_pyg_and_dropout_applies_to_them():
     torch.manual_seed(4)
     theirs = pyg_conv("GATConv")(8, 4, heads=2, dropout=0.5)
     ours = GATConv(8, 4, heads=2, dropout=0.5)
@@ -59,11 +59,12 @@ def test_gat_attention_weights_and_dropout_match_pyg():
     torch.testing.assert_close(out, ref)
     assert torch.equal(index, ref_index)
     torch.testing.assert_close(alpha, ref_alpha)
-    ours.train(), theirs.train()
-    torch.manual_seed(9)
-    dropped = ours(x, edge_index)
-    torch.manual_seed(9)
-    torch.testing.assert_close(dropped, theirs(x, edge_index))  # the same dropout mask, drawn the same way
+    ours.train()  # attention dropout: the returned weights are the dropped ones, and the output uses them
+    out, (index, alpha) = ours(x, edge_index, return_attention_weights=True)
+    assert 0.3 < (alpha == 0).float().mean() < 0.7
+    feat = ours.lin(x).view(N, 2, 4)
+    expected = torch.zeros(N, 2, 4).index_add_(0, index[1], alpha.unsqueeze(-1) * feat[index[0]])
+    torch.testing.assert_close(out, expected.flatten(1) + ours.bias)
 
 
 def test_gat_conv_rejects_what_it_does_not_support():

@@ -12,16 +12,22 @@ N, E = 15, 70
 @pytest.fixture(scope="module")
 def graph():
     src, dst = random_edges(N, E, seed=51)  # has a self loop, a duplicate, isolated vertices
+    src[-3], dst[-3] = src[2], dst[2]  # and a duplicated self loop
     return fg.Graph(src, dst, N)
 
 
 def dense_gcn(g, x, w, add_self_loops=True, fill_value=1.0):
+    """PyG's gcn_norm densely: with loops, each vertex gets one loop weighing its last existing loop's
+    weight, else fill_value, and the existing loops leave the adjacency."""
     src, dst = g.coo()
-    a = torch.zeros(N, N, dtype=x.dtype).index_put_((dst, src), w, accumulate=True)
+    loop = src == dst
+    keep = ~loop if add_self_loops else torch.ones_like(loop)
+    a = torch.zeros(N, N, dtype=x.dtype).index_put_((dst[keep], src[keep]), w[keep], accumulate=True)
     if add_self_loops:
-        has_loop = torch.zeros(N, dtype=torch.bool)
-        has_loop[src[src == dst]] = True
-        a = a + torch.diag((~has_loop).to(x.dtype) * fill_value)
+        diag = torch.full((N,), fill_value, dtype=x.dtype)
+        for e in loop.nonzero().flatten().tolist():  # in edge order: the last loop wins
+            diag[src[e]] = w[e]
+        a = a + torch.diag(diag)
     deg = a.sum(1)
     dinv = deg.pow(-0.5).masked_fill(deg == 0, 0)
     return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))
@@ -39,22 +45,26 @@ def test_gcn_aggregate_against_dense(graph, weighted, loops, fill):
     torch.testing.assert_close(out, ref)
     inputs = (x, w) if weighted else (x,)
     assert gradcheck(
-        lambda *t: ops.gcn_aggregate(graph, t[0], t[1] if weighted else None, add_self_loops=loops), inputs
+        lambda *t: ops.gcn_aggregate(graph, t[0], t[1] if weighted else None, loops, fill_value=fill), inputs
     )
 
 
-def test_gcn_aggregate_matches_pyg_gcn_norm():
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("improved", [False, True])
+def test_gcn_aggregate_matches_pyg_gcn_norm(graph, weighted, improved):
     pytest.importorskip("torch_geometric")
     from torch_geometric.nn.conv.gcn_conv import gcn_norm
     from torch_geometric.utils import scatter
 
-    src, dst = random_edges(N, E, seed=52)
-    keep = src != dst  # PyG merges duplicate self loops into one; compare on a loop-free multigraph
-    edge_index = torch.stack([src[keep], dst[keep]])
-    ei, w = gcn_norm(edge_index, None, N, add_self_loops=True)
+    edge_index = torch.stack(graph.coo())  # duplicated self loops: PyG keeps one per vertex
+    w = torch.rand(E) + 0.1 if weighted else None
+    # PyG ignores `improved` when no edge weights are given (its loops then all weigh 1); with explicit
+    # unit weights it applies A + 2I as documented, which is what featgraph always does
+    pyg_w = torch.ones(E) if w is None and improved else w
+    ei, norm = gcn_norm(edge_index, pyg_w, N, improved=improved, add_self_loops=True)
     x = torch.randn(N, 4)
-    ref = scatter(x[ei[0]] * w.unsqueeze(1), ei[1], 0, dim_size=N, reduce="sum")
-    torch.testing.assert_close(ops.gcn_aggregate(fg.Graph.from_edge_index(edge_index, N), x), ref)
+    ref = scatter(x[ei[0]] * norm.unsqueeze(1), ei[1], 0, dim_size=N, reduce="sum")
+    torch.testing.assert_close(ops.gcn_aggregate(graph, x, w, fill_value=2.0 if improved else 1.0), ref)
 
 
 def dense_gat(g, feat, a_src, a_dst, slope):

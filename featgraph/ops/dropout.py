@@ -1,0 +1,55 @@
+"""``dropout``: inverted dropout with a hashed mask, its gradient and shape rule side by side.
+
+Forward draws one 62-bit seed from torch's generator (so ``torch.manual_seed`` reproduces runs) and keeps
+element ``i`` when a hash of (seed, i) clears the drop probability; backward applies the same mask to the
+gradient by recomputing it, so no mask is stored. The masks differ from ``torch.nn.functional.dropout``'s
+(a different random stream); the distribution is the same. Other devices and dtypes use torch's dropout.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import torch
+import torch.nn.functional as F
+
+from ..backends import cpu, toolchain
+from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
+from .udfs import TORCH_TO_TE
+
+
+def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity when not
+    ``training``. Same shape as ``x``; the caller's tensor is not modified."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    dtype = TORCH_TO_TE.get(x.dtype)
+    if x.device.type != "cpu" or dtype not in CTYPES:
+        return F.dropout(x, p, training)
+    seed = int(torch.randint(0, 2**62, (1,)))
+    return _HashedDropout.apply(x, p, seed)
+
+
+def _masked(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype]))
+    (scale_bits,) = struct.unpack("<q", struct.pack("<d", 1.0 / (1.0 - p)))
+    threshold = round(p * (1 << KEEP_BITS))
+    cpu.launch(kernel, [x, out], [x.numel(), seed, threshold, toolchain.num_threads(), scale_bits])
+    return out
+
+
+class _HashedDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p: float, seed: int):  # noqa: D102
+        ctx.p, ctx.seed = p, seed
+        return _masked(x, p, seed)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        return _masked(grad, ctx.p, ctx.seed), None, None

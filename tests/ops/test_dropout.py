@@ -1,0 +1,52 @@
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+from featgraph.ops import dropout
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_drops_a_fraction_p_and_rescales_the_rest(dtype, p):
+    x = torch.rand(1000, 1001, dtype=dtype) + 0.5
+    before = x.clone()
+    y = dropout(x, p)
+    kept = y != 0
+    assert abs(kept.double().mean().item() - (1 - p)) < 0.005  # 1e6 draws: std below 0.0005
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    assert torch.equal(x, before)
+    rows, cols = kept.double().mean(1), kept.double().mean(0)  # no structure along either axis
+    assert rows.std() < 0.05 and cols.std() < 0.05
+
+
+def test_backward_applies_the_forward_mask_without_storing_it():
+    x = (torch.rand(37, 129, dtype=torch.float64) + 0.5).requires_grad_()
+    y = dropout(x, 0.4)
+    g = torch.randn_like(y)
+    y.backward(g)
+    torch.testing.assert_close(x.grad, torch.where(y != 0, g / 0.6, torch.zeros_like(g)))
+    torch.manual_seed(3)
+    assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3))[1], (x.detach().requires_grad_(),))
+
+
+def test_seeded_by_torch_and_fresh_per_call():
+    x = torch.ones(10_000)
+    torch.manual_seed(7)
+    first, second = dropout(x, 0.5), dropout(x, 0.5)
+    torch.manual_seed(7)
+    assert torch.equal(dropout(x, 0.5), first)
+    assert not torch.equal(first, second)
+
+
+def test_identity_and_edge_cases():
+    x = torch.randn(8, 3)
+    assert dropout(x, 0.5, training=False) is x and dropout(x, 0.0) is x
+    assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
+    strided = torch.randn(6, 10)[:, ::2]
+    y = dropout(strided, 0.5)
+    torch.testing.assert_close(y[y != 0], strided[y != 0] * 2)
+    half = dropout(torch.ones(1000, dtype=torch.float16), 0.5)  # torch's dropout for other dtypes
+    assert half.dtype == torch.float16 and 0.3 < (half != 0).float().mean() < 0.7
+    assert dropout(torch.empty(0, 4), 0.5).shape == (0, 4)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        dropout(x, 1.5)

@@ -1,0 +1,52 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from featgraph.training import build, evaluate, fit, load_model, node_task, preset, save
+
+
+@pytest.fixture(scope="module")
+def cora():
+    return node_task("cora")
+
+
+def test_task_is_row_normalised_with_the_standard_split(cora):
+    assert cora.x.shape == (2708, 1433) and cora.num_classes == 7
+    torch.testing.assert_close(cora.x.sum(1)[cora.x.sum(1) > 0], torch.ones(int((cora.x.sum(1) > 0).sum())))
+    assert (len(cora.train_idx), len(cora.val_idx), len(cora.test_idx)) == (140, 500, 1000)
+    with pytest.raises(ValueError, match="no labels"):
+        node_task("karate")
+
+
+def test_same_initial_weights_and_dropout_masks_train_like_pyg(cora):
+    """With PyG's initial weights and torch's dropout in both, the two trainings follow one trajectory."""
+    pytest.importorskip("torch_geometric")
+    config = preset("gcn", epochs=30)
+    torch.manual_seed(0)
+    theirs, ours = build("gcn", cora, config, "pyg"), build("gcn", cora, config, "featgraph")
+    ours.load_state_dict(theirs.state_dict())
+    ours.drop = F.dropout
+    ref, got = (fit(net, cora, config, seed=1, progress=False) for net in (theirs, ours))
+    assert got.best_epoch == ref.best_epoch and abs(got.test_acc - ref.test_acc) <= 0.002
+    ours.eval(), theirs.eval()
+    torch.testing.assert_close(ours(cora.x, cora.edge_index), theirs(cora.x, cora.edge_index), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("model,published", [("gcn", 0.815), ("gat", 0.83)])
+def test_reaches_the_published_accuracy_on_cora(cora, model, published):
+    torch.manual_seed(0)
+    config = preset(model)
+    metrics = fit(build(model, cora, config, "featgraph"), cora, config, seed=0, progress=False)
+    assert metrics.test_acc >= published - 0.02, metrics
+    assert metrics.epoch_seconds > 0 and metrics.peak_rss_mb > 0 and metrics.epochs == 200
+
+
+def test_save_and_load_give_the_same_accuracy(cora, tmp_path):
+    torch.manual_seed(0)
+    config = preset("sage", epochs=15, aggr="max")
+    net = build("sage", cora, config, "featgraph")
+    fit(net, cora, config, progress=False)
+    save(tmp_path / "m.pt", net, cora, config, "featgraph")
+    loaded, task, meta = load_model(tmp_path / "m.pt")
+    assert meta["model"] == "sage" and meta["config"]["aggr"] == "max"
+    assert evaluate(loaded, task) == evaluate(net, cora)
