@@ -52,5 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     kernel_bench = bench.add_parser("kernels", help="SpMM/SDDMM kernel table (GCN, max, MLP, attention)")
     kernels.add_arguments(kernel_bench)
     kernel_bench.set_defaults(run=kernels.run)
+    from .bench import training as training_bench
+
+    train_bench = bench.add_parser("train", help="seconds per epoch and peak memory: featgraph, PyG, DGL")
+    training_bench.add_arguments(train_bench)
+    train_bench.set_defaults(run=training_bench.run)
     args = parser.parse_args(argv)
     args.run(args)

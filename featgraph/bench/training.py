@@ -1,0 +1,204 @@
+"""``featgraph bench train``: seconds per training epoch (forward + backward + Adam step) and peak memory
+of 2-layer GCN, GraphSAGE (mean, max, pool) and GAT with featgraph's layers, PyG's layers on ``edge_index``
+and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..datasets import load, rand100k
+from ..graph import Graph
+from ..graph.interop import import_dgl
+from ..training import NodeClassifier, preset
+from .kernels import machine
+from .measure import peak_extra_mb
+
+IN_FEATURES, CLASSES = 128, 16
+GRAPHS: dict[str, Callable[[float], Graph]] = {
+    "email-Enron": lambda scale: load("email-Enron").graph,  # the largest real graph available offline
+    "rand100k-2.9M": lambda scale: rand100k(scale, 0.06, seed=0),  # skewed: 100k vertices, 2.9M edges
+}
+MODELS = {  # bench name: (model, preset overrides)
+    "gcn": ("gcn", {"hidden": 128}),
+    "sage-mean": ("sage", {"hidden": 128, "aggr": "mean"}),
+    "sage-max": ("sage", {"hidden": 128, "aggr": "max"}),
+    "sage-pool": ("sage", {"hidden": 128, "aggr": "pool"}),
+    "gat": ("gat", {"hidden": 32, "heads": 4}),
+}
+FRAMEWORKS = ("featgraph", "pyg", "pyg-csr", "dgl")
+
+
+@dataclass
+class Row:
+    graph: str
+    model: str
+    framework: str
+    ms: float | None  # median epoch
+    ratio: float | None = None  # framework ms / featgraph ms
+    peak_mb: float | None = None  # peak resident memory one epoch adds
+    note: str = ""
+
+
+class DGLNet(torch.nn.Module):
+    """The same two-layer models with DGL's layers (GraphConv with self loops, SAGEConv, GATConv)."""
+
+    def __init__(self, dgl, model: str, aggr: str, hidden: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        layers = dgl.nn.pytorch
+        self.model, self.dropout = model, dropout
+        if model == "gcn":
+            self.conv1, self.conv2 = layers.GraphConv(IN_FEATURES, hidden), layers.GraphConv(hidden, CLASSES)
+        elif model == "sage":
+            self.conv1 = layers.SAGEConv(IN_FEATURES, hidden, aggr)
+            self.conv2 = layers.SAGEConv(hidden, CLASSES, aggr)
+        else:
+            self.conv1 = layers.GATConv(IN_FEATURES, hidden, heads, attn_drop=dropout)
+            self.conv2 = layers.GATConv(hidden * heads, CLASSES, 1, attn_drop=dropout)
+
+    def forward(self, x: torch.Tensor, graph) -> torch.Tensor:
+        x = F.dropout(x, self.dropout, self.training)
+        h = self.conv1(graph, x).flatten(1)
+        h = F.dropout(F.elu(h) if self.model == "gat" else F.relu(h), self.dropout, self.training)
+        return self.conv2(graph, h).flatten(1)
+
+
+def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
+    """Per framework: (model, graph argument), or why it is not run."""
+    model, overrides = MODELS[bench_model]
+    config = preset(model, **overrides)
+    edge_index = torch.stack(g.coo())
+    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
+    for framework in frameworks:
+        if framework == "featgraph":
+            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), edge_index)
+        elif framework in ("pyg", "pyg-csr"):
+            try:
+                net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
+            except ImportError:
+                setups[framework] = "PyG not installed"
+                continue
+            setups[framework] = (net, edge_index if framework == "pyg" else g.adjacency())
+        else:
+            dgl = import_dgl()
+            if dgl is None:
+                setups[framework] = "DGL not installed"
+            elif model == "sage" and config.aggr == "max":
+                setups[framework] = "DGL's SAGEConv has no plain max aggregator (see sage-pool)"
+            else:
+                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
+                if model in ("gcn", "gat"):  # self loops as edges, as DGL's examples add them
+                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
+                net = DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout)
+                setups[framework] = (net, dg)
+    return setups
+
+
+def epoch_ms(
+    net: torch.nn.Module, graph: object, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, repeat: int
+) -> float:
+    """Median ms per epoch over ``repeat`` epochs after two warm-up epochs."""
+    net.train()
+    times = []
+    for i in range(2 + repeat):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        F.cross_entropy(net(x, graph), y).backward()
+        optimizer.step()
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int) -> Row:
+    """One row, meant for a fresh process: peak memory is the process's high-water mark over the whole
+    training (warm-up included) above its resident size once graph, features and model exist."""
+    g = GRAPHS[graph_name](scale)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
+    y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
+    setup = _setups(g, bench_model, [framework])[framework]
+    if isinstance(setup, str):
+        return Row(graph_name, bench_model, framework, None, note=setup)
+    optimizer = torch.optim.Adam(setup[0].parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
+    result: dict[str, float] = {}
+    try:
+        peak = peak_extra_mb(lambda: result.update(ms=epoch_ms(*setup, optimizer, x, y, repeat)))
+    except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:  # a baseline path that fails
+        return Row(graph_name, bench_model, framework, None, note=f"failed: {str(err)[:80]}")
+    return Row(graph_name, bench_model, framework, result["ms"], peak_mb=peak)
+
+
+def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[str], repeat: int) -> list[Row]:
+    """Each framework in its own process (clean peak memory, no allocator caches shared between them)."""
+    rows = []
+    for framework in frameworks:
+        spec = json.dumps([graph_name, scale, bench_model, framework, repeat])
+        done = subprocess.run(
+            [sys.executable, "-m", "featgraph.bench.training", spec], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            last_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            rows.append(Row(graph_name, bench_model, framework, None, note=f"worker failed: {last_line[:80]}"))
+            continue
+        rows.append(Row(**json.loads(done.stdout.strip().splitlines()[-1])))
+    base = next((r.ms for r in rows if r.framework == "featgraph" and r.ms), None)
+    for r in rows:
+        r.ratio = r.ms / base if base and r.ms else None
+    return rows
+
+
+HEADER = (
+    "| graph | model | framework | ms/epoch | time / featgraph | peak extra MB | note |\n|---|---|---|---|---|---|---|"
+)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown_rows(rows: list[Row]) -> str:
+    return "\n".join(
+        f"| {r.graph} | {r.model} | {r.framework} | {_fmt(r.ms, '.1f')} | {_fmt(r.ratio, '.2f')} | "
+        f"{_fmt(r.peak_mb, '.0f')} | {r.note} |"
+        for r in rows
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    print(f"machine: {machine()}; input features {IN_FEATURES}, classes {CLASSES}")
+    rows: list[Row] = []
+    for graph_name in args.graphs:
+        g = GRAPHS[graph_name](args.scale)
+        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
+        print(HEADER, flush=True)
+        for bench_model in args.models:
+            batch = run_rows(graph_name, args.scale, bench_model, args.frameworks, args.repeat)
+            print(markdown_rows(batch), flush=True)
+            rows += batch
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "rows": [asdict(r) for r in rows]}, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":  # the worker: one row as JSON on the last line of stdout
+    print(json.dumps(asdict(run_one(*json.loads(sys.argv[1])))))
