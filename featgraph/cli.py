@@ -57,5 +57,10 @@ def main(argv: list[str] | None = None) -> None:
     train_bench = bench.add_parser("train", help="seconds per epoch and peak memory: featgraph, PyG, DGL")
     training_bench.add_arguments(train_bench)
     train_bench.set_defaults(run=training_bench.run)
+    from .bench import accuracy
+
+    accuracy_bench = bench.add_parser("accuracy", help="test accuracy over seeds: featgraph, PyG, the papers")
+    accuracy.add_arguments(accuracy_bench)
+    accuracy_bench.set_defaults(run=accuracy.run)
     args = parser.parse_args(argv)
     args.run(args)

@@ -72,6 +72,15 @@ class Graph:
         self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
         self._cache: dict[tuple, Any] = {}
 
+    @classmethod
+    def _derived(cls, src: torch.Tensor, dst: torch.Tensor, num_nodes: int, edge_weight: torch.Tensor | None) -> Graph:
+        """A graph made from this class's own (already validated, never exposed for writing) tensors:
+        shares them instead of copying, so derived graphs (reverse, looped) cost no second copy."""
+        graph = cls.__new__(cls)
+        graph._src, graph._dst, graph._num_nodes, graph._edge_weight = src, dst, num_nodes, edge_weight
+        graph._cache = {}
+        return graph
+
     def _validated_weight(self, edge_weight: Any) -> torch.Tensor:
         weight = torch.as_tensor(edge_weight)
         if not weight.is_floating_point():
@@ -183,7 +192,9 @@ class Graph:
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
-        return self.cached(("reverse",), lambda: Graph(self._dst, self._src, self._num_nodes, self._edge_weight))
+        return self.cached(
+            ("reverse",), lambda: Graph._derived(self._dst, self._src, self._num_nodes, self._edge_weight)
+        )
 
     def self_loop_edges(self) -> torch.Tensor:
         """Ids of the self-loop edges (u -> u), in edge order."""
@@ -191,30 +202,25 @@ class Graph:
 
     def without_self_loops(self) -> Graph:
         """This graph minus its self loops, the other edges in order (itself when it has none). Cached."""
-
-        def build() -> Graph:
-            keep = self._src != self._dst
-            weight = None if self._edge_weight is None else self._edge_weight[keep]
-            return Graph(self._src[keep], self._dst[keep], self._num_nodes, weight)
-
-        return self if self.self_loop_edges().numel() == 0 else self.cached(("without_self_loops",), build)
+        if self.self_loop_edges().numel() == 0:
+            return self
+        return self.cached(("without_self_loops",), lambda: self._loops_replaced(add=False))
 
     def with_self_loops(self, fill_weight: float = 1.0) -> Graph:
         """This graph's edges without its self loops, then one loop per vertex (PyG's ``remove_self_loops``
         followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
         weighted. Cached, so a layer calling it every epoch builds it once."""
+        return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(True, fill_weight))
 
-        def build() -> Graph:
-            base = self.without_self_loops()
-            src, dst = base.coo()
-            loops = torch.arange(self._num_nodes, dtype=src.dtype, device=self.device)
-            weight = None
-            if base.edge_weight is not None:
-                fill = torch.full((self._num_nodes,), fill_weight, dtype=base.edge_weight.dtype, device=self.device)
-                weight = torch.cat([base.edge_weight, fill])
-            return Graph(torch.cat([src, loops]), torch.cat([dst, loops]), self._num_nodes, weight)
-
-        return self.cached(("with_self_loops", fill_weight), build)
+    def _loops_replaced(self, add: bool, fill_weight: float = 1.0) -> Graph:
+        keep = self._src != self._dst
+        loops = torch.arange(self._num_nodes if add else 0, dtype=self._src.dtype, device=self.device)
+        weight = None
+        if self._edge_weight is not None:
+            fill = torch.full((loops.numel(),), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
+            weight = torch.cat([self._edge_weight[keep], fill])
+        src, dst = torch.cat([self._src[keep], loops]), torch.cat([self._dst[keep], loops])
+        return Graph._derived(src, dst, self._num_nodes, weight)
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:

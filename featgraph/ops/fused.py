@@ -40,30 +40,54 @@ def gcn_aggregate(
 ) -> torch.Tensor:
     """``D^-1/2 (A + I) D^-1/2 x`` with PyG's ``gcn_norm`` semantics: degrees at the destination; with
     ``add_self_loops`` every vertex gets exactly one loop, weighing what its existing loop weighed (the
-    last one, where there are duplicates) or ``fill_value`` (2 is PyG's ``improved``). The loops are added
-    arithmetically, never as edges. Differentiable in ``x`` and ``edge_weight``."""
+    last one, where there are duplicates) or ``fill_value`` (2 is PyG's ``improved``). Differentiable in
+    ``x`` and ``edge_weight``.
+
+    One fused SpMM whose message is ``norm[u] * norm[v] * w[e] * x[u]``: the normalisation never exists
+    per edge and no n x d temporary besides the output is made, forward or backward. The loops are n edges
+    of a cached looped graph (n indices, against the three n x d scalings applying them arithmetically
+    would cost)."""
     if x.dim() != 2 or x.shape[0] != g.num_nodes:
         raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
     base, weight = g, edge_weight
-    loop_weight = torch.zeros(g.num_nodes, dtype=x.dtype)
     if add_self_loops:
-        base = g.without_self_loops()
+        base = g.with_self_loops()
         last_loop = _last_self_loop(g)
         existing = torch.ones((), dtype=x.dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
         loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill_value, dtype=x.dtype))
-        if edge_weight is not None and base is not g:
-            weight = edge_weight[(g.coo()[0] != g.coo()[1])]
+        if edge_weight is not None:
+            weight = torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
+        elif fill_value != 1.0:
+            weight = torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=x.dtype), loop_weight])
+    if not normalize:
+        return gspmm(base, "copy_lhs", "sum", x, None) if weight is None else gspmm(base, "mul", "sum", x, weight)
     if weight is None:
-        degree = base.in_degrees().to(x.dtype) + loop_weight
+        degree = base.in_degrees().to(x.dtype)
     else:
-        degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1) + loop_weight
-    scale = degree.pow(-0.5).masked_fill(degree <= 0, 0) if normalize else torch.ones_like(degree)
-    scaled = x * scale.unsqueeze(1)
-    if weight is None:
-        aggregated = gspmm(base, "copy_lhs", "sum", scaled, None)
-    else:
-        aggregated = gspmm(base, "mul", "sum", scaled, weight.unsqueeze(1))
-    return (aggregated + scaled * loop_weight.unsqueeze(1)) * scale.unsqueeze(1)
+        degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1)
+    norm = degree.pow(-0.5).masked_fill(degree <= 0, 0)
+    kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None)
+    inputs = {"NORM": norm.unsqueeze(1), "X": x}
+    if weight is not None:
+        inputs["W"] = weight.unsqueeze(1)
+    return kernel(**inputs)
+
+
+def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool):
+    """The fused normalised aggregation, compiled once per graph, shape and dtype."""
+    n, d = shape
+
+    def build():
+        norm, feat = te.placeholder((n, 1), dtype, "NORM"), te.placeholder((n, d), dtype, "X")
+        weight = te.placeholder((g.num_edges, 1), dtype, "W")
+
+        def message(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
+            scale = norm[s, 0] * norm[t, 0] * weight[e, 0] if weighted else norm[s, 0] * norm[t, 0]
+            return te.compute((d,), lambda i: scale * feat[s, i])
+
+        return spmm(g, message, "sum")
+
+    return g.cached(("gcn-kernel", n, d, dtype, weighted), build)
 
 
 def gat_attention(
