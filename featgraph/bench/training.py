@@ -46,7 +46,6 @@ class Row:
     ms: float | None  # median epoch
     ratio: float | None = None  # framework ms / featgraph ms
     peak_mb: float | None = None  # training's peak resident memory, one-time preprocessing included
-    epoch_peak_mb: float | None = None  # peak that one steady-state epoch adds over what stays resident
     note: str = ""
 
 
@@ -123,8 +122,8 @@ def epoch_ms(
 def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int) -> Row:
     """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
     format building and kernel loading included) above the resident size once graph, features and model
-    exist; ``epoch_peak_mb``: the high-water mark of later epochs above what stayed resident (the per-epoch
-    working set, without the one-time caches)."""
+    exist. (A per-epoch figure over what stays resident would mostly measure how much freed memory each
+    allocator pattern keeps mapped, so it is not reported.)"""
     g = GRAPHS[graph_name](scale)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
@@ -136,10 +135,9 @@ def run_one(graph_name: str, scale: float, bench_model: str, framework: str, rep
     result: dict[str, float] = {}
     try:
         peak = peak_extra_mb(lambda: result.update(ms=epoch_ms(*setup, optimizer, x, y, repeat)))
-        epoch_peak = peak_extra_mb(lambda: epoch_ms(*setup, optimizer, x, y, 1))
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:  # a baseline path that fails
         return Row(graph_name, bench_model, framework, None, note=f"failed: {str(err)[:80]}")
-    return Row(graph_name, bench_model, framework, result["ms"], peak_mb=peak, epoch_peak_mb=epoch_peak)
+    return Row(graph_name, bench_model, framework, result["ms"], peak_mb=peak)
 
 
 def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[str], repeat: int) -> list[Row]:
@@ -161,10 +159,7 @@ def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[s
     return rows
 
 
-HEADER = (
-    "| graph | model | framework | ms/epoch | time / featgraph | peak MB | epoch peak MB | note |\n"
-    "|---|---|---|---|---|---|---|---|"
-)
+HEADER = "| graph | model | framework | ms/epoch | time / featgraph | peak MB | note |\n|---|---|---|---|---|---|---|"
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -174,7 +169,7 @@ def _fmt(value: float | None, spec: str) -> str:
 def markdown_rows(rows: list[Row]) -> str:
     return "\n".join(
         f"| {r.graph} | {r.model} | {r.framework} | {_fmt(r.ms, '.1f')} | {_fmt(r.ratio, '.2f')} | "
-        f"{_fmt(r.peak_mb, '.0f')} | {_fmt(r.epoch_peak_mb, '.0f')} | {r.note} |"
+        f"{_fmt(r.peak_mb, '.0f')} | {r.note} |"
         for r in rows
     )
 
