@@ -79,8 +79,8 @@ def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tupl
     edge_index = torch.stack(g.coo())
     setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
     for framework in frameworks:
-        if framework == "featgraph":
-            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), edge_index)
+        if framework == "featgraph":  # its Graph, as DGL gets its DGLGraph: the derived formats still count
+            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), g)
         elif framework in ("pyg", "pyg-csr"):
             try:
                 net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")

@@ -163,13 +163,22 @@ class Graph:
 
     def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""
-        full = self.cached(("csr",), lambda: compress(self._dst, self._src, self._num_nodes))
-        return full if index_dtype == torch.int64 else self.cached(("csr", index_dtype), lambda: full.to(index_dtype))
+        return self._compressed("csr", self._dst, self._src, index_dtype)
 
     def csc(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
-        full = self.cached(("csc",), lambda: compress(self._src, self._dst, self._num_nodes))
-        return full if index_dtype == torch.int64 else self.cached(("csc", index_dtype), lambda: full.to(index_dtype))
+        return self._compressed("csc", self._src, self._dst, index_dtype)
+
+    def _compressed(self, name: str, rows: torch.Tensor, cols: torch.Tensor, index_dtype: torch.dtype) -> Compressed:
+        """Cached per index dtype; a narrow copy does not keep the int64 one alive (kernels read int32)."""
+        if index_dtype == torch.int64:
+            return self.cached((name,), lambda: compress(rows, cols, self._num_nodes))
+
+        def narrow() -> Compressed:
+            full = self._cache.get((name,)) or compress(rows, cols, self._num_nodes)
+            return full.to(index_dtype)
+
+        return self.cached((name, index_dtype), narrow)
 
     def adjacency(self, edge_values: torch.Tensor | None = None) -> torch.Tensor:
         """The adjacency as a torch sparse CSR matrix (row = destination, column = source; 1 per edge, or
@@ -188,7 +197,7 @@ class Graph:
 
     def has_csr(self) -> bool:
         """Whether the CSR is already built (edge-centric kernels avoid building it)."""
-        return ("csr",) in self._cache
+        return any(key[0] == "csr" for key in self._cache)
 
     def reverse(self) -> Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""

@@ -32,7 +32,14 @@ def hilbert_index(x: torch.Tensor, y: torch.Tensor, order: int) -> torch.Tensor:
     return d
 
 
+CHUNK = 1 << 20  # edges per vectorised pass: bounds the per-level temporaries to a few MB each
+
+
 def hilbert_edge_order(src: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """Permutation of edge ids that sorts the edges by the Hilbert index of (src, dst)."""
     order = max(1, (max(num_nodes, 1) - 1).bit_length())
-    return torch.sort(hilbert_index(src, dst, order), stable=True).indices
+    keys = torch.empty(src.numel(), dtype=torch.int64, device=src.device)
+    for start in range(0, src.numel(), CHUNK):
+        end = start + CHUNK
+        keys[start:end] = hilbert_index(src[start:end], dst[start:end], order)
+    return torch.sort(keys, stable=True).indices

@@ -30,7 +30,12 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     dtype = TORCH_TO_TE.get(x.dtype)
     if x.device.type != "cpu" or dtype not in CTYPES:
         return F.dropout(x, p, training)
-    seed = int(torch.randint(0, 2**62, (1,)))
+    return dropout_with_seed(x, p, int(torch.randint(0, 2**62, (1,))))
+
+
+def dropout_with_seed(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """``dropout`` in training with a given seed: the mask ``te.keep(seed, element, p)`` draws in fused
+    kernels, so a recomputation reproduces a fused kernel's dropout exactly. CPU float32/float64 only."""
     return _HashedDropout.apply(x, p, seed)
 
 

@@ -15,7 +15,7 @@ from .. import te
 from ..graph import Graph
 from ..templates import spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
-from .dropout import dropout as dropout_
+from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
 
 
@@ -103,9 +103,10 @@ def gat_attention(
     """GAT's attention + aggregation: ``out[v, h] = sum_u alpha[u->v, h] feat[u, h]`` with
     ``alpha = softmax_over_in_edges(leaky_relu(a_src[h] . feat[u, h] + a_dst[h] . feat[v, h]))``.
 
-    Without attention dropout (evaluation, or ``dropout=0``) nothing per edge is stored: three fused SpMM
-    passes recompute the scores from the per-vertex logits, forward and backward. With dropout, or with
-    ``return_attention``, the weights are built per edge (E x heads) and the ops are used one by one.
+    Nothing per edge is stored, with or without attention dropout: three fused SpMM passes compute the
+    output from the per-vertex logits, dropout multiplying each weight by ``te.keep(seed, edge * heads +
+    head)``, a hashed mask. The backward recomputes the per-edge weights (E x heads, same mask) and frees
+    them when done. With ``return_attention`` the weights are built per edge by the ops one by one.
 
     ``feat`` is (n, heads, d), ``attn_src``/``attn_dst`` (heads, d) (PyG's ``att_src``/``att_dst`` squeezed).
     """
@@ -114,29 +115,73 @@ def gat_attention(
             f"feat must be (n, heads, d) and attn_src/attn_dst (heads, d); got {tuple(feat.shape)}, "
             f"{tuple(attn_src.shape)}, {tuple(attn_dst.shape)}"
         )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"attention dropout must be in [0, 1), got {dropout}")
     logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
     logit_dst = (feat * attn_dst).sum(-1)
-    if return_attention or (training and dropout > 0):  # the per-edge weights must exist: build them
-        scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), negative_slope)
-        alpha = dropout_(edge_softmax(g, scores), dropout, training)
-        out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
-        return (out, alpha) if return_attention else out
-    peak_kernel, total_kernel, aggregate_kernel = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], negative_slope)
-    with torch.no_grad():  # the shift cancels in the softmax, so it carries no gradient
-        peak = peak_kernel(EL=logit_src, ER=logit_dst)
+    p = dropout if training else 0.0
+    seed = int(torch.randint(0, 2**62, (1,))) if p > 0 else 0  # where ops.dropout would draw it
+    if return_attention:  # the per-edge weights are asked for: build them
+        return _per_edge_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (logit_src, logit_dst, feat)):
+        return _RecomputedAttention.apply(g, logit_src, logit_dst, feat, negative_slope, p, seed)
+    return _fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
+
+
+def _fused_attention(g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int) -> torch.Tensor:
+    """Three fused passes, nothing per edge: max and shifted-exp sum per destination, then the weighted
+    aggregation (times the hashed dropout mask when ``p`` > 0)."""
+    peak_kernel, total_kernel, aggregate_kernel = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
+    peak = peak_kernel(EL=logit_src, ER=logit_dst)
     total = total_kernel(EL=logit_src, ER=logit_dst, M=peak)
-    return aggregate_kernel(EL=logit_src, ER=logit_dst, M=peak, Z=total, F=feat)
+    inputs = {"EL": logit_src, "ER": logit_dst, "M": peak, "Z": total, "F": feat}
+    if p > 0:
+        inputs["SEED"] = torch.tensor([seed])
+    return aggregate_kernel(**inputs)
 
 
-def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float):
-    """Three fused passes, no per-edge tensor: per-destination max of the scores, sum of their shifted
-    exponentials, and the aggregation weighted by exp(score - max) / sum. Gradients come from the UDFs."""
+def _per_edge_attention(
+    g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same attention with the ops one by one: (output, weights E x heads, dropped where p > 0)."""
+    scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), slope)
+    alpha = edge_softmax(g, scores)
+    if p > 0:
+        alpha = dropout_with_seed(alpha, p, seed)
+    return SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1)), alpha
+
+
+class _RecomputedAttention(torch.autograd.Function):
+    """Fused forward, nothing per edge kept; the backward recomputes the per-edge weights with the ops one
+    by one (their gradients are cheap per-edge passes, where the fused UDF's gradient kernels would redo a
+    feature-length dot product per edge three times) and drops them when done. Same mask, same seed."""
+
+    @staticmethod
+    def forward(ctx, g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int):  # noqa: D102
+        ctx.g, ctx.slope, ctx.p, ctx.seed = g, slope, p, seed
+        ctx.save_for_backward(logit_src, logit_dst, feat)
+        return _fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        inputs = [t.detach().requires_grad_() for t in ctx.saved_tensors]
+        with torch.enable_grad():
+            out, _ = _per_edge_attention(ctx.g, *inputs, ctx.slope, ctx.p, ctx.seed)
+        grads = torch.autograd.grad(out, inputs, grad)
+        return None, *grads, None, None, None
+
+
+def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float):
+    """The kernels of ``_fused_attention``: per-destination max of the scores, sum of their shifted
+    exponentials, and the aggregation weighted by exp(score - max) / sum (times the dropout mask when
+    ``dropout`` > 0)."""
     n, heads, d = shape
 
     def build():
         EL, ER = te.placeholder((n, heads), dtype, "EL"), te.placeholder((n, heads), dtype, "ER")
         M, Z = te.placeholder((n, heads), dtype, "M"), te.placeholder((n, heads), dtype, "Z")
         feat = te.placeholder((n, heads, d), dtype, "F")
+        seed = te.placeholder((1,), "int64", "SEED")
 
         def score(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
             x = EL[s, h] + ER[t, h]
@@ -145,11 +190,15 @@ def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float):
         def weight(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
             return te.exp(score(s, t, h) - M[t, h])
 
+        def attention(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:
+            alpha = weight(s, t, h) / Z[t, h]
+            return alpha * te.keep(seed[0], e * heads + h, dropout) if dropout > 0 else alpha
+
         peak = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: score(s, t, h)), "max")
         total = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: weight(s, t, h)), "sum")
         aggregate = spmm(
-            g, lambda s, t, e: te.compute((heads, d), lambda h, i: weight(s, t, h) / Z[t, h] * feat[s, h, i]), "sum"
+            g, lambda s, t, e: te.compute((heads, d), lambda h, i: attention(s, t, e, h) * feat[s, h, i]), "sum"
         )
         return peak, total, aggregate
 
-    return g.cached(("gat-kernels", n, heads, d, dtype, slope), build)
+    return g.cached(("gat-kernels", n, heads, d, dtype, slope, dropout), build)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from ..backends import cpu, toolchain
+from ..backends.cpu.scatter import winner_scatter_source
 from ..graph import Graph
 from ..templates.kernel import divide_by_in_degree
 from . import binary, lowering
+from .udfs import TORCH_TO_TE
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
 REDUCERS = ("sum", "mean", "max", "min")
@@ -70,7 +73,7 @@ class _GSpMM(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         wants = {"a": ctx.needs_input_grad[3], "b": ctx.needs_input_grad[4]}
         if ctx.reduce in ("max", "min"):
-            grads = _winner_grads(g, rule, lhs, rhs, arg, grad_out, wants)
+            grads = _winner_grads(g, ctx.op, lhs, rhs, arg, grad_out, wants)
             return None, None, None, grads["a"], grads["b"], None
         if ctx.reduce == "mean":
             grad_out = divide_by_in_degree(g, grad_out)
@@ -87,9 +90,23 @@ class _GSpMM(torch.autograd.Function):
         return None, None, None, grads["a"], grads["b"], None
 
 
-def _winner_grads(g: Graph, rule, lhs, rhs, arg, grad_out, wants) -> dict[str, torch.Tensor | None]:
-    """Gradients of max/min: each output element's gradient goes to the operands of its winning edge."""
+def _winner_grads(g: Graph, op: str, lhs, rhs, arg, grad_out, wants) -> dict[str, torch.Tensor | None]:
+    """Gradients of max/min: each output element's gradient goes to the operands of its winning edge.
+    Copies (the common case: max/min of source or edge features) take one scatter kernel with no n x F
+    temporaries; other ops gather the winning operands and scatter in torch."""
     src, _ = g.coo()
+    copied = {"copy_lhs": ("a", lhs, src), "copy_rhs": ("b", rhs, None)}.get(op)
+    if copied is not None and grad_out.dtype in (torch.float32, torch.float64) and grad_out.device.type == "cpu":
+        name, x, rows = copied
+        if x.numel() == x.shape[0] * grad_out[0].numel():  # not broadcast: one gradient element per element
+            grad = torch.zeros(x.shape[0], grad_out[0].numel(), dtype=grad_out.dtype)
+            kernel = cpu.compile_source(winner_scatter_source(TORCH_TO_TE[grad_out.dtype]))
+            num_out = grad_out.shape[0]
+            cpu.launch(
+                kernel, [grad_out, arg.contiguous(), rows, grad], [num_out, grad.shape[1], toolchain.num_threads()]
+            )
+            return {"a": None, "b": None, name: grad.view_as(x) if wants[name] else None}
+    rule = binary.BINARY_OPS[op]
     has = arg >= 0
     edge = arg.clamp(min=0)
     source = src[edge]

@@ -13,6 +13,7 @@ from .api import (
     compute,
     equal,
     exp,
+    keep,
     log,
     max,
     min,
@@ -28,6 +29,6 @@ from .expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce
 
 __all__ = [
     "BinOp", "Call", "ComputeOp", "Const", "Expr", "Load", "Placeholder", "Reduce", "Var",
-    "abs", "cast", "compute", "equal", "exp", "log", "max", "min", "placeholder", "reduce_axis",
+    "abs", "cast", "compute", "equal", "exp", "keep", "log", "max", "min", "placeholder", "reduce_axis",
     "sigmoid", "sqrt", "sum", "tanh", "where",
 ]  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-from .expr import FLOAT_DTYPES, Call, ComputeOp, Expr, ExprLike, Placeholder, Reduce, Var, as_expr
+from .expr import FLOAT_DTYPES, Call, ComputeOp, Const, Expr, ExprLike, Placeholder, Reduce, Var, as_expr
 
 
 def placeholder(shape: tuple[int, ...] | list[int], dtype: str = "float32", name: str = "X") -> Placeholder:
@@ -106,6 +106,16 @@ def where(cond: ExprLike, a: ExprLike, b: ExprLike) -> Call:
 def equal(a: ExprLike, b: ExprLike) -> Call:
     """``a == b`` as a condition (``==`` itself is not overloaded, so expressions stay hashable)."""
     return Call("eq", (as_expr(a), as_expr(b)))
+
+
+def keep(seed: ExprLike, element: ExprLike, p: float) -> Call:
+    """Dropout's factor for ``element``: 0 with probability ``p``, else ``1 / (1 - p)``, decided by a hash of
+    (``seed``, ``element``) - integer expressions, e.g. ``SEED[0]`` of an int64 placeholder and
+    ``eid * heads + h``. The same seed and element give the same factor in every kernel, so a UDF's
+    gradient kernels apply the forward's mask without it ever being stored."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"keep: the drop probability must be in [0, 1), got {p}")
+    return Call("keep", (as_expr(seed), as_expr(element), Const(float(p))))
 
 
 def cast(x: ExprLike, dtype: str) -> Call:

@@ -120,6 +120,6 @@ def _diff_call(e: Call, site: Load) -> Expr:
         return where(e.args[0], diff(e.args[1], site), diff(e.args[2], site))
     if e.fn == "cast":
         return dx  # straight through: the rounding has derivative 1 almost everywhere
-    if e.fn == "eq":
-        return ZERO
+    if e.fn in ("eq", "keep"):
+        return ZERO  # piecewise constant: a comparison, a dropout mask
     raise NotImplementedError(f"no derivative rule for {e.fn!r}")

@@ -55,10 +55,15 @@ def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
 
 
 def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor]:
-    """(srcs, dsts, user edge ids) in the given edge order, as edge-parallel templates read them."""
-    ids = graph.edge_order(order)
-    src, dst = graph.coo()
-    return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
+    """(srcs, dsts, user edge ids) in the given edge order, as edge-parallel templates read them; cached on
+    the graph, so every kernel of the graph (forward and gradients) shares one copy."""
+
+    def build() -> list[torch.Tensor]:
+        ids = graph.edge_order(order)
+        src, dst = graph.coo()
+        return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
+
+    return graph.cached(("edge_list", order, index), build)
 
 
 def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:

@@ -28,9 +28,16 @@ class SpMMKernel(Kernel):
                 raise ValueError("strategy='gas' supports the sum and mean reducers; use 'gar' for max/min")
             self._edges = edge_list(graph, "user", index)
             return
-        layout = graph.csr() if params.num_partitions == 1 else graph.source_partitions(params.num_partitions).csr
-        self._csr = layout.to(index)
-        self._rows = graph.degree_order("in").to(index) if params.row_order == "degree" else None
+        parts = params.num_partitions  # the index arrays are shared by all kernels of the graph
+        if parts == 1:
+            self._csr = graph.csr(index)
+        else:
+            key = ("partitions-csr", parts, index)
+            self._csr = graph.cached(key, lambda: graph.source_partitions(parts).csr.to(index))
+        if params.row_order == "degree":
+            self._rows = graph.cached(("degree-order", index), lambda: graph.degree_order("in").to(index))
+        else:
+            self._rows = None
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         inputs = self._bind(tensors)

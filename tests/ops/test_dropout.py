@@ -50,3 +50,19 @@ def test_identity_and_edge_cases():
     assert dropout(torch.empty(0, 4), 0.5).shape == (0, 4)
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         dropout(x, 1.5)
+
+
+def test_te_keep_in_a_udf_draws_the_same_mask_as_dropout():
+    """One hash for both: a fused kernel's te.keep and ops.dropout agree for the same seed and element."""
+    import featgraph as fg
+    from featgraph import te
+
+    g = fg.Graph(torch.randint(0, 50, (3000,)), torch.randint(0, 50, (3000,)), 50)
+    seed = te.placeholder((1,), "int64", "SEED")
+    mask = fg.sddmm(g, lambda s, t, e: te.compute((2,), lambda h: te.keep(seed[0], e * 2 + h, 0.3)))
+    torch.manual_seed(4)
+    expected = dropout(torch.ones(3000, 2, dtype=torch.float32), 0.3)
+    torch.manual_seed(4)
+    torch.testing.assert_close(mask(SEED=torch.randint(0, 2**62, (1,))), expected)
+    with pytest.raises(ValueError, match="drop probability"):
+        te.keep(seed[0], 0, 1.0)

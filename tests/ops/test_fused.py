@@ -106,6 +106,24 @@ def test_gat_attention_dropout_only_in_training(graph):
     torch.testing.assert_close(evaluation, dense_gat(graph, feat, a, a, 0.2))
 
 
+def test_gat_attention_dropout_is_fused_and_agrees_with_the_per_edge_path(graph):
+    heads, d = 3, 4
+    feat = torch.randn(N, heads, d, dtype=torch.float64, requires_grad=True)
+    a_src, a_dst = torch.randn(heads, d, dtype=torch.float64), torch.randn(heads, d, dtype=torch.float64)
+
+    def gat(f, per_edge):
+        torch.manual_seed(11)  # one seed for both paths: the same hashed mask
+        out = ops.gat_attention(graph, f, a_src, a_dst, 0.2, 0.5, True, return_attention=per_edge)
+        return out[0] if per_edge else out
+
+    fused, per_edge = gat(feat, False), gat(feat, True)
+    torch.testing.assert_close(fused, per_edge)
+    assert not torch.allclose(fused, ops.gat_attention(graph, feat, a_src, a_dst, 0.2))  # something dropped
+    assert gradcheck(lambda f: gat(f, False), (feat,))
+    with pytest.raises(ValueError, match="dropout must be in"):
+        ops.gat_attention(graph, feat, a_src, a_dst, dropout=1.0, training=True)
+
+
 def test_gat_attention_shape_errors(graph):
     with pytest.raises(ValueError, match="heads, d"):
         ops.gat_attention(graph, torch.randn(N, 2, 3), torch.randn(2, 4), torch.randn(2, 3))

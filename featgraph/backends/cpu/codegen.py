@@ -36,7 +36,16 @@ static inline T fg_bf16(T xin) {
   else { u += 0x7fffu + ((u >> 16) & 1u); u &= 0xffff0000u; }
   std::memcpy(&x, &u, 4); return T(x);
 }
+// dropout's keep test: splitmix64's finaliser over (seed, element index); keep when its top 24 bits clear
+// round(p * 2^24). A pure function of its arguments, so the backward pass recomputes the forward's mask.
+static inline bool fg_keep(uint64_t seed, int64_t i, uint64_t threshold) {
+  uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return ((z ^ (z >> 31)) >> 40) >= threshold;
+}
 """
+KEEP_BITS = 24  # fg_keep compares 24 hash bits
 
 
 def pointer_name(tensor: Placeholder) -> str:
@@ -128,6 +137,11 @@ class Emitter:
             return f"(({args[0]}) != T(0) ? ({args[1]}) : ({args[2]}))"
         if e.fn == "eq":
             return f"T({args[0]} == {args[1]})"
+        if e.fn == "keep":
+            p = e.args[2].value
+            seed, element = self.index(e.args[0]), self.index(e.args[1])
+            threshold = round(p * (1 << KEEP_BITS))
+            return f"(fg_keep((uint64_t)({seed}), {element}, {threshold}ULL) ? T({1.0 / (1.0 - p)!r}) : T(0))"
         if e.fn == "cast":
             if e.dtype == "float16":
                 return f"fg_half({args[0]})"
