@@ -7,9 +7,11 @@ Hilbert order of edges, 1D source partitions and the tensor-core translation. In
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import warnings
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,23 @@ from .partition import SourcePartitions, partition_sources
 from .tc_translation import TCTranslation, translate
 
 EDGE_ORDERS = ("user", "csr", "csc", "hilbert")
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return None
+
+
+def release_freed_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``). Building a format or a kernel
+    frees large temporaries that glibc would otherwise keep mapped under the long-lived result, and the
+    training that follows stacks its working set on top (measured: GCN on 100k vertices, 456 -> 345 MB)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def _index_vector(values: Any, what: str) -> torch.Tensor:
@@ -154,6 +173,7 @@ class Graph:
         that ops bind to this graph, so a training loop builds each of them once."""
         if key not in self._cache:
             self._cache[key] = build()
+            release_freed_heap()
         return self._cache[key]
 
     # ---- formats ------------------------------------------------------------------------------

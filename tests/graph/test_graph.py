@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -186,3 +188,31 @@ def test_adjacency_is_torch_sparse_and_matches_scipy(graph_case):
     dense = g.adjacency(values).to_dense()
     assert torch.allclose(dense, torch.from_numpy(adjacency(src, dst, g.num_nodes, values.numpy()).toarray()))
     assert torch.equal(g.adjacency().to_dense(), torch.from_numpy(adjacency(src, dst, g.num_nodes).toarray()).float())
+
+
+def _resident_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    pytest.skip("no /proc/self/status")
+
+
+def _heap_temporaries() -> bytearray:
+    chunks = [bytearray(64 * 1024) for _ in range(1600)]  # 100 MB of small blocks on the C heap
+    keep = bytearray(64 * 1024)  # allocated last, it pins the top of the heap
+    del chunks
+    return keep
+
+
+def test_cached_builds_hand_their_freed_temporaries_back():
+    from featgraph.graph.graph import _malloc_trim
+
+    if _malloc_trim() is None:
+        pytest.skip("not glibc")
+    before = _resident_mb()
+    kept = [_heap_temporaries()]  # outside the cache: glibc keeps the freed 100 MB mapped
+    assert _resident_mb() - before > 80
+    g = Graph(torch.tensor([0]), torch.tensor([1]), 2)
+    g.cached(("temporaries",), _heap_temporaries)  # inside: freed pages go back, the old ones too
+    assert _resident_mb() - before < 40
+    assert len(kept) == 1
