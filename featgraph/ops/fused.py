@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from .. import te
 from ..graph import Graph
-from ..templates import spmm
+from ..templates import sddmm, spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
@@ -125,19 +125,21 @@ def gat_attention(
         return _per_edge_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (logit_src, logit_dst, feat)):
         return _RecomputedAttention.apply(g, logit_src, logit_dst, feat, negative_slope, p, seed)
-    return _fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
+    return _fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)[0]
 
 
-def _fused_attention(g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int) -> torch.Tensor:
+def _fused_attention(
+    g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Three fused passes, nothing per edge: max and shifted-exp sum per destination, then the weighted
-    aggregation (times the hashed dropout mask when ``p`` > 0)."""
-    peak_kernel, total_kernel, aggregate_kernel = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
-    peak = peak_kernel(EL=logit_src, ER=logit_dst)
-    total = total_kernel(EL=logit_src, ER=logit_dst, M=peak)
+    aggregation (times the hashed dropout mask when ``p`` > 0). Returns (output, max, sum)."""
+    kernels = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
+    peak = kernels["peak"](EL=logit_src, ER=logit_dst)
+    total = kernels["total"](EL=logit_src, ER=logit_dst, M=peak)
     inputs = {"EL": logit_src, "ER": logit_dst, "M": peak, "Z": total, "F": feat}
     if p > 0:
         inputs["SEED"] = torch.tensor([seed])
-    return aggregate_kernel(**inputs)
+    return kernels["aggregate"](**inputs), peak, total
 
 
 def _per_edge_attention(
@@ -152,53 +154,94 @@ def _per_edge_attention(
 
 
 class _RecomputedAttention(torch.autograd.Function):
-    """Fused forward, nothing per edge kept; the backward recomputes the per-edge weights with the ops one
-    by one (their gradients are cheap per-edge passes, where the fused UDF's gradient kernels would redo a
-    feature-length dot product per edge three times) and drops them when done. Same mask, same seed."""
+    """Fused forward and backward, nothing per edge kept but one E x heads gradient of the scores.
+
+    With ``a`` the softmax weights, ``k`` the dropout factor and ``dA = k <G[t], F[s]>``: the softmax's
+    backward needs ``S[t] = sum_e a dA`` (one SpMM), then ``dz = a (dA - S[t]) leaky'(z)`` per edge (one
+    SDDMM) gives the logits' gradients by two sums over edges, and ``dF[s] = sum_e a k G[t]`` is one SpMM
+    over the reversed graph. Every weight is recomputed from the per-vertex logits, max and sum."""
 
     @staticmethod
     def forward(ctx, g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int):  # noqa: D102
         ctx.g, ctx.slope, ctx.p, ctx.seed = g, slope, p, seed
-        ctx.save_for_backward(logit_src, logit_dst, feat)
-        return _fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
+        out, peak, total = _fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
+        ctx.save_for_backward(logit_src, logit_dst, feat, peak, total)
+        return out
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        inputs = [t.detach().requires_grad_() for t in ctx.saved_tensors]
-        with torch.enable_grad():
-            out, _ = _per_edge_attention(ctx.g, *inputs, ctx.slope, ctx.p, ctx.seed)
-        grads = torch.autograd.grad(out, inputs, grad)
-        return None, *grads, None, None, None
+        logit_src, logit_dst, feat, peak, total = ctx.saved_tensors
+        g = ctx.g
+        kernels = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], ctx.slope, ctx.p)
+        inputs = {"EL": logit_src, "ER": logit_dst, "M": peak, "Z": total, "F": feat, "G": grad.contiguous()}
+        if ctx.p > 0:
+            inputs["SEED"] = torch.tensor([ctx.seed])
+        row_sum = kernels["row_sum"](**inputs)
+        score_grad = kernels["score_grad"](**inputs, S=row_sum)  # (E, heads)
+        grad_src = SHORTCUTS["copy_e_sum"](g.reverse(), score_grad)
+        grad_dst = SHORTCUTS["copy_e_sum"](g, score_grad)
+        del inputs["F"]
+        grad_feat = kernels["feat_grad"](**inputs)
+        return None, grad_src, grad_dst, grad_feat, None, None, None
 
 
-def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float):
-    """The kernels of ``_fused_attention``: per-destination max of the scores, sum of their shifted
-    exponentials, and the aggregation weighted by exp(score - max) / sum (times the dropout mask when
-    ``dropout`` > 0)."""
+def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float) -> dict:
+    """The fused attention kernels, built once per graph, shape, dtype, slope and dropout. Forward: "peak"
+    (per-destination max of the scores), "total" (sum of their shifted exponentials), "aggregate" (the
+    output weighted by exp(score - max) / sum times the dropout factor). Backward: "row_sum", "score_grad"
+    (per edge), "feat_grad" (over the reversed graph); see ``_RecomputedAttention``."""
     n, heads, d = shape
 
-    def build():
+    def build() -> dict:
         EL, ER = te.placeholder((n, heads), dtype, "EL"), te.placeholder((n, heads), dtype, "ER")
         M, Z = te.placeholder((n, heads), dtype, "M"), te.placeholder((n, heads), dtype, "Z")
-        feat = te.placeholder((n, heads, d), dtype, "F")
+        S = te.placeholder((n, heads), dtype, "S")
+        feat, grad = te.placeholder((n, heads, d), dtype, "F"), te.placeholder((n, heads, d), dtype, "G")
         seed = te.placeholder((1,), "int64", "SEED")
 
+        def logit(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+            return EL[s, h] + ER[t, h]
+
         def score(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
-            x = EL[s, h] + ER[t, h]
+            x = logit(s, t, h)
             return te.where(x > 0, x, x * slope)
 
         def weight(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
             return te.exp(score(s, t, h) - M[t, h])
 
-        def attention(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:
-            alpha = weight(s, t, h) / Z[t, h]
-            return alpha * te.keep(seed[0], e * heads + h, dropout) if dropout > 0 else alpha
+        def softmax(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+            return weight(s, t, h) / Z[t, h]
 
-        peak = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: score(s, t, h)), "max")
-        total = spmm(g, lambda s, t, e: te.compute((heads,), lambda h: weight(s, t, h)), "sum")
-        aggregate = spmm(
-            g, lambda s, t, e: te.compute((heads, d), lambda h, i: attention(s, t, e, h) * feat[s, h, i]), "sum"
-        )
-        return peak, total, aggregate
+        def kept(e: te.Var, h: te.Var, x: te.Expr) -> te.Expr:
+            return x * te.keep(seed[0], e * heads + h, dropout) if dropout > 0 else x
+
+        def grad_weight(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:  # dA = k <G[t], F[s]>
+            k = te.reduce_axis((0, d))
+            return kept(e, h, te.sum(grad[t, h, k] * feat[s, h, k], axis=k))
+
+        def per_head(body):
+            return lambda s, t, e: te.compute((heads,), lambda h: body(s, t, e, h))
+
+        def score_grad(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:
+            slope_at = te.where(logit(s, t, h) > 0, 1.0, slope)
+            return softmax(s, t, h) * (grad_weight(s, t, e, h) - S[t, h]) * slope_at
+
+        return {
+            "peak": spmm(g, per_head(lambda s, t, e, h: score(s, t, h)), "max"),
+            "total": spmm(g, per_head(lambda s, t, e, h: weight(s, t, h)), "sum"),
+            "aggregate": spmm(
+                g,
+                lambda s, t, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i]),
+                "sum",
+            ),
+            "row_sum": spmm(g, per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)), "sum"),
+            "score_grad": sddmm(g, per_head(score_grad)),
+            # over the reversed graph the first variable is the original destination
+            "feat_grad": spmm(
+                g.reverse(),
+                lambda t, s, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i]),
+                "sum",
+            ),
+        }
 
     return g.cached(("gat-kernels", n, heads, d, dtype, slope, dropout), build)
