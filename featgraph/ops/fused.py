@@ -105,8 +105,9 @@ def gat_attention(
 
     Nothing per edge is stored, with or without attention dropout: three fused SpMM passes compute the
     output from the per-vertex logits, dropout multiplying each weight by ``te.keep(seed, edge * heads +
-    head)``, a hashed mask. The backward recomputes the per-edge weights (E x heads, same mask) and frees
-    them when done. With ``return_attention`` the weights are built per edge by the ops one by one.
+    head)``, a hashed mask. The backward is fused the same way (see ``_RecomputedAttention``): the only
+    per-edge tensor it makes is the E x heads gradient of the scores. With ``return_attention`` the weights
+    are built per edge by the ops one by one, with the same mask for the same seed.
 
     ``feat`` is (n, heads, d), ``attn_src``/``attn_dst`` (heads, d) (PyG's ``att_src``/``att_dst`` squeezed).
     """
