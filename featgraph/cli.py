@@ -31,36 +31,34 @@ def _datasets(_: argparse.Namespace) -> None:
     print(describe())
 
 
+def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_arguments, run) -> None:
+    """One subcommand: its parser, its arguments, the function that runs it."""
+    parser = subparsers.add_parser(name, help=summary)
+    add_arguments(parser)
+    parser.set_defaults(run=run)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="featgraph", description="sparse-kernel backend for GNN systems")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, usable backends, threads").set_defaults(run=_info)
-    sub.add_parser("datasets", help="list the datasets featgraph.datasets.load accepts").set_defaults(run=_datasets)
+    from .bench import accuracy, kernels
+    from .bench import training as training_bench
     from .training import command
 
-    demo = sub.add_parser("demo", help="the main job: train GCN and GAT on Cora with featgraph and with PyG")
-    command.add_demo_arguments(demo)
-    demo.set_defaults(run=command.demo)
-    train = sub.add_parser("train", help="full-graph node classification on a bundled dataset")
-    command.add_arguments(train)
-    train.set_defaults(run=command.run)
+    parser = argparse.ArgumentParser(prog="featgraph", description="sparse-kernel backend for GNN systems")
+    sub = parser.add_subparsers(dest="command", required=True)
+    no_arguments = lambda _: None  # noqa: E731
+    _add(sub, "info", "versions, usable backends, threads", no_arguments, _info)
+    _add(sub, "datasets", "list the datasets featgraph.datasets.load accepts", no_arguments, _datasets)
+    demo_help = "the main job: train GCN and GAT on Cora with featgraph and with PyG"
+    _add(sub, "demo", demo_help, command.add_demo_arguments, command.demo)
+    _add(sub, "train", "full-graph node classification on a bundled dataset", command.add_arguments, command.run)
     bench = sub.add_parser("bench", help="benchmarks against baselines in the same run").add_subparsers(
         dest="suite", required=True
     )
-    from .bench import kernels
-
-    kernel_bench = bench.add_parser("kernels", help="SpMM/SDDMM kernel table (GCN, max, MLP, attention)")
-    kernels.add_arguments(kernel_bench)
-    kernel_bench.set_defaults(run=kernels.run)
-    from .bench import training as training_bench
-
-    train_bench = bench.add_parser("train", help="seconds per epoch and peak memory: featgraph, PyG, DGL")
-    training_bench.add_arguments(train_bench)
-    train_bench.set_defaults(run=training_bench.run)
-    from .bench import accuracy
-
-    accuracy_bench = bench.add_parser("accuracy", help="test accuracy over seeds: featgraph, PyG, the papers")
-    accuracy.add_arguments(accuracy_bench)
-    accuracy_bench.set_defaults(run=accuracy.run)
+    for name, module, summary in (
+        ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
+        ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
+        ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
+    ):
+        _add(bench, name, summary, module.add_arguments, module.run)
     args = parser.parse_args(argv)
     args.run(args)
