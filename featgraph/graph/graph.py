@@ -229,21 +229,15 @@ class Graph:
         """Ids of the self-loop edges (u -> u), in edge order."""
         return self.cached(("self_loop_edges",), lambda: (self._src == self._dst).nonzero().flatten())
 
-    def without_self_loops(self) -> Graph:
-        """This graph minus its self loops, the other edges in order (itself when it has none). Cached."""
-        if self.self_loop_edges().numel() == 0:
-            return self
-        return self.cached(("without_self_loops",), lambda: self._loops_replaced(add=False))
-
     def with_self_loops(self, fill_weight: float = 1.0) -> Graph:
         """This graph's edges without its self loops, then one loop per vertex (PyG's ``remove_self_loops``
         followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
         weighted. Cached, so a layer calling it every epoch builds it once."""
-        return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(True, fill_weight))
+        return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(fill_weight))
 
-    def _loops_replaced(self, add: bool, fill_weight: float = 1.0) -> Graph:
+    def _loops_replaced(self, fill_weight: float) -> Graph:
         keep = self._src != self._dst
-        loops = torch.arange(self._num_nodes if add else 0, dtype=self._src.dtype, device=self.device)
+        loops = torch.arange(self._num_nodes, dtype=self._src.dtype, device=self.device)
         weight = None
         if self._edge_weight is not None:
             fill = torch.full((loops.numel(),), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
