@@ -7,13 +7,12 @@ would. Reports mean and standard deviation of the test accuracy at the best vali
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 import torch
 
 from ..training import build, fit, node_task, preset
-from .kernels import machine
+from .report import machine, write_json
 
 PUBLISHED = {("gcn", "cora"): 0.815, ("gcn", "citeseer"): 0.703, ("gat", "cora"): 0.830, ("gat", "citeseer"): 0.725}
 
@@ -56,7 +55,5 @@ def run(args: argparse.Namespace) -> list[dict]:
             reference = f"{100 * published:.1f}" if published else "-"
             print(f"| {dataset} | {model} | {cells[0]} | {cells[1]} | {gap:+.1f} | {reference} |", flush=True)
             rows.append({"dataset": dataset, "model": model, "accuracies": acc, "published": published})
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "rows": rows}, f, indent=1)
+    write_json(args.json, rows)
     return rows

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
-import platform
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -27,6 +25,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
 from .measure import best_ms, peak_extra_mb
+from .report import cell, machine, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -340,10 +339,6 @@ def _csr_build_ms(g: Graph, repeat: int) -> float:
     return best_ms(lambda: Graph(src, dst, g.num_nodes).csr(), repeat)
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 MARKDOWN_HEADER = (
     "| op | graph | d | implementation | ms | time / featgraph | GB/s | peak extra MB | note |\n"
     "|---|---|---|---|---|---|---|---|---|"
@@ -353,14 +348,9 @@ MARKDOWN_HEADER = (
 def markdown_rows(rows: list[Row]) -> str:
     lines = []
     for r in rows:
-        cells = [r.op, r.graph, str(r.d), r.impl, _fmt(r.ms, ".2f"), _fmt(r.ratio, ".2f"), _fmt(r.gbps, ".1f")]
-        lines.append("| " + " | ".join([*cells, _fmt(r.peak_mb, ".0f"), r.note]) + " |")
+        cells = [r.op, r.graph, str(r.d), r.impl, cell(r.ms, ".2f"), cell(r.ratio, ".2f"), cell(r.gbps, ".1f")]
+        lines.append("| " + " | ".join([*cells, cell(r.peak_mb, ".0f"), r.note]) + " |")
     return "\n".join(lines)
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    return f"{cpu}, {torch.get_num_threads()} torch threads, {toolchain.cxx_version()}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -391,9 +381,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             batch = job()
             print(markdown_rows(batch), flush=True)  # each batch as soon as it is measured
             rows += batch
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "threads": args.threads, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows
 
 

@@ -20,8 +20,8 @@ from ..datasets import load, rand100k
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
-from .kernels import machine
 from .measure import peak_extra_mb
+from .report import cell, machine, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -162,14 +162,10 @@ def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[s
 HEADER = "| graph | model | framework | ms/epoch | time / featgraph | peak MB | note |\n|---|---|---|---|---|---|---|"
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def markdown_rows(rows: list[Row]) -> str:
     return "\n".join(
-        f"| {r.graph} | {r.model} | {r.framework} | {_fmt(r.ms, '.1f')} | {_fmt(r.ratio, '.2f')} | "
-        f"{_fmt(r.peak_mb, '.0f')} | {r.note} |"
+        f"| {r.graph} | {r.model} | {r.framework} | {cell(r.ms, '.1f')} | {cell(r.ratio, '.2f')} | "
+        f"{cell(r.peak_mb, '.0f')} | {r.note} |"
         for r in rows
     )
 
@@ -194,9 +190,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             batch = run_rows(graph_name, args.scale, bench_model, args.frameworks, args.repeat)
             print(markdown_rows(batch), flush=True)
             rows += batch
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine(), "rows": [asdict(r) for r in rows]}, f, indent=1)
+    write_json(args.json, [asdict(r) for r in rows])
     return rows
 
 
