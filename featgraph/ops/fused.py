@@ -134,7 +134,7 @@ def _fused_attention(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Three fused passes, nothing per edge: max and shifted-exp sum per destination, then the weighted
     aggregation (times the hashed dropout mask when ``p`` > 0). Returns (output, max, sum)."""
-    kernels = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
+    kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
     peak = kernels["peak"](EL=logit_src, ER=logit_dst)
     total = kernels["total"](EL=logit_src, ER=logit_dst, M=peak)
     inputs = {"EL": logit_src, "ER": logit_dst, "M": peak, "Z": total, "F": feat}
@@ -173,7 +173,7 @@ class _RecomputedAttention(torch.autograd.Function):
     def backward(ctx, grad):  # noqa: D102
         logit_src, logit_dst, feat, peak, total = ctx.saved_tensors
         g = ctx.g
-        kernels = _gat_kernels(g, feat.shape, TORCH_TO_TE[feat.dtype], ctx.slope, ctx.p)
+        kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], ctx.slope, ctx.p)
         inputs = {"EL": logit_src, "ER": logit_dst, "M": peak, "Z": total, "F": feat, "G": grad.contiguous()}
         if ctx.p > 0:
             inputs["SEED"] = torch.tensor([ctx.seed])
@@ -186,14 +186,23 @@ class _RecomputedAttention(torch.autograd.Function):
         return None, grad_src, grad_dst, grad_feat, None, None, None
 
 
-def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float) -> dict:
-    """The fused attention kernels, built once per graph, shape, dtype, slope and dropout. Forward: "peak"
-    (per-destination max of the scores), "total" (sum of their shifted exponentials), "aggregate" (the
-    output weighted by exp(score - max) / sum times the dropout factor). Backward: "row_sum", "score_grad"
-    (per edge), "feat_grad" (over the reversed graph); see ``_RecomputedAttention``."""
-    n, heads, d = shape
+class _GatKernels:
+    """The fused attention kernels, each compiled on first use and cached on the graph per shape, dtype,
+    slope and dropout, so inference never builds the backward's. Forward: "peak" (per-destination max of
+    the scores), "total" (sum of their shifted exponentials), "aggregate" (the output weighted by
+    exp(score - max) / sum times the dropout factor). Backward: "row_sum", "score_grad" (per edge),
+    "feat_grad" (over the reversed graph); see ``_RecomputedAttention``."""
 
-    def build() -> dict:
+    def __init__(self, g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float) -> None:
+        self.g, self.shape, self.dtype, self.slope, self.dropout = g, tuple(shape), dtype, slope, dropout
+
+    def __getitem__(self, name: str):
+        key = ("gat-kernel", name, self.shape, self.dtype, self.slope, self.dropout)
+        return self.g.cached(key, lambda: self._build(name))
+
+    def _build(self, name: str):
+        g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype
+        n, heads, d = self.shape
         EL, ER = te.placeholder((n, heads), dtype, "EL"), te.placeholder((n, heads), dtype, "ER")
         M, Z = te.placeholder((n, heads), dtype, "M"), te.placeholder((n, heads), dtype, "Z")
         S = te.placeholder((n, heads), dtype, "S")
@@ -227,22 +236,21 @@ def _gat_kernels(g: Graph, shape: torch.Size, dtype: str, slope: float, dropout:
             slope_at = te.where(logit(s, t, h) > 0, 1.0, slope)
             return softmax(s, t, h) * (grad_weight(s, t, e, h) - S[t, h]) * slope_at
 
-        return {
-            "peak": spmm(g, per_head(lambda s, t, e, h: score(s, t, h)), "max"),
-            "total": spmm(g, per_head(lambda s, t, e, h: weight(s, t, h)), "sum"),
-            "aggregate": spmm(
+        builders = {
+            "peak": lambda: spmm(g, per_head(lambda s, t, e, h: score(s, t, h)), "max"),
+            "total": lambda: spmm(g, per_head(lambda s, t, e, h: weight(s, t, h)), "sum"),
+            "aggregate": lambda: spmm(
                 g,
                 lambda s, t, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i]),
                 "sum",
             ),
-            "row_sum": spmm(g, per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)), "sum"),
-            "score_grad": sddmm(g, per_head(score_grad)),
+            "row_sum": lambda: spmm(g, per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)), "sum"),
+            "score_grad": lambda: sddmm(g, per_head(score_grad)),
             # over the reversed graph the first variable is the original destination
-            "feat_grad": spmm(
+            "feat_grad": lambda: spmm(
                 g.reverse(),
                 lambda t, s, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i]),
                 "sum",
             ),
         }
-
-    return g.cached(("gat-kernels", n, heads, d, dtype, slope, dropout), build)
+        return builders[name]()

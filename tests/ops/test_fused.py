@@ -127,3 +127,11 @@ def test_gat_attention_dropout_is_fused_and_agrees_with_the_per_edge_path(graph)
 def test_gat_attention_shape_errors(graph):
     with pytest.raises(ValueError, match="heads, d"):
         ops.gat_attention(graph, torch.randn(N, 2, 3), torch.randn(2, 4), torch.randn(2, 3))
+
+
+def test_gat_inference_builds_only_the_forward_kernels():
+    g = fg.Graph(*random_edges(N, E, seed=53), N)
+    with torch.no_grad():
+        ops.gat_attention(g, torch.randn(N, 2, 4), torch.randn(2, 4), torch.randn(2, 4))
+    built = sorted(key[1] for key in g._cache if key[0] == "gat-kernel")
+    assert built == ["aggregate", "peak", "total"] and ("reverse",) not in g._cache
