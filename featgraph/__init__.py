@@ -10,10 +10,23 @@ from . import datasets, nn, te
 from .graph import Graph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, sddmm, spmm
+from .tuning import tune
 
 try:
     __version__ = version("featgraph")
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0.0.0+source"
 
-__all__ = ["Graph", "Schedule", "SDDMMParams", "SpMMParams", "__version__", "datasets", "nn", "sddmm", "spmm", "te"]
+__all__ = [
+    "Graph",
+    "Schedule",
+    "SDDMMParams",
+    "SpMMParams",
+    "__version__",
+    "datasets",
+    "nn",
+    "sddmm",
+    "spmm",
+    "te",
+    "tune",
+]

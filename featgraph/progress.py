@@ -8,16 +8,21 @@ from typing import TextIO
 
 class Progress:
     """``with Progress(total, "train") as bar: bar.update(status="loss 0.3")`` draws one line on stderr:
-    redrawn in place on a terminal, every tenth of the way (and at the end) in logs."""
+    redrawn in place on a terminal, every tenth of the way (and at the end) in logs; silent when not
+    ``enabled``."""
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, width: int = 24) -> None:
-        self.total, self.label, self.width, self.done = max(total, 1), label, width, 0
+    def __init__(
+        self, total: int, label: str, stream: TextIO | None = None, width: int = 24, enabled: bool = True
+    ) -> None:
+        self.total, self.label, self.width, self.done, self.enabled = max(total, 1), label, width, 0, enabled
         self.stream = sys.stderr if stream is None else stream
         self.interactive = self.stream.isatty()
         self._last_tenth = -1
 
     def update(self, steps: int = 1, status: str = "") -> None:
         self.done = min(self.done + steps, self.total)
+        if not self.enabled:
+            return
         tenth = 10 * self.done // self.total
         if self.interactive:
             self.stream.write("\r" + self._line(status))
@@ -35,6 +40,6 @@ class Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.interactive:
+        if self.enabled and self.interactive:
             self.stream.write("\n")
             self.stream.flush()

@@ -26,18 +26,18 @@ _SDDMM_SHORTCUT_OPS = ("add", "sub", "mul", "div", "dot")
 
 
 def _spmm_shortcut(op: str, reduce: str) -> Callable[..., torch.Tensor]:
-    def shortcut(g: Graph, *data: torch.Tensor) -> torch.Tensor:
+    def shortcut(g: Graph, *data: torch.Tensor, **options) -> torch.Tensor:
         lhs, rhs = (data[0], None) if op == "copy_lhs" else (None, data[0]) if op == "copy_rhs" else data
-        return gspmm(g, op, reduce, lhs, rhs)
+        return gspmm(g, op, reduce, lhs, rhs, **options)
 
     return shortcut
 
 
 def _sddmm_shortcut(op: str, lhs_target: str, rhs_target: str | None) -> Callable[..., torch.Tensor]:
-    def shortcut(g: Graph, *data: torch.Tensor) -> torch.Tensor:
+    def shortcut(g: Graph, *data: torch.Tensor, **options) -> torch.Tensor:
         if rhs_target is None:  # copy_u / copy_v: node data onto the edges
-            return gsddmm(g, "copy_lhs", data[0], None, lhs_target, lhs_target)
-        return gsddmm(g, op, data[0], data[1], lhs_target, rhs_target)
+            return gsddmm(g, "copy_lhs", data[0], None, lhs_target, lhs_target, **options)
+        return gsddmm(g, op, data[0], data[1], lhs_target, rhs_target, **options)
 
     return shortcut
 
@@ -56,7 +56,7 @@ def _shortcuts() -> dict[str, Callable[..., torch.Tensor]]:
     table["copy_v"] = _sddmm_shortcut("copy_lhs", "v", None)
     for name, fn in table.items():
         fn.__name__ = fn.__qualname__ = name
-        fn.__doc__ = f"DGL's ``{name}``: see ``gspmm``/``gsddmm``."
+        fn.__doc__ = f"DGL's ``{name}``: see ``gspmm``/``gsddmm`` (keyword options such as ``tune`` pass on)."
     return table
 
 

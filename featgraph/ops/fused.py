@@ -37,6 +37,7 @@ def gcn_aggregate(
     add_self_loops: bool = True,
     normalize: bool = True,
     fill_value: float = 1.0,
+    tune: bool = False,
 ) -> torch.Tensor:
     """``D^-1/2 (A + I) D^-1/2 x`` with PyG's ``gcn_norm`` semantics: degrees at the destination; with
     ``add_self_loops`` every vertex gets exactly one loop, weighing what its existing loop weighed (the
@@ -46,7 +47,7 @@ def gcn_aggregate(
     One fused SpMM whose message is ``norm[u] * norm[v] * w[e] * x[u]``: the normalisation never exists
     per edge and no n x d temporary besides the output is made, forward or backward. The loops are n edges
     of a cached looped graph (n indices, against the three n x d scalings applying them arithmetically
-    would cost)."""
+    would cost). ``tune=True`` tunes the kernels for this graph and width on first use."""
     if x.dim() != 2 or x.shape[0] != g.num_nodes:
         raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
     base, weight = g, edge_weight
@@ -60,20 +61,22 @@ def gcn_aggregate(
         elif fill_value != 1.0:
             weight = torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=x.dtype), loop_weight])
     if not normalize:
-        return gspmm(base, "copy_lhs", "sum", x, None) if weight is None else gspmm(base, "mul", "sum", x, weight)
+        if weight is None:
+            return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
+        return gspmm(base, "mul", "sum", x, weight, tune=tune)
     if weight is None:
         degree = base.in_degrees().to(x.dtype)
     else:
         degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1)
     norm = degree.pow(-0.5).masked_fill(degree <= 0, 0)
-    kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None)
+    kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None, tune)
     inputs = {"NORM": norm.unsqueeze(1), "X": x}
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
     return kernel(**inputs)
 
 
-def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool):
+def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool, tune: bool):
     """The fused normalised aggregation, compiled once per graph, shape and dtype."""
     n, d = shape
 
@@ -85,9 +88,9 @@ def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool):
             scale = norm[s, 0] * norm[t, 0] * weight[e, 0] if weighted else norm[s, 0] * norm[t, 0]
             return te.compute((d,), lambda i: scale * feat[s, i])
 
-        return spmm(g, message, "sum")
+        return spmm(g, message, "sum", tune=tune)
 
-    return g.cached(("gcn-kernel", n, d, dtype, weighted), build)
+    return g.cached(("gcn-kernel", n, d, dtype, weighted, tune), build)
 
 
 def gat_attention(

@@ -23,27 +23,40 @@ def out_shape(num_edges: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tens
 
 
 def gsddmm(
-    g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, lhs_target: str = "u", rhs_target: str = "v"
+    g: Graph,
+    op: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    lhs_target: str = "u",
+    rhs_target: str = "v",
+    tune: bool = False,
 ) -> torch.Tensor:
     """DGL's ``gsddmm``: ``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` with targets u (source),
-    v (destination), e (edge); ``dot`` sums the last feature dimension and keeps it as size 1."""
+    v (destination), e (edge); ``dot`` sums the last feature dimension and keeps it as size 1. ``tune=True``
+    tunes the forward and gradient kernels on first use (``featgraph.tuning``)."""
     rule = binary.get(op, SDDMM_OPS)
     for target in (lhs_target, rhs_target):
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
-    return _GSDDMM.apply(g, op, *binary.operands(op, rule, lhs, rhs), lhs_target, rhs_target)
+    return _GSDDMM.apply(g, op, *binary.operands(op, rule, lhs, rhs), lhs_target, rhs_target, tune)
 
 
 class _GSDDMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str):  # noqa: D102
+    def forward(ctx, g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool):  # noqa: D102
         rule = binary.BINARY_OPS[op]
         names, fn = rule.forward
         roles = {"a": ("a", lhs_target, lhs), "b": ("b", rhs_target, rhs)}
         out = lowering.run(
-            g, "e", [roles[n] for n in names], lambda loads: fn(*loads), f"gsddmm-{op}", reduce_last=rule.reduce_last
+            g,
+            "e",
+            [roles[n] for n in names],
+            lambda loads: fn(*loads),
+            f"gsddmm-{op}",
+            reduce_last=rule.reduce_last,
+            tune=tune,
         )
-        ctx.g, ctx.op, ctx.targets = g, op, (lhs_target, rhs_target)
+        ctx.g, ctx.op, ctx.targets, ctx.tune = g, op, (lhs_target, rhs_target), tune
         ctx.save_for_backward(lhs, rhs)
         return out
 
@@ -63,7 +76,7 @@ class _GSDDMM(torch.autograd.Function):
                 names, fn = grad_rule
                 grad = lowering.run(
                     ctx.g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads),
-                    f"gsddmm-{ctx.op}-d{name}", result=_features(x),
+                    f"gsddmm-{ctx.op}-d{name}", result=_features(x), tune=ctx.tune,
                 )  # fmt: skip
                 grads[name] = grad.view_as(x)
-        return None, None, grads["a"], grads["b"], None, None
+        return None, None, grads["a"], grads["b"], None, None, None

@@ -32,7 +32,13 @@ def out_shape(num_nodes: int, lhs: torch.Tensor | None, rhs: torch.Tensor | None
 
 
 def gspmm(
-    g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str = "gar"
+    g: Graph,
+    op: str,
+    reduce: str,
+    lhs: torch.Tensor | None,
+    rhs: torch.Tensor | None,
+    strategy: str = "gar",
+    tune: bool = False,
 ) -> torch.Tensor:
     """DGL's ``gspmm``: ``out[v] = reduce_{e = (u -> v)} op(lhs[u], rhs[e])``.
 
@@ -41,11 +47,13 @@ def gspmm(
     ``strategy``: "gar" (default: vertex-centric over the CSR, deterministic), "gas" (edge-centric with
     atomics: no CSR needed, sum/mean only, NOT deterministic in the last bits) or "auto" (opt-in, see
     ``lowering.choose_strategy``: GAS only for messages of width <= 2 on a graph without a CSR yet).
+    ``tune=True`` tunes the forward and gradient kernels for this graph and shape on first use
+    (``featgraph.tuning``; results cached on disk).
     """
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
-    return _GSpMM.apply(g, op, reduce, *binary.operands(op, rule, lhs, rhs), strategy)
+    return _GSpMM.apply(g, op, reduce, *binary.operands(op, rule, lhs, rhs), strategy, tune)
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
@@ -54,15 +62,15 @@ def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
 
 class _GSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs, strategy: str):  # noqa: D102
+    def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool):  # noqa: D102
         names, fn = binary.BINARY_OPS[op].forward
         roles = _roles(lhs, rhs)
         result = lowering.run(
             g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce,
-            return_arg=reduce in ("max", "min"), strategy=strategy,
+            return_arg=reduce in ("max", "min"), strategy=strategy, tune=tune,
         )  # fmt: skip
         out, arg = result if isinstance(result, tuple) else (result, None)
-        ctx.g, ctx.op, ctx.reduce, ctx.strategy = g, op, reduce, strategy
+        ctx.g, ctx.op, ctx.reduce, ctx.strategy, ctx.tune = g, op, reduce, strategy, tune
         ctx.save_for_backward(lhs, rhs, arg)
         return out
 
@@ -74,7 +82,7 @@ class _GSpMM(torch.autograd.Function):
         wants = {"a": ctx.needs_input_grad[3], "b": ctx.needs_input_grad[4]}
         if ctx.reduce in ("max", "min"):
             grads = _winner_grads(g, ctx.op, lhs, rhs, arg, grad_out, wants)
-            return None, None, None, grads["a"], grads["b"], None
+            return None, None, None, grads["a"], grads["b"], None, None
         if ctx.reduce == "mean":
             grad_out = divide_by_in_degree(g, grad_out)
         roles = _roles(lhs, rhs, grad_out)
@@ -84,10 +92,10 @@ class _GSpMM(torch.autograd.Function):
                 names, fn = grad_rule
                 grad = lowering.run(
                     g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads),
-                    f"gspmm-{ctx.op}-d{name}", result=_features(x), strategy=ctx.strategy,
+                    f"gspmm-{ctx.op}-d{name}", result=_features(x), strategy=ctx.strategy, tune=ctx.tune,
                 )  # fmt: skip
                 grads[name] = grad.view_as(x)
-        return None, None, None, grads["a"], grads["b"], None
+        return None, None, None, grads["a"], grads["b"], None, None
 
 
 def _winner_grads(g: Graph, op: str, lhs, rhs, arg, grad_out, wants) -> dict[str, torch.Tensor | None]:

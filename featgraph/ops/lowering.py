@@ -30,9 +30,11 @@ def run(
     reduce_last: bool = False,
     return_arg: bool = False,
     strategy: str = "gar",
+    tune: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
-    one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``."""
+    one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``;
+    ``tune`` tunes the kernel on first use (the strategy stays as given)."""
     if target not in ("u", "v", "e"):
         raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
     graph = g.reverse() if target == "u" else g
@@ -41,10 +43,12 @@ def run(
     udf, shape = elementwise_udf(operands, combine, result, reduce_last)
     if target != "e":
         strategy = choose_strategy(graph, reducer, math.prod(shape), strategy)
-    signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last, strategy)
+    signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last, strategy, tune)
 
     def build():
-        return sddmm(graph, udf) if target == "e" else spmm(graph, udf, reducer, strategy=strategy)
+        if target == "e":
+            return sddmm(graph, udf, tune=tune)
+        return spmm(graph, udf, reducer, tune=tune, strategy=strategy)
 
     kernel = g.cached(("op-kernel", signature), build)
     tensors = {name: _as_2d(x) for name, _, x in inputs}

@@ -29,12 +29,14 @@ class EdgeSumKernel(SDDMMKernel):
 
 
 def edge_sum(
-    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, **template_params: Any
+    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, tune: bool = False, **template_params: Any
 ) -> EdgeSumKernel:
     """Compile ``out = sum over edges e of edgefunc(src[e], dst[e], e)`` (deterministic for a fixed thread
-    count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``."""
+    count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``; ``tune`` as for
+    ``sddmm``."""
 
     def make_params(op: ComputeOp) -> SDDMMParams:
         return SDDMMParams(**template_params)
 
-    return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel)
+    fixed = frozenset(template_params)
+    return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tune)

@@ -104,19 +104,19 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     from .spmm import spmm
 
     graph: Graph = kernel.graph
-    threads = kernel.spec.params.num_threads
+    options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
         if is_zero(body):
             continue  # P does not influence the output through these sites
         if role == "src":
-            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", num_threads=threads)
+            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options)
         elif role == "dst":
-            built = spmm(graph, _udf(axes, body, swap=False), "sum", num_threads=threads)
+            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options)
         elif role == "eid":
-            built = sddmm(graph, _udf(axes, body, swap=False), num_threads=threads)
+            built = sddmm(graph, _udf(axes, body, swap=False), **options)
         else:
-            built = edge_sum(graph, _udf(axes, body, swap=False), num_threads=threads)
+            built = edge_sum(graph, _udf(axes, body, swap=False), **options)
         kernels.append((role, built))
     return kernels
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -75,7 +76,14 @@ def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:
 class Kernel:
     """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``."""
 
-    def __init__(self, graph: Graph, spec: KernelSpec, target: str) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        spec: KernelSpec,
+        target: str,
+        fixed_params: frozenset[str] = frozenset(),
+        tune: bool = False,
+    ) -> None:
         if target == "gpu":
             raise NotImplementedError("target='gpu' needs the Triton backend, which featgraph does not ship yet")
         if target != "cpu":
@@ -86,11 +94,20 @@ class Kernel:
         check_placeholder_rows(spec.op, graph)
         self.graph = graph
         self.spec = spec
+        self.target = target
+        self.fixed_params = fixed_params  # template parameters the caller chose; the tuner leaves them alone
+        self.tune = tune  # tune this kernel's gradient kernels too when they are built
+        self.tuning = None  # the tuner's record (featgraph.tuning.TuneResult) once tuned
         self.source = cpu.source(spec)
         self._run = cpu.compile_source(self.source)  # compile (or fetch from the disk cache) now: errors surface early
         self._out_dtype = self._output_dtype()
         self._compute = TORCH_DTYPES[spec.dtype]
         self._gradients: dict[tuple[str, str], list] = {}
+
+    def reconfigured(self, params: object, schedule: Schedule) -> Kernel:
+        """The same UDF on the same graph with other template parameters and FDS (a tuner candidate)."""
+        spec = replace(self.spec, params=params, schedule=schedule)
+        return type(self)(self.graph, spec, self.target, self.fixed_params, self.tune)
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
@@ -170,8 +187,11 @@ def template_kernel(
     fds: Fds,
     make_params: Callable[[ComputeOp], object],
     kernel_class: type[Kernel],
+    fixed_params: frozenset[str] = frozenset(),
+    tune: bool = False,
 ) -> Kernel:
-    """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters."""
+    """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters; with
+    ``tune`` search the parameters the caller did not fix (``featgraph.tuning.tune``)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
     op = trace_udf(udf)
@@ -184,4 +204,9 @@ def template_kernel(
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
     )
-    return kernel_class(graph, spec, target)
+    kernel = kernel_class(graph, spec, target, fixed_params, tune)
+    if not tune:
+        return kernel
+    from ..tuning import tune as search
+
+    return search(kernel)

@@ -15,8 +15,8 @@ from .params import SDDMMParams
 class SDDMMKernel(Kernel):
     """``kernel(**tensors)`` -> (num_edges, *out_shape), rows in the order of the graph's edges."""
 
-    def __init__(self, graph: Graph, spec, target: str) -> None:
-        super().__init__(graph, spec, target)
+    def __init__(self, graph: Graph, spec, target: str, *args: Any) -> None:
+        super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
         self._edges = edge_list(graph, spec.params.edge_order, index)
 
@@ -27,14 +27,18 @@ class SDDMMKernel(Kernel):
         return out.to(self._out_dtype), None
 
 
-def sddmm(graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, **template_params: Any) -> SDDMMKernel:
+def sddmm(
+    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, tune: bool = False, **template_params: Any
+) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
     ``template_params``: ``edge_order`` ("hilbert" default, "user", "csr"), ``num_feature_tiles``,
-    ``num_threads``. The output follows the user's edge order whatever order the kernel visits edges in.
+    ``num_threads``; ``tune=True`` searches those not given and the FDS split factor. The output follows
+    the user's edge order whatever order the kernel visits edges in.
     """
 
     def make_params(op: ComputeOp) -> SDDMMParams:
         return SDDMMParams(**template_params)
 
-    return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel)
+    fixed = frozenset(template_params)
+    return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel, fixed, tune)

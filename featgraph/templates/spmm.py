@@ -18,8 +18,8 @@ class SpMMKernel(Kernel):
     """``kernel(**tensors)`` -> (num_nodes, *out_shape); ``kernel.run(..., return_arg=True)`` also gives,
     for max/min, the user edge id that won each output element (-1 where a vertex has no in-edge)."""
 
-    def __init__(self, graph: Graph, spec, target: str) -> None:
-        super().__init__(graph, spec, target)
+    def __init__(self, graph: Graph, spec, target: str, *args: Any) -> None:
+        super().__init__(graph, spec, target, *args)
         params: SpMMParams = spec.params
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
         self._degree = graph.in_degrees().contiguous()
@@ -71,14 +71,17 @@ def spmm(
     reducer: str,
     target: str = "cpu",
     fds: Fds = None,
+    tune: bool = False,
     **template_params: Any,
 ) -> SpMMKernel:
     """Compile a generalized SpMM: ``out[v] = reducer over edges (u -> v) of msgfunc(u, v, e)``.
 
     ``msgfunc(src, dst, eid)`` returns ``te.compute(shape, ...)``; ``fds(s, out)`` schedules its feature
     axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``)
-    set the traversal, defaulting to a heuristic from the graph, feature size and cache size. Vertices
-    without in-edges get 0 for every reducer.
+    set the traversal, defaulting to a heuristic from the graph, feature size and cache size; ``strategy``
+    "gas" aggregates edge-centrically. ``tune=True`` searches the parameters not given here and the FDS
+    split factor for this graph and shape (``featgraph.tuning.tune``; cached on disk). Vertices without
+    in-edges get 0 for every reducer.
     """
     if reducer not in REDUCERS:
         raise ValueError(f"reducer must be one of {REDUCERS}, got {reducer!r}")
@@ -92,4 +95,5 @@ def spmm(
             params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
         return SpMMParams(**params)
 
-    return template_kernel("spmm", graph, msgfunc, reducer, target, fds, make_params, SpMMKernel)
+    fixed = frozenset(template_params)
+    return template_kernel("spmm", graph, msgfunc, reducer, target, fds, make_params, SpMMKernel, fixed, tune)

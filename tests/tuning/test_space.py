@@ -1,0 +1,91 @@
+import pytest
+
+from featgraph import Graph, sddmm, spmm, te
+from featgraph.tuning.space import Config, apply, coordinates, current_config, moved, vector_axis, with_split
+from tests.conftest import random_edges
+
+
+def _graph(n=30, e=200):
+    return Graph(*random_edges(n, e, seed=1), n)
+
+
+def _copy_u(g, d):
+    XV = te.placeholder((g.num_nodes, d), name="XV")
+    return lambda s, t, e: te.compute((d,), lambda i: XV[s, i])
+
+
+def _dot(g, d):
+    XV = te.placeholder((g.num_nodes, d), name="XV")
+
+    def edgefunc(s, t, e):
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
+
+    return edgefunc
+
+
+def _names(kernel):
+    return {c.names for c in coordinates(kernel)}
+
+
+def test_spmm_space_has_partitions_by_tiles_row_order_strategy_and_split():
+    kernel = spmm(_graph(), _copy_u(_graph(), 12), "sum")
+    space = {c.names: c.values for c in coordinates(kernel)}
+    assert set(space) == {("num_partitions", "num_feature_tiles"), ("row_order",), ("strategy",), ("split",)}
+    assert (8, 4) in space[("num_partitions", "num_feature_tiles")]
+    assert space[("split",)] == ((None,), (8,))  # factors below the axis extent only
+
+
+def test_max_has_no_edge_centric_strategy_and_narrow_outputs_no_tiles():
+    g = _graph()
+    kernel = spmm(g, _copy_u(g, 2), "max")
+    space = {c.names: c.values for c in coordinates(kernel)}
+    assert ("strategy",) not in space and ("split",) not in space
+    assert {t for _, t in space[("num_partitions", "num_feature_tiles")]} == {1, 2}
+
+
+def test_fixed_parameters_are_not_searched():
+    g = _graph()
+    kernel = spmm(g, _copy_u(g, 12), "sum", num_partitions=3, row_order="degree")
+    space = {c.names: c.values for c in coordinates(kernel)}
+    assert {p for p, _ in space[("num_partitions", "num_feature_tiles")]} == {3}
+    assert ("row_order",) not in space and ("strategy",) not in space
+
+
+def test_sddmm_space_searches_edge_order_and_the_reduce_split():
+    g = _graph()
+    kernel = sddmm(g, _dot(g, 40))
+    assert vector_axis(kernel.spec.schedule).kind == "reduce"
+    space = {c.names: c.values for c in coordinates(kernel)}
+    assert set(space) == {("edge_order",), ("split",)}  # output width 1: nothing to tile
+    assert space[("split",)] == ((None,), (8,), (32,))
+
+
+def test_moving_to_gas_drops_what_gas_ignores_and_apply_rebuilds():
+    g = _graph()
+    kernel = spmm(g, _copy_u(g, 12), "sum", num_partitions=2)
+    start = current_config(kernel)
+    strategy = next(c for c in coordinates(spmm(g, _copy_u(g, 12), "sum")) if c.names == ("strategy",))
+    gas = moved(start, strategy, ("gas",))
+    assert gas.params.strategy == "gas" and gas.params.num_partitions == 1
+    assert apply(kernel, start) is kernel
+    split = apply(kernel, Config(start.params, 8))
+    assert current_config(split).split == 8 and split.spec.op is kernel.spec.op
+
+
+def test_with_split_copies_the_schedule():
+    g = _graph()
+    kernel = spmm(g, _copy_u(g, 12), "sum")
+    schedule = kernel.spec.schedule
+    copy = with_split(schedule, 4)
+    assert copy.plans[vector_axis(copy).name].factor == 4
+    assert schedule.plans[vector_axis(schedule).name].factor is None
+
+
+@pytest.mark.parametrize("kind", ["spmm", "sddmm"])
+def test_config_json_round_trip(kind):
+    g = _graph()
+    kernel = spmm(g, _copy_u(g, 12), "sum", num_partitions=2) if kind == "spmm" else sddmm(g, _dot(g, 12))
+    config = Config(current_config(kernel).params, 8)
+    assert Config.from_json(kind, config.to_json()) == config
+    assert "split=8" in config.describe()
