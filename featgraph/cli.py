@@ -39,8 +39,9 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .bench import accuracy, kernels
+    from .bench import accuracy, kernels, sensitivity, suite
     from .bench import training as training_bench
+    from .bench import tuning as tuning_bench
     from .training import command
 
     parser = argparse.ArgumentParser(prog="featgraph", description="sparse-kernel backend for GNN systems")
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
+        ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
+        ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),
+        ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),
     ):
         _add(bench, name, summary, module.add_arguments, module.run)
     args = parser.parse_args(argv)

@@ -13,6 +13,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,6 +25,8 @@ from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
+from ..templates.kernel import Kernel
+from ..templates.params import EDGE_ORDERS
 from .measure import best_ms, peak_extra_mb
 from .report import cell, machine, write_json
 
@@ -74,11 +77,42 @@ def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[
     return out.masked_fill(arg < 0, 0), arg
 
 
+MLP_INPUT_WIDTH = 8  # d1 of the paper's MLP aggregation
+
+
+def op_kernel(op: str, g: Graph, d: int, threads: int, **options: Any) -> Kernel:
+    """The featgraph kernel of a benchmark op (``gcn``: copy_u + sum, ``max``: copy_u + max, ``mlp``: the
+    fused MLP aggregation with max, ``attention``: dot-product SDDMM); ``options`` go to ``spmm``/``sddmm``
+    (template parameters, ``tune``)."""
+    n = g.num_nodes
+    if op in ("gcn", "max"):
+        XV = te.placeholder((n, d), name="XV")
+        reducer = "sum" if op == "gcn" else "max"
+        return spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), reducer, num_threads=threads, **options)
+    if op == "mlp":
+        d1 = MLP_INPUT_WIDTH
+        XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
+
+        def msgfunc(s, t, e):
+            k = te.reduce_axis((0, d1), name="k")
+            return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
+
+        return spmm(g, msgfunc, "max", num_threads=threads, **options)
+    if op == "attention":
+        XV = te.placeholder((n, d), name="XV")
+
+        def edgefunc(s, t, e):
+            k = te.reduce_axis((0, d), name="k")
+            return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
+
+        return sddmm(g, edgefunc, num_threads=threads, **options)
+    raise ValueError(f"no kernel for op {op!r}")
+
+
 def bench_gcn(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     n, (src, dst) = g.num_nodes, g.coo()
     x = torch.randn(n, d)
-    XV = te.placeholder((n, d), name="XV")
-    kernel = spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), "sum", num_threads=threads)
+    kernel = op_kernel("gcn", g, d, threads)
     adj, adj_sp = g.adjacency(), _scipy_csr(g)
     x_np = x.numpy()
     impls: dict[str, Callable[[], object] | str] = {
@@ -105,8 +139,7 @@ def bench_gcn(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
 def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     n, (src, dst) = g.num_nodes, g.coo()
     x = torch.randn(n, d)
-    XV = te.placeholder((n, d), name="XV")
-    kernel = spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), "max", num_threads=threads)
+    kernel = op_kernel("max", g, d, threads)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel.run(return_arg=True, XV=x)}
     if _too_big(g, 3 * d):
         impls["scatter_reduce + argmax (torch)"] = "skipped: would materialise E x d"
@@ -121,14 +154,8 @@ def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
 
 def _mlp_pair(g: Graph, d: int, threads: int, x: torch.Tensor, w: torch.Tensor):
     """The fused MLP aggregation kernel and the materialised torch version of the same function."""
-    n, d1, (src, dst) = g.num_nodes, x.shape[1], g.coo()
-    XV, W = te.placeholder((n, d1), name="XV"), te.placeholder((d1, d), name="W")
-
-    def msgfunc(s, t, e):
-        k = te.reduce_axis((0, d1), name="k")
-        return te.compute((d,), lambda i: te.max(te.sum((XV[s, k] + XV[t, k]) * W[k, i], axis=k), 0))
-
-    kernel = spmm(g, msgfunc, "max", num_threads=threads)
+    n, (src, dst) = g.num_nodes, g.coo()
+    kernel = op_kernel("mlp", g, d, threads)
 
     def materialised() -> torch.Tensor:
         messages = torch.relu((x[src] + x[dst]) @ w)
@@ -138,7 +165,8 @@ def _mlp_pair(g: Graph, d: int, threads: int, x: torch.Tensor, w: torch.Tensor):
     return (lambda: kernel(XV=x, W=w)), materialised
 
 
-def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
+def bench_mlp(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    d1 = MLP_INPUT_WIDTH
     ours, materialised = _mlp_pair(g, d, threads, torch.randn(g.num_nodes, d1), torch.randn(d1, d))
     skip = "skipped: would materialise E x d"
     return {"featgraph": ours, "materialised torch": skip if _too_big(g, 2 * d) else materialised}
@@ -147,13 +175,7 @@ def bench_mlp(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable
 def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     n, (src, dst) = g.num_nodes, g.coo()
     x = torch.randn(n, d)
-    XV = te.placeholder((n, d), name="XV")
-
-    def edgefunc(s, t, e):
-        k = te.reduce_axis((0, d), name="k")
-        return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
-
-    kernel = sddmm(g, edgefunc, num_threads=threads)
+    kernel = op_kernel("attention", g, d, threads)
     pattern = g.adjacency()
     impls: dict[str, Callable[[], object] | str] = {
         "featgraph": lambda: kernel(XV=x),
@@ -250,8 +272,9 @@ def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str,
     return impls
 
 
-def bench_mlp_train(g: Graph, d: int, threads: int, d1: int = 8) -> dict[str, Callable[[], object] | str]:
+def bench_mlp_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of the fused MLP aggregation (max), gradients for x and W from the UDF."""
+    d1 = MLP_INPUT_WIDTH
     x, w = torch.randn(g.num_nodes, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
     ours, materialised = _mlp_pair(g, d, threads, x, w)
     skip = "skipped: would materialise E x d"
@@ -304,24 +327,14 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     versus neither), and the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention.
     ``ratio`` here is the speedup over the first variant."""
     x = torch.randn(g.num_nodes, d)
-    XV = te.placeholder((g.num_nodes, d), name="XV")
-
-    def copy_u(s, u, e):
-        return te.compute((d,), lambda i: XV[s, i])
-
-    def dot(s, u, e):
-        k = te.reduce_axis((0, d), name="k")
-        return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[u, k], axis=k))
-
     gcn = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
     gcn[f"both ({parts} x {tiles})"] = (parts, tiles)
     kernels = {
-        name: spmm(g, copy_u, "sum", num_partitions=p, num_feature_tiles=t, num_threads=threads)
-        for name, (p, t) in gcn.items()
+        name: op_kernel("gcn", g, d, threads, num_partitions=p, num_feature_tiles=t) for name, (p, t) in gcn.items()
     }
-    orders = {f"edge order {o}": sddmm(g, dot, edge_order=o, num_threads=threads) for o in ("hilbert", "user", "csr")}
+    orders = {f"edge order {o}": op_kernel("attention", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     strategies = {
-        f"{name} ({strategy})": spmm(g, copy_u, "sum", strategy=strategy, num_threads=threads)
+        f"{name} ({strategy})": op_kernel("gcn", g, d, threads, strategy=strategy)
         for name, strategy in (("vertex-centric", "gar"), ("edge-centric", "gas"))
     }
     rows = [Row("csr-build", graph_name, d, "CSR from COO (once per graph)", _csr_build_ms(g, repeat))]

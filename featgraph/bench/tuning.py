@@ -1,0 +1,107 @@
+"""``featgraph bench tuning``: the heuristic default against the tuned configuration, per kernel row.
+
+For GCN aggregation, MLP aggregation and dot-product attention on each graph and feature length, the
+tuner searches (or reads its stored result), then the default and the tuned kernels are timed again in
+the same run. ``default / tuned`` is the price of not tuning (target: at most 1.3 on every row).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..backends import toolchain
+from ..graph import Graph
+from ..tuning import synthetic_inputs, tune
+from .kernels import GRAPHS, op_kernel
+from .measure import best_ms
+from .report import machine, write_json
+
+OPS = ("gcn", "mlp", "attention")
+TARGET_RATIO = 1.3
+
+
+@dataclass
+class Row:
+    op: str
+    graph: str
+    d: int
+    default_ms: float
+    tuned_ms: float
+    ratio: float  # default / tuned
+    config: str  # what the tuner chose, as differences from the class defaults
+    candidates: int
+    from_cache: bool
+
+
+def measure_row(op: str, graph_name: str, g: Graph, d: int, threads: int, repeat: int, budget_s: float) -> Row:
+    base = op_kernel(op, g, d, threads)
+    tuned = tune(base, budget_s=budget_s)
+    inputs = synthetic_inputs(base)
+    default_ms = best_ms(lambda: base.evaluate(inputs, want_arg=False), repeat)
+    tuned_ms = best_ms(lambda: tuned.evaluate(inputs, want_arg=False), repeat)
+    record = tuned.tuning
+    return Row(
+        op, graph_name, d, default_ms, tuned_ms, default_ms / tuned_ms, record.config.describe(), record.tried,
+        record.from_cache,
+    )  # fmt: skip
+
+
+MARKDOWN_HEADER = (
+    "| op | graph | d | default ms | tuned ms | default / tuned | tuned configuration | candidates |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def markdown_rows(rows: list[Row]) -> str:
+    return "\n".join(
+        f"| {r.op} | {r.graph} | {r.d} | {r.default_ms:.2f} | {r.tuned_ms:.2f} | {r.ratio:.2f} | {r.config} | "
+        f"{r.candidates}{' (stored)' if r.from_cache else ''} |"
+        for r in rows
+    )
+
+
+def summary(rows: list[Row]) -> str:
+    worst = max(rows, key=lambda r: r.ratio)
+    met = "met" if worst.ratio <= TARGET_RATIO else "NOT met"
+    return (
+        f"default within {TARGET_RATIO}x of tuned on every row: {met} "
+        f"(worst {worst.ratio:.2f}x: {worst.op} {worst.graph} d={worst.d})"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--dims", nargs="+", type=int, default=[32, 128, 512])
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
+    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds of search per row at most")
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    torch.set_num_threads(args.threads)
+    print(f"machine: {machine()}; featgraph threads: {args.threads}")
+    rows: list[Row] = []
+    for graph_name in args.graphs:
+        g = GRAPHS[graph_name](args.scale)
+        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
+        print(MARKDOWN_HEADER, flush=True)
+        for op in args.ops:
+            for d in args.dims:
+                row = measure_row(op, graph_name, g, d, args.threads, args.repeat, args.budget)
+                print(markdown_rows([row]), flush=True)
+                rows.append(row)
+    print(summary(rows))
+    write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_arguments(parser)
+    run(parser.parse_args(argv))
