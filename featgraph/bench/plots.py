@@ -84,3 +84,33 @@ def lines(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def bars(
+    groups: dict[str, dict[str, float]], path: Path, title: str, y_label: str, reference: float = 1.0
+) -> Path | None:
+    """Grouped bars on a log axis: one group per key of ``groups``, one bar per inner key (a colour per
+    name across groups), and a line at ``reference``."""
+    if not available():
+        return None
+    plt = _pyplot()
+    names = sorted({name for members in groups.values() for name in members})
+    colours = {name: plt.get_cmap("tab10")(k % 10) for k, name in enumerate(names)}
+    fig, ax = plt.subplots(figsize=(1.7 * len(groups) + 2, 4.4))
+    labelled: set[str] = set()
+    for i, members in enumerate(groups.values()):
+        width = 0.8 / max(len(members), 1)
+        for k, (name, value) in enumerate(sorted(members.items())):
+            label = None if name in labelled else name
+            labelled.add(name)
+            ax.bar(i - 0.4 + (k + 0.5) * width, value, width, color=colours[name], label=label)
+    ax.axhline(reference, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(y_label)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

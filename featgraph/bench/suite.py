@@ -114,6 +114,21 @@ def scaling_markdown(rows_by_threads: dict[int, list[kernels.Row]]) -> tuple[str
     return "\n".join(lines), series
 
 
+HEADLINE_D = 128
+
+
+def draw_headline(rows: list[kernels.Row], folder: Path) -> Path | None:
+    """The README's figure: each baseline's time over featgraph's (2 threads, d = 128), per op and graph."""
+    groups: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r.d == HEADLINE_D and r.impl != "featgraph" and r.ratio:
+            groups.setdefault(f"{r.op}\n{r.graph}", {})[r.impl] = r.ratio
+    if not groups:
+        return None
+    return plots.bars(groups, folder / "headline.png", f"baseline time / featgraph time (d={HEADLINE_D}, 2 threads; "
+                      "above 1: featgraph faster)", "time / featgraph")  # fmt: skip
+
+
 def section(title: str, body: str) -> str:
     return f"\n## {title}\n\n{body}\n"
 
@@ -156,6 +171,7 @@ def run(args: argparse.Namespace) -> dict:
     report.append(section("Table III: kernels, 1 thread (time / featgraph above 1: featgraph faster)", table))
     table = kernels.MARKDOWN_HEADER + "\n" + kernels.markdown_rows(rows_by_threads[2])
     report.append(section("Kernels, 2 threads", table))
+    figures.append(draw_headline(rows_by_threads[2], folder))
     scaling, series = scaling_markdown(rows_by_threads)
     report.append(section("Figure 10: thread scaling (speedup of 2 threads over 1)", scaling))
     figures.append(plots.lines(series, folder / "thread-scaling.png", "GCN aggregation: 2 threads over 1",

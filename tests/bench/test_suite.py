@@ -8,7 +8,7 @@ def test_bench_all_writes_every_section_figures_and_json(tmp_path, monkeypatch):
     monkeypatch.setenv("FEATGRAPH_TUNE_DIR", str(tmp_path / "tuning"))
     out = tmp_path / "all"
     main([
-        "bench", "all", "--out", str(out), "--graphs", "uniform", "--scale", "0.004", "--dims", "8",
+        "bench", "all", "--out", str(out), "--graphs", "uniform", "--scale", "0.004", "--dims", "8", "128",
         "--ops", "gcn", "attention", "--repeat", "1", "--density-vertices", "300", "--degrees", "4",
         "--heatmap-dim", "8", "--tune-budget", "2", "--train-models",
     ])  # fmt: skip
@@ -19,9 +19,15 @@ def test_bench_all_writes_every_section_figures_and_json(tmp_path, monkeypatch):
     results = json.loads((out / "all.json").read_text())
     assert set(results["triad_gbps"]) == {"1", "2"}
     assert {r["op"] for r in results["roofline"]} == {"gcn", "attention"}
-    assert len(results["tuning"]) == 2 and len(results["density"]) == 1
+    assert len(results["tuning"]) == 4 and len(results["density"]) == 1
     if plots.available():
-        for name in ("thread-scaling.png", "roofline-uniform.png", "density-d128.png", "heatmap-uniform-d8.png"):
+        for name in (
+            "headline.png",
+            "thread-scaling.png",
+            "roofline-uniform.png",
+            "density-d128.png",
+            "heatmap-uniform-d8.png",
+        ):
             assert (out / name).exists() and f"]({name})" in report
 
 
