@@ -28,7 +28,7 @@ from ..templates import sddmm, spmm
 from ..templates.kernel import Kernel
 from ..templates.params import EDGE_ORDERS
 from .measure import best_ms, peak_extra_mb
-from .report import cell, machine, write_json
+from .report import cell, each_graph, machine, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -381,10 +381,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; featgraph threads: {args.threads}")
     rows: list[Row] = []
-    for graph_name in args.graphs:
-        g = GRAPHS[graph_name](args.scale)
-        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
-        print(MARKDOWN_HEADER, flush=True)
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, MARKDOWN_HEADER):
         jobs = [
             partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
         ]

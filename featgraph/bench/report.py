@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from ..backends import toolchain
+from ..graph import Graph
 
 
 def machine() -> str:
@@ -26,3 +28,14 @@ def write_json(path: str | None, rows: list[dict[str, Any]], **extra: Any) -> No
     if path:
         with open(path, "w") as f:
             json.dump({"machine": machine(), **extra, "rows": rows}, f, indent=1)
+
+
+def each_graph(
+    names: list[str], builders: dict[str, Callable[[float], Graph]], scale: float, header: str
+) -> Iterator[tuple[str, Graph]]:
+    """Build each named graph in turn, announcing its size and the table header its rows will follow."""
+    for name in names:
+        g = builders[name](scale)
+        print(f"graph {name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
+        print(header, flush=True)
+        yield name, g

@@ -21,7 +21,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
 from .measure import peak_extra_mb
-from .report import cell, machine, write_json
+from .report import cell, each_graph, machine, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -182,10 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}; input features {IN_FEATURES}, classes {CLASSES}")
     rows: list[Row] = []
-    for graph_name in args.graphs:
-        g = GRAPHS[graph_name](args.scale)
-        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
-        print(HEADER, flush=True)
+    for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
         for bench_model in args.models:
             batch = run_rows(graph_name, args.scale, bench_model, args.frameworks, args.repeat)
             print(markdown_rows(batch), flush=True)

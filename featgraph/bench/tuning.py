@@ -17,7 +17,7 @@ from ..graph import Graph
 from ..tuning import synthetic_inputs, tune
 from .kernels import GRAPHS, op_kernel
 from .measure import best_ms
-from .report import machine, write_json
+from .report import each_graph, machine, write_json
 
 OPS = ("gcn", "mlp", "attention")
 TARGET_RATIO = 1.3
@@ -87,10 +87,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; featgraph threads: {args.threads}")
     rows: list[Row] = []
-    for graph_name in args.graphs:
-        g = GRAPHS[graph_name](args.scale)
-        print(f"graph {graph_name}: {g.num_nodes} vertices, {g.num_edges} edges", flush=True)
-        print(MARKDOWN_HEADER, flush=True)
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, MARKDOWN_HEADER):
         for op in args.ops:
             for d in args.dims:
                 row = measure_row(op, graph_name, g, d, args.threads, args.repeat, args.budget)
