@@ -66,6 +66,8 @@ def tune(
     as the best of ``repeat`` runs after one warm-up; the search stops after ``budget_s`` seconds, keeping
     the best found. Parameters the caller passed to ``spmm``/``sddmm`` explicitly are not searched.
     """
+    if repeat < 1 or budget_s < 0:
+        raise ValueError(f"tune needs repeat >= 1 and budget_s >= 0, got repeat={repeat}, budget_s={budget_s}")
     tensors = synthetic_inputs(kernel) if inputs is None else inputs
     threads = kernel._threads()
     name = store.key(kernel, threads)

@@ -141,3 +141,16 @@ def test_config_of_the_stored_record_is_valid(case, tune_dir):
     tune(_copy_u(D, "sum", g), progress=False)
     record = store.load(next(tune_dir.glob("*.json")).stem)
     assert Config.from_json("spmm", record["config"]).params.num_feature_tiles in (1, 2, 4)
+
+
+def test_bad_settings_and_inputs_are_named(case):
+    g, _, _ = case
+    kernel = _copy_u(D, "sum", g)
+    with pytest.raises(ValueError, match="repeat >= 1"):
+        tune(kernel, repeat=0, progress=False)
+    with pytest.raises(ValueError, match="budget_s >= 0"):
+        tune(kernel, budget_s=-1, progress=False)
+    with pytest.raises(TypeError, match="missing"):
+        tune(kernel, {"X": torch.randn(N, D)}, progress=False, use_cache=False)
+    with pytest.raises(ValueError, match="XV: expected shape"):
+        tune(kernel, {"XV": torch.randn(N, D + 1)}, progress=False, use_cache=False)
