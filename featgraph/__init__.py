@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import datasets, nn, te
 from .graph import Graph
 from .schedule import Schedule
-from .templates import SDDMMParams, SpMMParams, sddmm, spmm
+from .templates import SDDMMParams, SpMMParams, default_target, sddmm, spmm
 from .tuning import tune
 
 try:
@@ -24,6 +24,7 @@ __all__ = [
     "SpMMParams",
     "__version__",
     "datasets",
+    "default_target",
     "nn",
     "sddmm",
     "spmm",

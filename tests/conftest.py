@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
 
 from featgraph import Graph
+
+if not torch.cuda.is_available():
+    # GPU kernels run in Triton's interpreter on CPU tensors; Triton reads this when it is first imported
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def random_edges(num_nodes: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,3 +39,18 @@ def graph_case(request) -> tuple[Graph, torch.Tensor, torch.Tensor]:
     num_nodes, num_edges = request.param
     src, dst = random_edges(num_nodes, num_edges, seed=num_nodes + num_edges)
     return Graph(src, dst, num_nodes), src, dst
+
+
+@pytest.fixture
+def gpu() -> torch.device:
+    """Where ``target="gpu"`` kernels run in this test: the CUDA device when there is one, else CPU tensors
+    through Triton's interpreter (CI's case; keep such graphs to a few hundred vertices)."""
+    pytest.importorskip("triton")
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("no CUDA GPU, and Triton's interpreter was not enabled before triton was imported")
+    return torch.device("cpu")
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled Triton kernels)")

@@ -19,6 +19,7 @@ from ..graph import Graph
 from ..ops import SHORTCUTS, gspmm
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
+from ..templates.kernel import cached_kernel
 from .graph_input import GraphLike, as_graph
 
 AGGREGATORS = ("max", "min", "sum", "mean")
@@ -102,4 +103,4 @@ def _message_kernel(g: Graph, shape: torch.Size, dtype: str, aggr: str, activati
         A, B = te.placeholder((n, d), dtype, "A"), te.placeholder((n, d), dtype, "B")
         return spmm(g, lambda s, t, e: te.compute((d,), lambda i: act(A[s, i] + B[t, i])), aggr)
 
-    return g.cached(key, build)
+    return cached_kernel(g, key, build)

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from .. import te
 from ..graph import Graph
 from ..templates import sddmm, spmm
+from ..templates.kernel import cached_kernel
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
@@ -59,7 +60,7 @@ def gcn_aggregate(
         if edge_weight is not None:
             weight = torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
         elif fill_value != 1.0:
-            weight = torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=x.dtype), loop_weight])
+            weight = torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=x.dtype, device=x.device), loop_weight])
     if not normalize:
         if weight is None:
             return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
@@ -90,7 +91,7 @@ def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool, tune: b
 
         return spmm(g, message, "sum", tune=tune)
 
-    return g.cached(("gcn-kernel", n, d, dtype, weighted, tune), build)
+    return cached_kernel(g, ("gcn-kernel", n, d, dtype, weighted, tune), build)
 
 
 def gat_attention(
@@ -201,7 +202,7 @@ class _GatKernels:
 
     def __getitem__(self, name: str):
         key = ("gat-kernel", name, self.shape, self.dtype, self.slope, self.dropout)
-        return self.g.cached(key, lambda: self._build(name))
+        return cached_kernel(self.g, key, lambda: self._build(name))
 
     def _build(self, name: str):
         g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype

@@ -14,6 +14,7 @@ import torch
 
 from ..graph import Graph
 from ..templates import sddmm, spmm
+from ..templates.kernel import cached_kernel
 from .udfs import Combine, Operand, elementwise_udf, operand
 
 FLIP = {"u": "v", "v": "u", "e": "e"}
@@ -50,7 +51,7 @@ def run(
             return sddmm(graph, udf, tune=tune)
         return spmm(graph, udf, reducer, tune=tune, strategy=strategy)
 
-    kernel = g.cached(("op-kernel", signature), build)
+    kernel = cached_kernel(g, ("op-kernel", signature), build)
     tensors = {name: _as_2d(x) for name, _, x in inputs}
     return kernel.run(return_arg=True, **tensors) if return_arg else kernel(**tensors)
 

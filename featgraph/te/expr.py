@@ -202,3 +202,15 @@ class ComputeOp:
             if isinstance(node, Reduce):
                 axes.extend(a for a in node.axes if a not in axes)
         return tuple(axes)
+
+
+def is_integer(e: Expr) -> bool:
+    """Whether ``e`` is integer arithmetic (usable as an index): int constants, loop and graph variables,
+    int64 loads, and + - * // % of those."""
+    if isinstance(e, Const):
+        return e.is_int
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Load):
+        return e.tensor.dtype == "int64"
+    return isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%") and is_integer(e.a) and is_integer(e.b)

@@ -13,7 +13,7 @@ import torch
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import Fds, Udf, template_kernel
-from .params import SDDMMParams
+from .params import SDDMMParams, gpu_defaults
 from .sddmm import SDDMMKernel
 
 
@@ -23,20 +23,20 @@ class EdgeSumKernel(SDDMMKernel):
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
-        out = torch.zeros(self.spec.op.shape, dtype=self._compute)
+        out = torch.zeros(self.spec.op.shape, dtype=self._compute, device=self.graph.device)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype), None
 
 
 def edge_sum(
-    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, tune: bool = False, **template_params: Any
+    graph: Graph, edgefunc: Udf, target: str | None = None, fds: Fds = None, tune: bool = False, **template_params: Any
 ) -> EdgeSumKernel:
     """Compile ``out = sum over edges e of edgefunc(src[e], dst[e], e)`` (deterministic for a fixed thread
     count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``; ``tune`` as for
     ``sddmm``."""
 
-    def make_params(op: ComputeOp) -> SDDMMParams:
-        return SDDMMParams(**template_params)
+    def make_params(op: ComputeOp, target: str) -> SDDMMParams:
+        return SDDMMParams(**{**gpu_defaults(target), **template_params})
 
     fixed = frozenset(template_params)
     return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tune)

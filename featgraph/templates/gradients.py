@@ -104,7 +104,7 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     from .spmm import spmm
 
     graph: Graph = kernel.graph
-    options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune}
+    options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune, "target": kernel.target}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
         if is_zero(body):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 import torch
 
-from ..backends import cpu, toolchain
+from ..backends import cpu, gpu, toolchain
 from ..graph import Graph
 from ..schedule import Schedule, build_schedule
 from ..te.expr import ComputeOp, Var
@@ -22,6 +24,36 @@ TORCH_DTYPES = {
     "float64": torch.float64,
 }
 TARGETS = ("cpu", "gpu")
+
+
+_DEFAULT_TARGET: ContextVar[str | None] = ContextVar("featgraph_default_target", default=None)
+
+
+@contextmanager
+def default_target(target: str) -> Iterator[None]:
+    """Inside the block, templates and ops given no target compile for ``target``: e.g. "gpu" runs every op
+    through the Triton kernels, on CPU tensors when ``TRITON_INTERPRET=1``."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    token = _DEFAULT_TARGET.set(target)
+    try:
+        yield
+    finally:
+        _DEFAULT_TARGET.reset(token)
+
+
+def resolve_target(graph: Graph, target: str | None) -> str:
+    """``None`` takes the ``default_target`` in force, else follows the graph: "gpu" for a graph on a CUDA
+    device, "cpu" otherwise."""
+    if target is None:
+        target = _DEFAULT_TARGET.get() or ("gpu" if graph.device.type == "cuda" else "cpu")
+    return target
+
+
+def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kernel:
+    """A kernel kept on the graph under ``key`` and the target it is built for."""
+    return graph.cached((*key, resolve_target(graph, None)), build)
+
 
 Udf = Callable[[Var, Var, Var], ComputeOp]
 Fds = Callable[[Schedule, ComputeOp], None] | Schedule | None
@@ -84,11 +116,11 @@ class Kernel:
         fixed_params: frozenset[str] = frozenset(),
         tune: bool = False,
     ) -> None:
-        if target == "gpu":
-            raise NotImplementedError("target='gpu' needs the Triton backend, which featgraph does not ship yet")
-        if target != "cpu":
+        if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-        if graph.device.type != "cpu":
+        if target == "gpu":
+            gpu.check_device(graph.device)
+        elif graph.device.type != "cpu":
             raise ValueError(f"target='cpu' needs a graph on the CPU, this one is on {graph.device}")
         placeholder_roles(spec.op)  # validates how placeholders are indexed
         check_placeholder_rows(spec.op, graph)
@@ -98,8 +130,9 @@ class Kernel:
         self.fixed_params = fixed_params  # template parameters the caller chose; the tuner leaves them alone
         self.tune = tune  # tune this kernel's gradient kernels too when they are built
         self.tuning = None  # the tuner's record (featgraph.tuning.TuneResult) once tuned
-        self.source = cpu.source(spec)
-        self._run = cpu.compile_source(self.source)  # compile (or fetch from the disk cache) now: errors surface early
+        self._backend = gpu if target == "gpu" else cpu
+        self.source = self._backend.source(spec)
+        self._run = self._backend.compile_source(self.source)  # build (or fetch from the disk cache) now
         self._out_dtype = self._output_dtype()
         self._compute = TORCH_DTYPES[spec.dtype]
         self._gradients: dict[tuple[str, str], list] = {}
@@ -134,8 +167,11 @@ class Kernel:
                 raise TypeError(f"{p.name}: expected a torch.Tensor, got {type(t).__name__}")
             if t.dtype != TORCH_DTYPES[p.dtype]:
                 raise TypeError(f"{p.name}: placeholder dtype is {p.dtype}, got a tensor of {t.dtype}")
-            if t.device.type != "cpu":
-                raise ValueError(f"{p.name}: target='cpu' needs CPU tensors, got one on {t.device}")
+            if t.device != self.graph.device:
+                raise ValueError(
+                    f"{p.name}: the kernel's graph is on {self.graph.device} (target={self.target!r}), "
+                    f"got a tensor on {t.device}"
+                )
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute).contiguous())
@@ -175,7 +211,7 @@ class Kernel:
         return self.spec.params.num_threads or toolchain.num_threads()
 
     def _launch(self, pointers: list[torch.Tensor | None], scalars: list[int]) -> None:
-        cpu.launch(self._run, pointers, scalars)
+        self._backend.launch(self._run, pointers, scalars)
 
 
 def template_kernel(
@@ -185,7 +221,7 @@ def template_kernel(
     reducer: str | None,
     target: str,
     fds: Fds,
-    make_params: Callable[[ComputeOp], object],
+    make_params: Callable[[ComputeOp, str], object],
     kernel_class: type[Kernel],
     fixed_params: frozenset[str] = frozenset(),
     tune: bool = False,
@@ -194,13 +230,14 @@ def template_kernel(
     ``tune`` search the parameters the caller did not fix (``featgraph.tuning.tune``)."""
     if not isinstance(graph, Graph):
         raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
+    target = resolve_target(graph, target)
     op = trace_udf(udf)
     spec = KernelSpec(
         kind=kind,
         op=op,
         schedule=build_schedule(op, fds),
         reducer=reducer,
-        params=make_params(op),
+        params=make_params(op, target),
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
     )

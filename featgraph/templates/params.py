@@ -78,6 +78,12 @@ class SDDMMParams:
             raise ValueError(f"edge_order must be one of {EDGE_ORDERS}, got {self.edge_order!r}")
 
 
+def gpu_defaults(target: str) -> dict[str, str]:
+    """Edge templates on the GPU visit edges in the user's order: consecutive lanes then write consecutive
+    outputs (coalesced); Hilbert order is for CPU caches."""
+    return {"edge_order": "user"} if target == "gpu" else {}
+
+
 def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
     """Segments of about two L3s of source features, only where the features exceed that and rows are
     long enough to amortise revisiting every row once per segment. Measured here (uniform 50k/1.5M,

@@ -9,7 +9,7 @@ import torch
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import Fds, Kernel, Udf, edge_list, template_kernel
-from .params import SDDMMParams
+from .params import SDDMMParams, gpu_defaults
 
 
 class SDDMMKernel(Kernel):
@@ -22,13 +22,13 @@ class SDDMMKernel(Kernel):
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
-        out = torch.empty((self.graph.num_edges, *self.spec.op.shape), dtype=self._compute)
+        out = torch.empty((self.graph.num_edges, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype), None
 
 
 def sddmm(
-    graph: Graph, edgefunc: Udf, target: str = "cpu", fds: Fds = None, tune: bool = False, **template_params: Any
+    graph: Graph, edgefunc: Udf, target: str | None = None, fds: Fds = None, tune: bool = False, **template_params: Any
 ) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
@@ -37,8 +37,8 @@ def sddmm(
     the user's edge order whatever order the kernel visits edges in.
     """
 
-    def make_params(op: ComputeOp) -> SDDMMParams:
-        return SDDMMParams(**template_params)
+    def make_params(op: ComputeOp, target: str) -> SDDMMParams:
+        return SDDMMParams(**{**gpu_defaults(target), **template_params})
 
     fixed = frozenset(template_params)
     return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel, fixed, tune)

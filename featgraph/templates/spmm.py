@@ -9,7 +9,15 @@ import torch
 from ..backends.cpu.codegen import row_stride
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, compute_dtype, divide_by_in_degree, edge_list, template_kernel
+from .kernel import (
+    Fds,
+    Kernel,
+    Udf,
+    compute_dtype,
+    divide_by_in_degree,
+    edge_list,
+    template_kernel,
+)
 from .params import SpMMParams, default_num_partitions
 from .spec import REDUCERS, indexed_by
 
@@ -43,7 +51,7 @@ class SpMMKernel(Kernel):
         inputs = self._bind(tensors)
         n = self.graph.num_nodes
         if self.spec.params.strategy == "gas":
-            out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute)
+            out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
                 out = divide_by_in_degree(self.graph, out)
@@ -51,8 +59,8 @@ class SpMMKernel(Kernel):
         argreduce = self.spec.reducer in ("max", "min")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
-        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute)
-        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64) if keep_arg else None
+        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
+        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64, device=self.graph.device) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
         return out.to(self._out_dtype), arg
@@ -69,7 +77,7 @@ def spmm(
     graph: Graph,
     msgfunc: Udf,
     reducer: str,
-    target: str = "cpu",
+    target: str | None = None,
     fds: Fds = None,
     tune: bool = False,
     **template_params: Any,
@@ -86,9 +94,11 @@ def spmm(
     if reducer not in REDUCERS:
         raise ValueError(f"reducer must be one of {REDUCERS}, got {reducer!r}")
 
-    def make_params(op: ComputeOp) -> SpMMParams:
+    def make_params(op: ComputeOp, target: str) -> SpMMParams:
         params = dict(template_params)
-        if "num_partitions" not in params:
+        if "num_partitions" not in params and target == "gpu":
+            params["num_partitions"] = 1  # source partitions are a CPU cache technique
+        elif "num_partitions" not in params:
             itemsize = 8 if compute_dtype(op) == "float64" else 4
             source_bytes = sum(p.shape[0] * row_stride(p) * itemsize for p in indexed_by(op, "src"))
             avg_degree = graph.num_edges / max(graph.num_nodes, 1)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ...schedule import AxisPlan, Schedule
-from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
+from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, is_integer
 
 GRAPH_VARS = {"src": "s", "dst": "v", "eid": "e"}
 REDUCE_INIT = {"sum": "T(0)", "max": "-std::numeric_limits<T>::infinity()", "min": "std::numeric_limits<T>::infinity()"}
@@ -66,20 +66,6 @@ class Emitter:
 
     reduce_names: dict[int, str]  # id(Reduce) -> C++ expression holding its value
 
-    def is_integer(self, e: Expr) -> bool:
-        if isinstance(e, Const):
-            return e.is_int
-        if isinstance(e, Var):
-            return True
-        if isinstance(e, Load):
-            return e.tensor.dtype == "int64"
-        return (
-            isinstance(e, BinOp)
-            and e.op in ("+", "-", "*", "//", "%")
-            and self.is_integer(e.a)
-            and self.is_integer(e.b)
-        )
-
     def index(self, e: Expr) -> str:
         if isinstance(e, Load) and e.tensor.dtype == "int64":
             return self.load(e)
@@ -124,7 +110,7 @@ class Emitter:
         raise TypeError(f"cannot lower {type(e).__name__}")
 
     def call(self, e: Call) -> str:
-        if e.fn == "eq" and all(self.is_integer(a) for a in e.args):  # ids compare exactly, as integers
+        if e.fn == "eq" and all(is_integer(a) for a in e.args):  # ids compare exactly, as integers
             return f"T({self.index(e.args[0])} == {self.index(e.args[1])})"
         args = [self.value(a) for a in e.args]
         if e.fn in ("exp", "log", "sqrt", "tanh", "abs"):

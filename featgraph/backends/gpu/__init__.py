@@ -1,0 +1,45 @@
+"""GPU backend: UDF + FDS + template lowered to Triton, written to a module in the disk cache and imported.
+
+Real GPUs run the kernels compiled by Triton; without one, ``TRITON_INTERPRET=1`` (set before the first
+kernel is built) runs the same kernels on CPU tensors through Triton's interpreter, which is how CI checks
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ...templates.spec import KernelSpec
+from .loader import interpreting
+from .loader import load as compile_source
+from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source
+
+__all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
+
+
+def source(spec: KernelSpec) -> str:
+    """The kernel's Triton module source."""
+    if spec.kind == "sddmm":
+        return sddmm_source(spec)
+    if spec.kind == "edge_sum":
+        return edge_sum_source(spec)
+    return gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
+
+
+def check_device(device: torch.device) -> None:
+    """GPU kernels take CUDA tensors, or CPU tensors under Triton's interpreter."""
+    if device.type == "cuda" or (device.type == "cpu" and interpreting()):
+        return
+    if device.type == "cpu":
+        raise ValueError(
+            "target='gpu' needs a graph and tensors on a CUDA device (move them with .to('cuda')); "
+            "on a machine without a GPU, set TRITON_INTERPRET=1 to run the GPU kernels in Triton's interpreter"
+        )
+    raise ValueError(f"target='gpu' needs CUDA tensors, got {device}")
+
+
+def launch(run: Callable, tensors: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:
+    """Call a generated module's ``run`` with tensors (None where absent) and integers."""
+    run(list(tensors), list(scalars))

@@ -1,0 +1,265 @@
+"""Lower a UDF's expression tree to Triton block expressions.
+
+A template program works on a block of edges times a block of flattened output elements: every value is a
+tensor over *dims* (edge lanes, feature lanes, and one more per enclosing reduction), so the UDF is
+evaluated for ``BLOCK_E`` edges and ``BLOCK_F`` output elements at once. A reduction inside the message
+loops over its flattened axes in chunks of ``BLOCK_K`` lanes and reduces each chunk with ``tl.sum`` /
+``tl.max`` / ``tl.min`` (a tree reduction across lanes), so nested reductions add one dim each and nothing
+per edge ever reaches memory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ...schedule import Schedule
+from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, is_integer
+
+# a block tensor of the message holds at most this many elements (registers of one program)
+BLOCK_BUDGET = 8192
+REDUCE_IDENTITY = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+REDUCE_COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}
+CAST_TYPES = {"float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32", "float64": "tl.float64"}
+UNARY = {
+    "exp": "tl.exp({0})",
+    "log": "tl.log({0})",
+    "sqrt": "tl.sqrt({0})",
+    "abs": "tl.abs({0})",
+    "sigmoid": "(1.0 / (1.0 + tl.exp(-({0}))))",
+    "tanh": "(2.0 / (1.0 + tl.exp(-2.0 * ({0}))) - 1.0)",  # no tanh in tl's core; exact at both limits
+}
+KEEP_BITS = 24  # as the CPU backend's fg_keep: compare 24 hash bits
+
+
+def pointer_name(tensor: Placeholder) -> str:
+    return f"P_{tensor.name}"
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def floor_power_of_2(n: int) -> int:
+    return 1 << max(0, int(math.log2(max(n, 1))))
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One axis of the block tensors: its block-size constant and its 1-D mask variable."""
+
+    block: str  # constexpr name or literal, e.g. "BLOCK_E"
+    mask: str  # 1-D mask variable name
+
+
+@dataclass
+class Emitter:
+    """Turns expressions into Triton source over the current dims; statements for reductions go to
+    ``lines``. ``graph_vars`` maps src/dst/eid to (variable, dim index or None for a scalar)."""
+
+    op: ComputeOp
+    schedule: Schedule
+    dtype: str  # "tl.float32" / "tl.float64"
+    graph_vars: dict[str, tuple[str, int | None]]
+    dims: list[Dim]
+    indent: str
+    lines: list[str] = field(default_factory=list)
+    var_dims: dict[int, tuple[str, int]] = field(default_factory=dict)  # id(Var) -> (name, dim)
+    reduce_values: dict[int, str] = field(default_factory=dict)
+    counter: list[int] = field(default_factory=lambda: [0])
+    sizes: dict[str, int] = field(default_factory=dict)  # values of the block-size constants
+
+    def place(self, name: str, dim: int | None) -> str:
+        """A 1-D variable over ``dim`` broadcast to the rank of the current dims."""
+        if dim is None:
+            return name
+        return f"{name}[{', '.join(':' if d == dim else 'None' for d in range(len(self.dims)))}]"
+
+    def deps(self, e: Expr) -> set[int]:
+        """Dims the expression varies along."""
+        if isinstance(e, Var):
+            if e.kind in self.graph_vars:
+                dim = self.graph_vars[e.kind][1]
+                return set() if dim is None else {dim}
+            return {self.var_dims[id(e)][1]}
+        if isinstance(e, Reduce):
+            return self.reduce_deps(e)
+        found: set[int] = set()
+        for child in e.children():
+            found |= self.deps(child)
+        return found
+
+    def reduce_deps(self, red: Reduce) -> set[int]:
+        inner = len(self.dims)  # the dim the reduction's own axes get while its body is emitted
+        for a in red.axes:
+            self.var_dims.setdefault(id(a), (f"_{a.name}", inner))
+        return {d for d in self.deps(red.body) if d < inner}
+
+    def mask(self, dims: set[int]) -> str | None:
+        parts = [self.place(self.dims[d].mask, d) for d in sorted(dims)]
+        return " & ".join(parts) if parts else None
+
+    def index(self, e: Expr) -> str:
+        if isinstance(e, Load) and e.tensor.dtype == "int64":
+            return self.load(e)
+        if isinstance(e, Const):
+            if not e.is_int:
+                raise TypeError(f"non-integer constant {e.value} used as an index")
+            return str(e.value)
+        if isinstance(e, Var):
+            if e.kind in self.graph_vars:
+                return self.place(*self.graph_vars[e.kind])
+            return self.place(*self.var_dims[id(e)])
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "/", "%"):
+            op = "//" if e.op in ("//", "/") else e.op
+            return f"({self.index(e.a)} {op} {self.index(e.b)})"
+        raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
+
+    def load(self, e: Load) -> str:
+        dims = e.tensor.shape
+        flat = self.index(e.indices[0])
+        for idx, dim in zip(e.indices[1:], dims[1:], strict=True):
+            flat = f"({flat}) * {dim} + {self.index(idx)}"
+        deps: set[int] = set()
+        for idx in e.indices:
+            deps |= self.deps(idx)
+        mask = self.mask(deps)
+        masked = f", mask={mask}, other=0" if mask else ""
+        return f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+
+    def value(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return repr(float(e.value))
+        if isinstance(e, Var):
+            return f"({self.index(e)}).to({self.dtype})"
+        if isinstance(e, Load):
+            return f"{self.load(e)}.to({self.dtype})" if e.tensor.dtype == "int64" else self.load(e)
+        if isinstance(e, Reduce):
+            if id(e) not in self.reduce_values:
+                self.reduce_values[id(e)] = self.reduction(e)
+            return self.reduce_values[id(e)]
+        if isinstance(e, BinOp):
+            a, b = self.value(e.a), self.value(e.b)
+            if e.op in ("+", "-", "*", "/"):
+                return f"({a} {e.op} {b})"
+            if e.op == "//":
+                return f"tl.floor({a} / {b})"
+            if e.op == "%":
+                return f"({a} - {b} * tl.floor({a} / {b}))"
+            return f"tl.where({a} {e.op} {b}, 1.0, 0.0).to({self.dtype})"  # comparison as 0/1
+        if isinstance(e, Call):
+            return self.call(e)
+        raise TypeError(f"cannot lower {type(e).__name__}")
+
+    def call(self, e: Call) -> str:
+        if e.fn == "eq" and all(is_integer(a) for a in e.args):  # ids compare exactly, as integers
+            return f"tl.where({self.index(e.args[0])} == {self.index(e.args[1])}, 1.0, 0.0).to({self.dtype})"
+        if e.fn == "keep":
+            return self.keep(e)
+        args = [self.value(a) for a in e.args]
+        if e.fn in UNARY:
+            return UNARY[e.fn].format(args[0])
+        if e.fn in ("max", "min"):
+            return f"tl.{e.fn}imum({args[0]}, {args[1]})"
+        if e.fn == "where":
+            return f"tl.where(({args[0]}) != 0, {args[1]}, {args[2]})"
+        if e.fn == "eq":
+            return f"tl.where({args[0]} == {args[1]}, 1.0, 0.0).to({self.dtype})"
+        if e.fn == "cast":
+            if e.dtype == "int64":
+                return f"({args[0]}).to(tl.int64).to({self.dtype})"
+            return f"({args[0]}).to({CAST_TYPES[e.dtype]}).to({self.dtype})"
+        raise TypeError(f"unknown intrinsic {e.fn!r}")
+
+    def keep(self, e: Call) -> str:
+        """Dropout's keep factor: splitmix64's finaliser over (seed, element), the CPU backend's hash."""
+        p = e.args[2].value
+        n = self.fresh()
+        seed, element = self.index(e.args[0]), self.index(e.args[1])
+        threshold = round(p * (1 << KEEP_BITS))
+        self.lines += [
+            f"{self.indent}z{n} = ({seed}).to(tl.uint64) + ({element}).to(tl.uint64) * 0x9E3779B97F4A7C15",
+            f"{self.indent}z{n} = (z{n} ^ (z{n} >> 30)) * 0xBF58476D1CE4E5B9",
+            f"{self.indent}z{n} = (z{n} ^ (z{n} >> 27)) * 0x94D049BB133111EB",
+            f"{self.indent}z{n} = (z{n} ^ (z{n} >> 31)) >> 40",
+        ]
+        return f"tl.where(z{n} >= {threshold}, {1.0 / (1.0 - p)!r}, 0.0).to({self.dtype})"
+
+    def fresh(self) -> int:
+        self.counter[0] += 1
+        return self.counter[0]
+
+    def reduce_block(self, red: Reduce, extent: int) -> int:
+        """Lanes per chunk: the FDS split factor of a single reduce axis, the whole axis under
+        ``tree_reduce``, else what fits the block budget beside the dims already open."""
+        plans = [self.schedule.plans.get(a.name) for a in red.axes]
+        if len(red.axes) == 1 and plans[0] is not None and plans[0].factor:
+            return next_power_of_2(min(plans[0].factor, extent))
+        budget = BLOCK_BUDGET if any(p is not None and p.tree_reduce for p in plans) else BLOCK_BUDGET // 2
+        opened = math.prod(self.block_sizes)
+        return min(next_power_of_2(extent), floor_power_of_2(max(1, budget // opened)))
+
+    @property
+    def block_sizes(self) -> list[int]:
+        return [int(d.block) if d.block.isdigit() else self.sizes[d.block] for d in self.dims]
+
+    def reduction(self, red: Reduce) -> str:
+        """Statements computing ``red`` over the current dims into an accumulator; returns its name."""
+        n = self.fresh()
+        extent = math.prod(a.extent for a in red.axes)
+        block = self.reduce_block(red, extent)
+        shape = f"[{', '.join(d.block for d in self.dims)}]"
+        acc, offsets, mask = f"acc{n}", f"k{n}", f"mk{n}"
+        outer_indent = self.indent
+        self.lines.append(f"{outer_indent}{acc} = tl.full({shape}, {REDUCE_IDENTITY[red.op]}, {self.dtype})")
+        self.lines.append(f"{outer_indent}for c{n} in range(0, {extent}, {block}):")
+        inner = outer_indent + "    "
+        self.lines.append(f"{inner}{offsets} = c{n} + tl.arange(0, {block})")
+        self.lines.append(f"{inner}{mask} = {offsets} < {extent}")
+        stride = extent
+        for a in red.axes:
+            stride //= a.extent
+            self.lines.append(f"{inner}_{a.name} = ({offsets} // {stride}) % {a.extent} + {a.start}")
+            self.var_dims[id(a)] = (f"_{a.name}", len(self.dims))
+        self.dims.append(Dim(str(block), mask))
+        self.indent = inner
+        outer_values = dict(self.reduce_values)  # reductions of the body live inside the loop only
+        body = self.value(red.body)
+        axis = len(self.dims) - 1
+        lanes = f"tl.where({self.place(mask, axis)}, {body}, {REDUCE_IDENTITY[red.op]})"
+        reduced = f"tl.{red.op}({lanes}, axis={axis})"
+        self.lines.append(f"{inner}{acc} = {REDUCE_COMBINE[red.op].format(a=acc, b=reduced)}")
+        self.dims.pop()
+        self.indent = outer_indent
+        self.reduce_values = outer_values
+        return acc
+
+
+def output_axes(op: ComputeOp, flat: str, indent: str) -> list[str]:
+    """Each output axis as a 1-D variable derived from the flattened feature offsets ``flat``."""
+    lines, stride = [], math.prod(op.shape)
+    for a in op.axis:
+        stride //= a.extent
+        lines.append(f"{indent}_{a.name} = ({flat} // {stride}) % {a.extent}")
+    return lines
+
+
+def message(
+    op: ComputeOp,
+    schedule: Schedule,
+    dtype: str,
+    graph_vars: dict[str, tuple[str, int | None]],
+    sizes: dict[str, int],
+    indent: str,
+) -> tuple[list[str], str]:
+    """Statements and the final expression of the message over dims (edges ``BLOCK_E``, features
+    ``BLOCK_F``); the caller defines the graph variables, ``of``/``mF`` (feature offsets and mask) and
+    ``mE`` (edge mask)."""
+    emitter = Emitter(
+        op, schedule, dtype, graph_vars, [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")], indent, sizes=sizes
+    )
+    for a in op.axis:
+        emitter.var_dims[id(a)] = (f"_{a.name}", 1)
+    lines = output_axes(op, "of", indent)
+    value = emitter.value(op.body)
+    return lines + emitter.lines, f"({value}) + tl.zeros([BLOCK_E, BLOCK_F], {dtype})"

@@ -1,0 +1,231 @@
+"""Triton sources of the sparse templates with the UDF inlined, each with a host-side ``run``.
+
+SpMM (GAR, vertex-centric): one program per destination row and feature block (FeatGraph's rows to
+blocks, feature axis across lanes); the row's in-edges are visited ``BLOCK_E`` at a time and reduced
+across edge lanes with a tree reduction (fuseGNN's edge-parallel reduction), so no atomics and a
+deterministic result. SpMM (GAS, edge-centric): edge blocks with atomic adds into the destination rows.
+SDDMM: edge blocks to programs, the feature axis (and any reduction in the UDF) across lanes. Edge sum:
+a fixed number of programs stride over the edges, each writing a partial sum that the host adds up in
+program order (deterministic).
+
+``run(ptrs, args)`` takes the tensors and integers in the same order as the CPU backend's entry point:
+SpMM ptr: indptr, indices, edge_ids, rows (or None), degree, out, argidx (or None), placeholders...;
+arg: num_rows, num_partitions, num_threads. Edge templates ptr: srcs, dsts, eids, out, placeholders...;
+arg: num_edges, num_threads.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...templates.spec import KernelSpec
+from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
+
+FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
+EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
+TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
+IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+INDENT = "        "
+
+HEADER = """import torch
+import triton
+import triton.language as tl
+"""
+
+
+def feature_size(spec: KernelSpec) -> int:
+    return math.prod(spec.op.shape)
+
+
+def feature_block(spec: KernelSpec) -> int:
+    """Lanes over the flattened output: the FDS split factor of the last output axis when the output has
+    one axis, else ``num_feature_tiles`` blocks, else up to 128."""
+    size = feature_size(spec)
+    plan = spec.schedule.plans.get(spec.op.axis[-1].name)
+    if len(spec.op.axis) == 1 and plan is not None and plan.factor:
+        return next_power_of_2(min(plan.factor, size))
+    tiles = spec.params.num_feature_tiles
+    if tiles > 1:
+        return next_power_of_2(-(-size // tiles))
+    return min(next_power_of_2(size), FEATURE_BLOCK_MAX)
+
+
+def edge_block(block_f: int) -> int:
+    """Edge lanes beside ``block_f`` feature lanes: 2048 elements a block, 1 to 64 edges."""
+    return max(1, min(64, floor_power_of_2(2048 // block_f)))
+
+
+def _check_gpu_params(spec: KernelSpec) -> None:
+    if spec.kind == "spmm" and spec.params.num_partitions != 1:
+        raise ValueError(
+            "num_partitions is a CPU template parameter (1D source partitions for the L3 cache); "
+            "target='gpu' takes num_partitions=1"
+        )
+
+
+def _placeholders(spec: KernelSpec) -> str:
+    return "".join(f"{pointer_name(p)}, " for p in spec.op.placeholders)
+
+
+def _body(spec: KernelSpec, graph_vars: dict[str, tuple[str, int | None]], sizes: dict[str, int]) -> list[str]:
+    lines, msg = message(spec.op, spec.schedule, TRITON_TYPES[spec.dtype], graph_vars, sizes, INDENT)
+    return [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
+
+
+def spmm_source(spec: KernelSpec) -> str:
+    """Vertex-centric SpMM; max/min keep the CSR position of the first winning edge (as the CPU template
+    does) and report its user edge id; a vertex without in-edges gets 0."""
+    _check_gpu_params(spec)
+    reducer, size = spec.reducer, feature_size(spec)
+    t = TRITON_TYPES[spec.dtype]
+    block_f = feature_block(spec)
+    block_e = edge_block(block_f)
+    sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
+    argreduce = reducer in ("max", "min")
+    body = _body(spec, {"src": ("s", 0), "dst": ("v", None), "eid": ("e", 0)}, sizes)
+    if argreduce:
+        better = ">" if reducer == "max" else "<"
+        update = [
+            f"{INDENT}cand = tl.where(lanes, msg, {IDENTITY[reducer]})",
+            f"{INDENT}top = tl.{reducer}(cand, axis=0)",
+            f"{INDENT}at = tl.min(tl.where(cand == top[None, :], j[:, None], end), axis=0)",
+            f"{INDENT}win = top {better} acc",
+            f"{INDENT}acc = tl.where(win, top, acc)",
+            f"{INDENT}best = tl.where(win, at, best)",
+        ]
+        finish = [
+            "    found = best >= 0",
+            "    acc = tl.where(found, acc, 0.0)",
+            "    if STORE_ARG:",
+            "        won = tl.load(eids + best, mask=found & mF, other=-1).to(tl.int64)",
+            f"        tl.store(argidx + v * {size} + of, tl.where(found, won, -1), mask=mF)",
+        ]
+    else:
+        update = [f"{INDENT}acc += tl.sum(tl.where(lanes, msg, 0.0), axis=0)"]
+        finish = [f"    acc = acc / tl.maximum(end - start, 1).to({t})"] if reducer == "mean" else []
+    lines = [
+        HEADER,
+        "@triton.jit",
+        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}"
+        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, HAS_ROWS: tl.constexpr, STORE_ARG: tl.constexpr):",
+        "    if HAS_ROWS:",
+        "        v = tl.load(rows + tl.program_id(0)).to(tl.int64)",
+        "    else:",
+        "        v = tl.program_id(0).to(tl.int64)",
+        "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
+        f"    mF = of < {size}",
+        "    start = tl.load(indptr + v).to(tl.int64)",
+        "    end = tl.load(indptr + v + 1).to(tl.int64)",
+        f"    acc = tl.full([BLOCK_F], {IDENTITY[reducer]}, {t})",
+        *(["    best = tl.full([BLOCK_F], -1, tl.int64)"] if argreduce else []),
+        "    for j0 in range(start, end, BLOCK_E):",
+        "        j = j0 + tl.arange(0, BLOCK_E)",
+        "        mE = j < end",
+        "        s = tl.load(indices + j, mask=mE, other=0).to(tl.int64)",
+        "        e = tl.load(eids + j, mask=mE, other=0).to(tl.int64)",
+        *body,
+        *update,
+        *finish,
+        f"    tl.store(out + v * {size} + of, acc, mask=mF)",
+        "",
+        "",
+        "def run(ptrs, args):",
+        "    indptr, indices, eids, rows, _degree, out, argidx, *inputs = ptrs",
+        "    if args[0] == 0:",
+        "        return",
+        f"    grid = (args[0], triton.cdiv({size}, {block_f}))",
+        "    spmm_kernel[grid](",
+        "        indptr, indices, eids, indptr if rows is None else rows, out, out if argidx is None else argidx,",
+        f"        *inputs, BLOCK_E={block_e}, BLOCK_F={block_f}, HAS_ROWS=rows is not None,"
+        " STORE_ARG=argidx is not None,",
+        "    )",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _edge_kernel(spec: KernelSpec, name: str, extra_args: str, head: list[str], sink: list[str]) -> list[str]:
+    """An edge-parallel kernel: edges ``BLOCK_E`` at a time (positions ``j`` with mask ``mE``, set up by
+    ``head``), the message over a feature block, then ``sink``."""
+    block_f = feature_block(spec)
+    sizes = {"BLOCK_E": edge_block(block_f), "BLOCK_F": block_f}
+    indent = INDENT[: len(head[-1]) - len(head[-1].lstrip())]
+    body = [indent + line[len(INDENT) :] for line in _body(spec, {k: (k[0], 0) for k in ("src", "dst", "eid")}, sizes)]
+    return [
+        HEADER,
+        "@triton.jit",
+        f"def {name}(srcs, dsts, eids, out, {_placeholders(spec)}num_edges, {extra_args}"
+        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):",
+        "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
+        f"    mF = of < {feature_size(spec)}",
+        *head,
+        f"{indent}mE = j < num_edges",
+        f"{indent}s = tl.load(srcs + j, mask=mE, other=0).to(tl.int64)",
+        f"{indent}d = tl.load(dsts + j, mask=mE, other=0).to(tl.int64)",
+        f"{indent}e = tl.load(eids + j, mask=mE, other=0).to(tl.int64)",
+        *body,
+        *sink,
+    ]
+
+
+def _edge_source(spec: KernelSpec, sink: str) -> str:
+    """SDDMM (``store`` at the user edge id) or GAS SpMM (``atomic_add`` into the destination row)."""
+    size, block_f = feature_size(spec), feature_block(spec)
+    row = "e" if sink == "store" else "d"
+    head = ["    j = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)"]
+    lines = _edge_kernel(
+        spec, "edge_kernel", "", head, [f"    tl.{sink}(out + {row}[:, None] * {size} + of[None, :], msg, mask=lanes)"]
+    )
+    lines += [
+        "",
+        "",
+        "def run(ptrs, args):",
+        "    if args[0] == 0:",
+        "        return",
+        f"    grid = (triton.cdiv(args[0], {edge_block(block_f)}), triton.cdiv({size}, {block_f}))",
+        f"    edge_kernel[grid](*ptrs, args[0], BLOCK_E={edge_block(block_f)}, BLOCK_F={block_f})",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def sddmm_source(spec: KernelSpec) -> str:
+    """Edge-parallel SDDMM; each edge's result is stored at its user edge id."""
+    return _edge_source(spec, "store")
+
+
+def gas_source(spec: KernelSpec) -> str:
+    """Edge-centric SpMM (GAS): atomic adds into destination rows; needs no CSR; the summation order, and
+    so the last bits, vary from run to run."""
+    _check_gpu_params(spec)
+    return _edge_source(spec, "atomic_add")
+
+
+def edge_sum_source(spec: KernelSpec) -> str:
+    """Sum of the UDF over all edges (a dense parameter's gradient): ``EDGE_SUM_PROGRAMS`` programs stride
+    over the edge blocks, each keeps a partial sum, the host adds the partials in program order."""
+    size, block_f = feature_size(spec), feature_block(spec)
+    t = TRITON_TYPES[spec.dtype]
+    head = [
+        f"    acc = tl.zeros([BLOCK_F], {t})",
+        "    for j0 in range(tl.program_id(0) * BLOCK_E, num_edges, num_programs * BLOCK_E):",
+        "        j = j0 + tl.arange(0, BLOCK_E)",
+    ]
+    sink = [
+        f"{INDENT}acc += tl.sum(tl.where(lanes, msg, 0.0), axis=0)",
+        f"    tl.store(out + tl.program_id(0) * {size} + of, acc, mask=mF)",
+    ]
+    lines = _edge_kernel(spec, "edge_sum_kernel", "num_programs, ", head, sink)
+    lines += [
+        "",
+        "",
+        "def run(ptrs, args):",
+        "    srcs, dsts, eids, out, *inputs = ptrs",
+        f"    programs = max(1, min({EDGE_SUM_PROGRAMS}, triton.cdiv(args[0], {edge_block(block_f)})))",
+        f"    partial = torch.zeros((programs, {size}), dtype=out.dtype, device=out.device)",
+        f"    grid = (programs, triton.cdiv({size}, {block_f}))",
+        "    edge_sum_kernel[grid](",
+        f"        srcs, dsts, eids, partial, *inputs, args[0], programs, BLOCK_E={edge_block(block_f)},"
+        f" BLOCK_F={block_f},",
+        "    )",
+        "    out += partial.sum(0).view(out.shape)",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,269 @@
+"""The Triton templates against independent references (dense torch, scipy), on CUDA or in Triton's
+interpreter: every reducer, GAR and GAS, SDDMM and edge sums, odd widths, multi-axis outputs, the awkward
+graphs (empty, isolated vertices, duplicates, self loops, a hub), and gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import featgraph as fg
+from featgraph import te
+from tests.conftest import adjacency, random_edges
+from tests.templates.reference import reduce_messages
+
+CASES = [(0, 0), (1, 0), (7, 3), (40, 200), (150, 1200)]
+
+
+def hub_edges(n: int, e: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Skewed degrees: half of the edges point at vertex 0."""
+    src, dst = random_edges(n, e, seed)
+    dst[: e // 2] = 0
+    return src, dst
+
+
+def graph_on(device: torch.device, src: torch.Tensor, dst: torch.Tensor, n: int) -> fg.Graph:
+    return fg.Graph(src.to(device), dst.to(device), n)
+
+
+def copy_u(n: int, d: int, dtype: str = "float32"):
+    X = te.placeholder((n, d), dtype=dtype, name="XV")
+    return lambda s, t, e: te.compute((d,), lambda i: X[s, i])
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize(("n", "e"), CASES, ids=lambda c: str(c))
+def test_spmm_reducers_match_reference(gpu, reducer, n, e):
+    d = 13  # not a power of two: masked feature lanes
+    src, dst = random_edges(n, e, seed=n + e)
+    x = torch.randn(n, d)
+    kernel = fg.spmm(graph_on(gpu, src, dst, n), copy_u(n, d), reducer, target="gpu")
+    if reducer in ("max", "min"):
+        out, arg = kernel.run(return_arg=True, XV=x.to(gpu))
+        out, arg = out.cpu(), arg.cpu()
+        has_edge = torch.bincount(dst, minlength=n) > 0
+        assert bool((arg[~has_edge] == -1).all())
+        won = arg[has_edge]
+        assert bool((dst[won] == torch.nonzero(has_edge).squeeze(1).unsqueeze(1)).all())  # an in-edge of v
+        torch.testing.assert_close(out[has_edge], x[src[won], torch.arange(d)])  # that edge's message won
+    else:
+        out = kernel(XV=x.to(gpu)).cpu()
+    torch.testing.assert_close(out, reduce_messages(x[src], dst, n, reducer))
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_spmm_arg_is_the_first_winner_in_csr_order_like_cpu(gpu, reducer):
+    n, e, d = 30, 240, 5
+    src, dst = random_edges(n, e, seed=3)
+    src[100:140], dst[100:140] = src[0], dst[0]  # many exact ties
+    x = torch.randn(n, d)
+    got = fg.spmm(graph_on(gpu, src, dst, n), copy_u(n, d), reducer, target="gpu").run(return_arg=True, XV=x.to(gpu))
+    want = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d), reducer, target="cpu").run(return_arg=True, XV=x)
+    torch.testing.assert_close(got[0].cpu(), want[0])
+    assert torch.equal(got[1].cpu(), want[1])
+
+
+@pytest.mark.parametrize("strategy", ["gar", "gas"])
+@pytest.mark.parametrize("reducer", ["sum", "mean"])
+def test_weighted_aggregation_on_a_skewed_graph_matches_scipy(gpu, strategy, reducer):
+    n, e, d = 200, 1500, 37
+    src, dst = hub_edges(n, e, seed=5)
+    w, x = torch.rand(e, dtype=torch.float64), torch.randn(n, d, dtype=torch.float64)
+    W, X = te.placeholder((e, 1), "float64", "W"), te.placeholder((n, d), "float64", "X")
+    kernel = fg.spmm(
+        graph_on(gpu, src, dst, n),
+        lambda s, t, k: te.compute((d,), lambda i: W[k, 0] * X[s, i]),
+        reducer,
+        target="gpu",
+        strategy=strategy,
+    )
+    got = kernel(W=w.unsqueeze(1).to(gpu), X=x.to(gpu)).cpu().numpy()
+    want = adjacency(src, dst, n, w.numpy()) @ x.numpy()
+    if reducer == "mean":
+        want /= np.maximum(np.bincount(dst.numpy(), minlength=n), 1)[:, None]
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fds",
+    [None, lambda s, out: s.split(out.axis[0], factor=8), lambda s, out: s.bind(out.axis[0], "thread.x")],
+    ids=["default", "split8", "bind"],
+)
+def test_multi_axis_messages_with_dst_and_edge_data(gpu, fds):
+    n, e, heads, d = 50, 400, 3, 7
+    src, dst = random_edges(n, e, seed=11)
+    x, y, a = torch.randn(n, heads, d), torch.randn(n, heads, d), torch.randn(e, heads)
+    X, Y, A = (
+        te.placeholder((n, heads, d), name="X"),
+        te.placeholder((n, heads, d), name="Y"),
+        te.placeholder((e, heads), name="A"),
+    )
+
+    def message(s, t, k):
+        return te.compute((heads, d), lambda h, i: X[s, h, i] * A[k, h] + Y[t, h, i])
+
+    got = fg.spmm(graph_on(gpu, src, dst, n), message, "sum", target="gpu", fds=fds)
+    got = got(X=x.to(gpu), Y=y.to(gpu), A=a.to(gpu)).cpu()
+    torch.testing.assert_close(got, reduce_messages(x[src] * a.unsqueeze(2) + y[dst], dst, n, "sum"))
+
+
+def test_mlp_aggregation_reduces_inside_the_message(gpu):
+    n, e, d, d1 = 60, 500, 40, 8
+    src, dst = hub_edges(n, e, seed=2)
+    x, w = torch.randn(n, d), torch.randn(d, d1)
+    X, W = te.placeholder((n, d), name="XV"), te.placeholder((d, d1), name="W")
+
+    def mlp(s, t, k):
+        r = te.reduce_axis((0, d), name="r")
+        return te.compute((d1,), lambda i: te.max(te.sum((X[s, r] + X[t, r]) * W[r, i], axis=r), 0.0))
+
+    got = fg.spmm(graph_on(gpu, src, dst, n), mlp, "max", target="gpu")(XV=x.to(gpu), W=w.to(gpu)).cpu()
+    messages = torch.relu((x[src] + x[dst]) @ w)
+    torch.testing.assert_close(got, reduce_messages(messages, dst, n, "max"), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("order", ["user", "csr"])
+@pytest.mark.parametrize(("n", "e"), CASES, ids=lambda c: str(c))
+def test_sddmm_dot_attention_in_user_edge_order(gpu, order, n, e):
+    heads, d = 2, 19
+    src, dst = random_edges(n, e, seed=n + e)
+    x = torch.randn(n, heads, d)
+    X = te.placeholder((n, heads, d), name="XV")
+
+    def dot(s, t, k):
+        r = te.reduce_axis((0, d), name="r")
+        return te.compute((heads,), lambda h: te.sum(X[s, h, r] * X[t, h, r], axis=r))
+
+    got = fg.sddmm(graph_on(gpu, src, dst, n), dot, target="gpu", edge_order=order)(XV=x.to(gpu)).cpu()
+    torch.testing.assert_close(got, (x[src] * x[dst]).sum(2))
+
+
+def test_tree_reduce_and_split_reduce_axis_give_the_same_dot(gpu):
+    n, e, d = 40, 300, 70
+    src, dst = random_edges(n, e, seed=8)
+    x = torch.randn(n, d, dtype=torch.float64)
+    X = te.placeholder((n, d), "float64", "XV")
+
+    def dot(s, t, k):
+        r = te.reduce_axis((0, d), name="r")
+        return te.compute((1,), lambda i: te.sum(X[s, r] * X[t, r], axis=r))
+
+    g = graph_on(gpu, src, dst, n)
+    for fds in (lambda s, out: s.tree_reduce(out.reduce_axis[0]), lambda s, out: s.split(out.reduce_axis[0], 16)):
+        got = fg.sddmm(g, dot, target="gpu", fds=fds)(XV=x.to(gpu)).cpu()
+        torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
+
+
+def test_edge_sum_adds_every_edge(gpu):
+    n, e, d = 80, 700, 9
+    src, dst = random_edges(n, e, seed=4)
+    x, y = torch.randn(n, d, dtype=torch.float64), torch.randn(n, 3, dtype=torch.float64)
+    X, Y = te.placeholder((n, d), "float64", "X"), te.placeholder((n, 3), "float64", "Y")
+    kernel = fg.templates.edge_sum(
+        graph_on(gpu, src, dst, n), lambda s, t, k: te.compute((d, 3), lambda i, j: X[s, i] * Y[t, j]), target="gpu"
+    )
+    torch.testing.assert_close(kernel(X=x.to(gpu), Y=y.to(gpu)).cpu(), x[src].T @ y[dst])
+
+
+def test_intrinsics_match_torch(gpu):
+    n, e = 30, 200
+    src, dst = random_edges(n, e, seed=6)
+    a, b = torch.rand(n, 4, dtype=torch.float64) + 0.5, torch.randn(n, 4, dtype=torch.float64)
+    A, B = te.placeholder((n, 4), "float64", "A"), te.placeholder((n, 4), "float64", "B")
+    udfs = {
+        "exp-log-sqrt": (
+            lambda s, t, i: te.exp(B[t, i]) + te.log(A[s, i]) * te.sqrt(A[t, i]),
+            lambda x, y, u, v: torch.exp(v) + torch.log(x) * torch.sqrt(y),
+        ),
+        "tanh-sigmoid-abs": (
+            lambda s, t, i: te.tanh(B[s, i] * 3) - te.sigmoid(B[t, i]) * te.abs(B[s, i]),
+            lambda x, y, u, v: torch.tanh(u * 3) - torch.sigmoid(v) * u.abs(),
+        ),
+        "where-compare-minmax": (
+            lambda s, t, i: te.where(B[s, i] > B[t, i], te.max(A[s, i], B[t, i]), te.min(A[t, i], 0.25)),
+            lambda x, y, u, v: torch.where(u > v, torch.maximum(x, v), torch.clamp(y, max=0.25)),
+        ),
+        "floordiv-mod-cast": (
+            lambda s, t, i: (B[s, i] * 5) // 2 + (B[t, i] * 7) % 3 + te.cast(B[s, i], "float16"),
+            lambda x, y, u, v: torch.floor(u * 5 / 2) + torch.remainder(v * 7, 3) + u.half().double(),
+        ),
+        "axis-index-as-value": (lambda s, t, i: B[s, i] * i, lambda x, y, u, v: u * torch.arange(4)),
+    }
+    g = graph_on(gpu, src, dst, n)
+    for name, (udf, reference) in udfs.items():
+        kernel = fg.sddmm(g, lambda s, t, k, udf=udf: te.compute((4,), lambda i: udf(s, t, i)), target="gpu")
+        got = kernel(**{p: v.to(gpu) for p, v in (("A", a), ("B", b)) if p in kernel.placeholder_names}).cpu()
+        torch.testing.assert_close(got, reference(a[src], a[dst], b[src], b[dst]), msg=name)
+
+
+def test_dropout_hash_is_the_cpu_backends(gpu):
+    n, e, heads = 40, 600, 4
+    src, dst = random_edges(n, e, seed=12)
+    seed = torch.tensor([123456789])
+    S = te.placeholder((1,), "int64", "SEED")
+    X = te.placeholder((n, heads), "float32", "X")
+
+    def udf(s, t, k):
+        return te.compute((heads,), lambda h: X[s, h] * te.keep(S[0], k * heads + h, 0.3))
+
+    x = torch.rand(n, heads) + 1
+    got = fg.sddmm(graph_on(gpu, src, dst, n), udf, target="gpu")(X=x.to(gpu), SEED=seed.to(gpu)).cpu()
+    want = fg.sddmm(fg.Graph(src, dst, n), udf, target="cpu")(X=x, SEED=seed)
+    torch.testing.assert_close(got, want)
+    assert 0.2 < float((got == 0).float().mean()) < 0.4
+
+
+def test_gradients_of_a_udf_gradcheck(gpu):
+    n, e, d, d1 = 5, 14, 2, 2
+    src, dst = random_edges(n, e, seed=1)
+    g = graph_on(gpu, src, dst, n)
+    X, W, A = (
+        te.placeholder((n, d), "float64", "XV"),
+        te.placeholder((d, d1), "float64", "W"),
+        te.placeholder((e, 1), "float64", "A"),
+    )
+
+    def mlp(s, t, k):
+        r = te.reduce_axis((0, d), name="r")
+        return te.compute((d1,), lambda i: A[k, 0] * te.tanh(te.sum((X[s, r] - X[t, r]) * W[r, i], axis=r)))
+
+    def make(reducer):
+        kernel = fg.spmm(g, mlp, reducer, target="gpu")
+        return lambda x, w, a: kernel(XV=x, W=w, A=a)
+
+    inputs = [
+        torch.randn(n, d, dtype=torch.float64),
+        torch.randn(d, d1, dtype=torch.float64),
+        torch.rand(e, 1, dtype=torch.float64),
+    ]
+    inputs = [t.to(gpu).requires_grad_() for t in inputs]
+    for reducer in ("sum", "max"):
+        assert torch.autograd.gradcheck(make(reducer), inputs, eps=1e-6, atol=1e-5)
+
+
+def test_bad_inputs_name_the_problem(gpu):
+    n = 10
+    g = graph_on(gpu, *random_edges(n, 30, seed=9), n)
+    kernel = fg.spmm(g, copy_u(n, 4), "sum", target="gpu")
+    with pytest.raises(TypeError, match="placeholder dtype is float32"):
+        kernel(XV=torch.randn(n, 4, dtype=torch.float64, device=gpu))
+    with pytest.raises(ValueError, match="expected shape"):
+        kernel(XV=torch.randn(n, 5, device=gpu))
+    with pytest.raises(ValueError, match="num_partitions is a CPU template parameter"):
+        fg.spmm(g, copy_u(n, 4), "sum", target="gpu", num_partitions=2)
+    x = torch.randn(4, n, device=gpu).T  # not contiguous: made contiguous, not rejected, not modified
+    before = x.clone()
+    torch.testing.assert_close(kernel(XV=x), kernel(XV=x.contiguous()))
+    assert torch.equal(x, before)
+
+
+def test_target_follows_the_graph_and_default_target(gpu):
+    n = 12
+    g = graph_on(gpu, *random_edges(n, 40, seed=10), n)
+    assert fg.spmm(g, copy_u(n, 3), "sum").target == ("gpu" if gpu.type == "cuda" else "cpu")
+    with fg.default_target("gpu"):
+        assert fg.spmm(g, copy_u(n, 3), "sum").target == "gpu"
+    with pytest.raises(ValueError, match="target must be one of"):
+        with fg.default_target("tpu"):
+            pass
