@@ -54,3 +54,33 @@ def gpu() -> torch.device:
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled Triton kernels)")
+
+
+@pytest.fixture
+def interpreted_gpu(gpu: torch.device) -> None:
+    """For tests that run CPU-tensor test bodies through ``default_target("gpu")``: only under Triton's
+    interpreter (on a CUDA machine the device tests in tests/backends/gpu cover the compiled kernels)."""
+    if gpu.type != "cpu":
+        pytest.skip("runs CPU tensors through the GPU kernels, which needs Triton's interpreter")
+
+
+def assert_gpu_target_agrees(fn, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Run ``fn(*inputs)`` forward and backward with ``default_target`` "cpu" and "gpu"; the outputs and the
+    gradients of every input must agree (the CPU ops are gradchecked against dense references). Returns
+    the GPU target's output."""
+    import featgraph as fg
+
+    results = []
+    for target in ("cpu", "gpu"):
+        with fg.default_target(target):
+            out = fn(*inputs)
+            upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+            grads = torch.autograd.grad(out, inputs, upstream, allow_unused=True)
+        results.append((out.detach(), grads))
+    (cpu_out, cpu_grads), (gpu_out, gpu_grads) = results
+    torch.testing.assert_close(gpu_out, cpu_out)
+    for got, want in zip(gpu_grads, cpu_grads, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            torch.testing.assert_close(got, want)
+    return gpu_out

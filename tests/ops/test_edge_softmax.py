@@ -4,7 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import ops
-from tests.conftest import random_edges
+from tests.conftest import assert_gpu_target_agrees, random_edges
 
 
 def dense_softmax(g, scores):
@@ -41,3 +41,11 @@ def test_bad_scores():
     g = fg.Graph(torch.tensor([0]), torch.tensor([1]), 2)
     with pytest.raises(ValueError, match="one per edge"):
         ops.edge_softmax(g, torch.randn(2))
+
+
+def test_through_the_triton_kernels(interpreted_gpu):
+    src, dst = random_edges(12, 60, seed=41)
+    g = fg.Graph(src, dst, 12)
+    scores = (torch.randn((60, 3), dtype=torch.float64) * 3).requires_grad_()
+    out = assert_gpu_target_agrees(lambda s: ops.edge_softmax(g, s), (scores,))
+    torch.testing.assert_close(out, dense_softmax(g, scores.detach()))

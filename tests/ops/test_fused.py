@@ -4,7 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import ops
-from tests.conftest import random_edges
+from tests.conftest import assert_gpu_target_agrees, random_edges
 
 N, E = 15, 70
 
@@ -135,3 +135,30 @@ def test_gat_inference_builds_only_the_forward_kernels():
         ops.gat_attention(g, torch.randn(N, 2, 4), torch.randn(2, 4), torch.randn(2, 4))
     built = sorted(key[1] for key in g._cache if key[0] == "gat-kernel")
     assert built == ["aggregate", "peak", "total"] and ("reverse",) not in g._cache
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcn_aggregate_through_the_triton_kernels(interpreted_gpu, graph, weighted):
+    x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(E, dtype=torch.float64) + 0.1).requires_grad_()
+    inputs = (x, w) if weighted else (x,)
+    out = assert_gpu_target_agrees(lambda *t: ops.gcn_aggregate(graph, t[0], t[1] if weighted else None), inputs)
+    torch.testing.assert_close(out, dense_gcn(graph, x.detach(), w.detach() if weighted else torch.ones(E).double()))
+
+
+def test_gat_attention_through_the_triton_kernels(interpreted_gpu, graph):
+    feat = torch.randn(N, 3, 4, dtype=torch.float64, requires_grad=True)
+    a_src = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    a_dst = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    out = assert_gpu_target_agrees(lambda f, s, t: ops.gat_attention(graph, f, s, t, 0.2), (feat, a_src, a_dst))
+    torch.testing.assert_close(out, dense_gat(graph, feat.detach(), a_src.detach(), a_dst.detach(), 0.2))
+
+
+def test_gat_attention_dropout_on_the_triton_kernels_is_the_cpu_mask(interpreted_gpu, graph):
+    feat, a_src, a_dst = torch.randn(N, 2, 3), torch.randn(2, 3), torch.randn(2, 3)
+    results = []
+    for target in ("cpu", "gpu"):
+        torch.manual_seed(5)
+        with fg.default_target(target):
+            results.append(ops.gat_attention(graph, feat, a_src, a_dst, 0.2, dropout=0.5, training=True))
+    torch.testing.assert_close(results[0], results[1])

@@ -4,7 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import ops
-from tests.conftest import random_edges
+from tests.conftest import assert_gpu_target_agrees, random_edges
 
 N, E = 8, 25
 PAIRS = [("u", "v"), ("u", "e"), ("e", "v"), ("v", "u"), ("v", "e")]
@@ -74,3 +74,12 @@ def test_shape_rule_and_errors(graph):
         ops.gsddmm(graph, "add", x, x, "w", "v")
     with pytest.raises(ValueError, match="op must be one of"):
         ops.gsddmm(graph, "max", x, x)
+
+
+@pytest.mark.parametrize(("lhs_target", "rhs_target"), [("u", "v"), ("e", "v"), ("v", "u")])
+@pytest.mark.parametrize("op", ["add", "div", "dot"])
+def test_through_the_triton_kernels(interpreted_gpu, graph, op, lhs_target, rhs_target):
+    lhs, rhs = make(lhs_target, (2, 3), 1), make(rhs_target, (2, 3) if op == "dot" else (2, 1), 2)
+    out = assert_gpu_target_agrees(lambda x, y: ops.gsddmm(graph, op, x, y, lhs_target, rhs_target), (lhs, rhs))
+    a, b = pick(graph, lhs_target, lhs.detach()), pick(graph, rhs_target, rhs.detach())
+    torch.testing.assert_close(out, TORCH_OPS[op](a, b))

@@ -4,7 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import ops
-from tests.conftest import random_edges
+from tests.conftest import assert_gpu_target_agrees, random_edges
 from tests.templates.reference import reduce_messages
 
 N, E = 9, 30
@@ -113,3 +113,11 @@ def test_inputs_untouched_and_empty_graph():
     assert torch.equal(out, torch.zeros(4, 3)) and torch.equal(x.detach(), before)
     out.sum().backward()
     assert torch.equal(x.grad, torch.zeros(4, 3))
+
+
+@pytest.mark.parametrize(("op", "shape_case"), [("mul", "per-head-weight"), ("copy_lhs", "same"), ("div", "one-dim")])
+@pytest.mark.parametrize("reduce", ops.REDUCERS)
+def test_through_the_triton_kernels(interpreted_gpu, graph, op, reduce, shape_case):
+    lhs, rhs = data(shape_case, seed=7)
+    out = assert_gpu_target_agrees(lambda a, b: ops.gspmm(graph, op, reduce, a, b), (lhs, rhs))
+    torch.testing.assert_close(out, reference(graph, op, reduce, lhs.detach(), rhs.detach()))
