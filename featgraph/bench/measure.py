@@ -6,18 +6,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
 
 
 def best_ms(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
-    """Fastest of ``repeat`` runs after ``warmup`` runs, in milliseconds."""
+    """Fastest of ``repeat`` runs after ``warmup`` runs, in milliseconds (waiting for queued GPU work, so
+    CUDA kernels are timed to completion)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
+        sync()
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return min(times) * 1e3
 

@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..backends import cpu, toolchain
 from ..templates.kernel import Kernel
 from .space import with_split
@@ -29,8 +31,9 @@ def tune_dir() -> Path:
 
 
 @cache
-def machine_signature() -> str:
-    """CPU model, core count and compiler: a result measured elsewhere is not trusted here."""
+def machine_signature(target: str = "cpu") -> str:
+    """CPU model, core count and compiler (and the GPU's name for ``target="gpu"``): a result measured
+    elsewhere is not trusted here."""
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -39,7 +42,8 @@ def machine_signature() -> str:
                 break
     except OSError:
         pass
-    return f"{model}|{os.cpu_count()}|{toolchain.cxx_version()}"
+    gpu = torch.cuda.get_device_name() if target == "gpu" and torch.cuda.is_available() else ""
+    return f"{model}|{os.cpu_count()}|{toolchain.cxx_version()}|{gpu}"
 
 
 def key(kernel: Kernel, threads: int) -> str:
@@ -47,7 +51,8 @@ def key(kernel: Kernel, threads: int) -> str:
     caller fixed (so the starting point does not matter), the target, threads and the machine."""
     params = type(kernel.spec.params)(**{n: getattr(kernel.spec.params, n) for n in kernel.fixed_params})
     identity = replace(kernel.spec, params=params, schedule=with_split(kernel.spec.schedule, None))
-    parts = [kernel.graph.fingerprint, cpu.source(identity), kernel.target, str(threads), machine_signature()]
+    machine = machine_signature(kernel.target)
+    parts = [kernel.graph.fingerprint, cpu.source(identity), kernel.target, str(threads), machine]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 

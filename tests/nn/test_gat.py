@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
+import featgraph as fg
 from featgraph.nn import GATConv
 from tests.nn.reference import N, assert_matches_pyg, edges, per_vertex, pyg_conv, with_self_loops
 
@@ -72,3 +73,10 @@ def test_gat_conv_rejects_what_it_does_not_support():
         GATConv(4, 4, edge_dim=3)
     with pytest.raises(NotImplementedError, match="bipartite"):
         GATConv((4, 5), 4)
+
+
+def test_gat_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
+    torch.manual_seed(3)
+    theirs = pyg_conv("GATConv")(11, 7, heads=2)
+    with fg.default_target("gpu"):
+        assert_matches_pyg(GATConv(11, 7, heads=2), theirs, torch.randn(N, 11), edges(6))

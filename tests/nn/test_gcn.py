@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
+import featgraph as fg
 from featgraph.nn import GCNConv
 from tests.nn.reference import E, N, assert_matches_pyg, edges, pyg_conv
 
@@ -52,3 +53,10 @@ def test_gcn_conv_matches_pyg(improved, normalize):
 def test_gcn_conv_rejects_loops_without_normalization():
     with pytest.raises(ValueError, match="self loops without normalization"):
         GCNConv(3, 4, add_self_loops=True, normalize=False)
+
+
+def test_gcn_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
+    torch.manual_seed(0)
+    theirs = pyg_conv("GCNConv")(7, 3)
+    with fg.default_target("gpu"):
+        assert_matches_pyg(GCNConv(7, 3), theirs, torch.randn(N, 7), edges(1))

@@ -2,6 +2,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
+import featgraph as fg
 from featgraph.nn import SAGEConv
 from tests.nn.reference import REDUCE, N, assert_matches_pyg, edges, per_vertex, pyg_conv
 
@@ -43,3 +44,11 @@ def test_pool_is_pygs_projected_max():
     assert conv.project and conv.aggr == "max" and conv.lin.weight.shape == (5, 5)
     with pytest.raises(ValueError, match="aggr must be one of"):
         SAGEConv(5, 3, aggr="lstm")
+
+
+@pytest.mark.parametrize("aggr", ["mean", "max"])
+def test_sage_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu, aggr):
+    torch.manual_seed(2)
+    theirs = pyg_conv("SAGEConv")(6, 5, aggr=aggr)
+    with fg.default_target("gpu"):
+        assert_matches_pyg(SAGEConv(6, 5, aggr=aggr), theirs, torch.randn(N, 6), edges(4))

@@ -154,3 +154,12 @@ def test_bad_settings_and_inputs_are_named(case):
         tune(kernel, {"X": torch.randn(N, D)}, progress=False, use_cache=False)
     with pytest.raises(ValueError, match="XV: expected shape"):
         tune(kernel, {"XV": torch.randn(N, D + 1)}, progress=False, use_cache=False)
+
+
+def test_tuning_a_gpu_kernel_skips_cpu_only_candidates(interpreted_gpu):
+    src, dst = random_edges(40, 300, seed=2)
+    g = Graph(src, dst, 40)
+    kernel = tune(_copy_u(8, "sum", g, target="gpu"), progress=False, repeat=1, use_cache=False)
+    assert kernel.target == "gpu" and kernel.spec.params.num_partitions == 1 and kernel.tuning.tried > 1
+    x = torch.randn(40, 8)
+    torch.testing.assert_close(kernel(XV=x), reduce_messages(x[src], dst, 40, "sum"))
