@@ -1,0 +1,88 @@
+"""SpMM on tensor cores (TC-GNN): ``out[v] = sum over edges u -> v of w[e] * x[u]``, differentiable in ``x``
+and the edge weights; forward, gradients and shape rule side by side.
+
+Forward: block SpMM over the graph's translation (dense 16 x 16 blocks of condensed neighbour columns).
+Gradient for ``x``: the same over the *reversed* graph's translation (no symmetry assumed). Gradient for
+``w``: block SDDMM ``grad_out[v] . x[u]`` for every cell, read back per edge (duplicate edges share a cell
+and each gets the cell's value). Runs on the GPU target only: CUDA tensors, or CPU tensors under Triton's
+interpreter.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends import gpu
+from ..graph import Graph
+from ..graph.tc_translation import TCTranslation
+
+TC_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _translation(g: Graph) -> TCTranslation:
+    from ..backends.gpu.tensor_core import BLOCK_WIDTH
+
+    return g.tc_translation(BLOCK_WIDTH)
+
+
+def _block_window(g: Graph, tr: TCTranslation) -> torch.Tensor:
+    """The window of every block."""
+
+    def build() -> torch.Tensor:
+        windows = torch.arange(tr.num_windows, device=tr.window_block_ptr.device)
+        return torch.repeat_interleave(windows, tr.window_block_ptr.diff())
+
+    return g.cached(("tc-block-window",), build)
+
+
+def _spmm(g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    from ..backends.gpu.tensor_core import block_spmm
+
+    tr = _translation(g)
+    tiles = tr.dense_blocks(None if weight is None else weight).to(x.dtype)
+    return block_spmm(tr.window_block_ptr, tr.block_columns, tiles, x)
+
+
+class _TensorCoreSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:  # noqa: D102
+        ctx.g = g
+        ctx.save_for_backward(x, weight)
+        return _spmm(g, x, weight)
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
+        from ..backends.gpu.tensor_core import block_sddmm
+
+        x, weight = ctx.saved_tensors
+        g: Graph = ctx.g
+        grad_out = grad_out.contiguous()
+        grad_x = _spmm(g.reverse(), grad_out, weight) if ctx.needs_input_grad[1] else None
+        grad_w = None
+        if weight is not None and ctx.needs_input_grad[2]:
+            tr = _translation(g)
+            cells = block_sddmm(_block_window(g, tr), tr.block_columns, grad_out, x.contiguous())
+            grad_w = cells[tr.edge_block, tr.edge_row, tr.edge_col].to(weight.dtype)
+        return None, grad_x, grad_w
+
+
+def tc_spmm(g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """``out[v] = sum over in-edges e = (u -> v) of edge_weight[e] * x[u]`` (weight 1 when None) on tensor
+    cores; ``x`` of shape (num_nodes, d), any d; float32 runs in TF32 (about 3 significant digits),
+    float16/bfloat16 accumulate in float32, float64 is exact. Differentiable in ``x`` and ``edge_weight``."""
+    if not isinstance(g, Graph):
+        raise TypeError(f"expected a featgraph.Graph, got {type(g).__name__}")
+    if x.dim() != 2 or x.shape[0] != g.num_nodes:
+        raise ValueError(f"x must be (num_nodes={g.num_nodes}, d), got {tuple(x.shape)}")
+    if x.dtype not in TC_DTYPES:
+        raise TypeError(f"tc_spmm takes x in {[str(t) for t in TC_DTYPES]}, got {x.dtype}")
+    if edge_weight is not None and (edge_weight.shape != (g.num_edges,) or edge_weight.dtype != x.dtype):
+        raise ValueError(
+            f"edge_weight must be ({g.num_edges},) of x's dtype {x.dtype}, got {tuple(edge_weight.shape)} "
+            f"{edge_weight.dtype}"
+        )
+    for t in (x, edge_weight):
+        if t is not None and t.device != g.device:
+            raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {t.device}")
+    gpu.check_device(g.device)
+    return _TensorCoreSpMM.apply(g, x.contiguous(), edge_weight)
