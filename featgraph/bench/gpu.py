@@ -1,0 +1,190 @@
+"""GPU kernel benchmark: featgraph's Triton kernels against cuSPARSE (torch.sparse), the PyG-style
+materialised path, PyG and DGL, on the paper's graphs at full size, with peak GPU memory.
+
+Ops: GCN aggregation (featgraph GAR, featgraph tensor cores, cuSPARSE CSR SpMM, gather + index_add_),
+fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph SDDMM, ``sampled_addmm``, gather +
+sum), and forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
+PyG's ``GATConv``. ``ratio`` is baseline time over featgraph time; the peak column is GPU memory.
+Without a GPU it runs on CPU tensors through Triton's interpreter (``TRITON_INTERPRET=1``; tiny
+``--scale`` only, for tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import partial
+
+import torch
+
+from .. import ops
+from ..datasets import rand100k, uniform
+from ..graph import Graph
+from ..graph.interop import import_dgl
+from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
+from .measure import best_ms
+from .report import each_graph, machine, write_json
+
+MATERIALISE_LIMIT_BYTES = 16 * 1024**3
+GRAPHS: dict[str, Callable[[float], Graph]] = {
+    "uniform": lambda scale: uniform(max(2, int(100_000 * scale)), 100, seed=0),
+    "rand100k": lambda scale: rand100k(scale, 1.0 if scale >= 0.1 else 0.01, seed=0),  # 100k / 48M at scale 1
+    "reddit-sized": lambda scale: uniform(max(2, int(232_965 * scale)), 492, seed=0),  # 233k / 115M
+}
+OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train")
+
+Impls = dict[str, Callable[[], object] | str]
+
+
+def on_device(g: Graph, device: torch.device) -> Graph:
+    src, dst = g.coo()
+    return Graph(src.to(device), dst.to(device), g.num_nodes)
+
+
+def peak_mb(fn: Callable[[], object], device: torch.device) -> float | None:
+    """Peak GPU memory ``fn`` allocates beyond what was held before, in MB (None off CUDA)."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = fn()
+    torch.cuda.synchronize()
+    del result
+    return (torch.cuda.max_memory_allocated() - before) / 1024**2
+
+
+def _fits(g: Graph, width: int) -> bool:
+    return g.num_edges * width * 4 <= MATERIALISE_LIMIT_BYTES
+
+
+def bench_gcn(g: Graph, d: int) -> Impls:
+    n, (src, dst), dev = g.num_nodes, g.coo(), g.device
+    x = torch.randn(n, d, device=dev)
+    kernel, adj = op_kernel("gcn", g, d, 1), g.adjacency()
+    impls: Impls = {
+        "featgraph": lambda: kernel(XV=x),
+        "featgraph tensor cores (TF32)": lambda: ops.tc_spmm(g, x),
+        "torch.sparse.mm (cuSPARSE CSR)": lambda: torch.sparse.mm(adj, x),
+    }
+    ok = _fits(g, d)
+    impls["gather+index_add_ (PyG-style)"] = (
+        (lambda: torch.zeros(n, d, device=dev).index_add_(0, dst, x[src])) if ok else "skipped: E x d too large"
+    )
+    dgl = import_dgl()
+    if dgl is not None:
+        dg = dgl.graph((src, dst), num_nodes=n)
+        impls["DGL gspmm"] = lambda: dgl.ops.copy_u_sum(dg, x)
+    return impls
+
+
+def bench_mlp(g: Graph, d: int) -> Impls:
+    n, (src, dst), dev = g.num_nodes, g.coo(), g.device
+    x, w = torch.randn(n, MLP_INPUT_WIDTH, device=dev), torch.randn(MLP_INPUT_WIDTH, d, device=dev)
+    kernel = op_kernel("mlp", g, d, 1)
+
+    def materialised() -> torch.Tensor:
+        messages = torch.relu((x[src] + x[dst]) @ w)
+        return torch.zeros(n, d, device=dev).scatter_reduce_(0, dst.unsqueeze(1).expand_as(messages), messages, "amax")
+
+    return {
+        "featgraph": lambda: kernel(XV=x, W=w),
+        "materialised (PyG-style)": materialised if _fits(g, d) else "skipped: E x d too large",
+    }
+
+
+def bench_attention(g: Graph, d: int) -> Impls:
+    n, (src, dst), dev = g.num_nodes, g.coo(), g.device
+    x = torch.randn(n, d, device=dev)
+    kernel, pattern = op_kernel("attention", g, d, 1), g.adjacency()
+    return {
+        "featgraph": lambda: kernel(XV=x),
+        "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
+        "gather + sum (PyG-style)": (
+            (lambda: (x[src] * x[dst]).sum(1, keepdim=True)) if _fits(g, 2 * d) else "skipped: E x d too large"
+        ),
+    }
+
+
+def bench_gcn_train(g: Graph, d: int) -> Impls:
+    x = torch.randn(g.num_nodes, d, device=g.device, requires_grad=True)
+    adj = g.adjacency()
+    return {
+        "featgraph": ForwardBackward(lambda: ops.gcn_aggregate(g, x, add_self_loops=False, normalize=False), [x]),
+        "torch.sparse.mm (cuSPARSE CSR)": ForwardBackward(lambda: torch.sparse.mm(adj, x), [x]),
+    }
+
+
+def bench_gat_train(g: Graph, d: int, heads: int = 4) -> Impls:
+    from ..nn import GATConv
+
+    x = torch.randn(g.num_nodes, d, device=g.device)
+    ours = GATConv(d, d // heads, heads=heads, add_self_loops=False).to(g.device)
+    impls: Impls = {"featgraph": ForwardBackward(lambda: ours(x, g), list(ours.parameters()))}
+    if _optional("torch_geometric.nn") is None:
+        impls["PyG GATConv"] = "skipped: torch_geometric not installed"
+        return impls
+    from torch_geometric.nn import GATConv as PygGAT
+
+    theirs = PygGAT(d, d // heads, heads=heads, add_self_loops=False).to(g.device)
+    edge_index = torch.stack(g.coo())
+    impls["PyG GATConv"] = ForwardBackward(lambda: theirs(x, edge_index), list(theirs.parameters()))
+    return impls
+
+
+BENCHES = {
+    "gcn": bench_gcn,
+    "mlp": bench_mlp,
+    "attention": bench_attention,
+    "gcn-train": bench_gcn_train,
+    "gat-train": bench_gat_train,
+}
+
+
+def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Row]:
+    rows = []
+    for name, fn in BENCHES[op](g, d).items():
+        if isinstance(fn, str):
+            rows.append(Row(op, graph_name, d, name, None, note=fn))
+            continue
+        try:
+            rows.append(Row(op, graph_name, d, name, best_ms(fn, repeat), peak_mb=peak_mb(fn, g.device)))
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            rows.append(Row(op, graph_name, d, name, None, note="out of GPU memory"))
+    ours = rows[0].ms
+    for row in rows:
+        row.ratio = None if row.ms is None or not ours else row.ms / ours
+    return rows
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (Triton interpreter)"
+    print(f"machine: {machine()}; device: {name}")
+    rows: list[Row] = []
+    builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
+    for graph_name, g in each_graph(args.graphs, builders, args.scale, MARKDOWN_HEADER):
+        for job in [partial(run_rows, graph_name, g, op, d, args.repeat) for op in args.ops for d in args.dims]:
+            batch = job()
+            print(markdown_rows(batch), flush=True)
+            rows += batch
+    write_json(args.json, [asdict(r) for r in rows], device=name)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_arguments(parser)
+    run(parser.parse_args(argv))

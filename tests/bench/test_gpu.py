@@ -1,0 +1,32 @@
+import json
+
+import torch
+
+from featgraph.bench import gpu
+from featgraph.cli import main
+
+
+def test_gpu_benchmark_rows_cover_every_op_and_baseline(interpreted_gpu, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    main(["bench", "gpu", "--graphs", "rand100k", "--scale", "0.002", "--dims", "16", "--repeat", "1",
+          "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["op"] for r in rows} == set(gpu.OPS)
+    for op in gpu.OPS:
+        mine = [r for r in rows if r["op"] == op]
+        assert mine[0]["impl"] == "featgraph" and mine[0]["ratio"] == 1.0
+        assert all(r["ms"] is None or (r["ms"] > 0 and r["ratio"] > 0) for r in mine)
+    assert any(r["impl"].startswith("torch.sparse.mm") and r["ms"] for r in rows)
+    assert "| gcn | rand100k | 16 | featgraph |" in capsys.readouterr().out
+
+
+def test_the_benchmark_ops_compute_the_same_thing(interpreted_gpu):
+    g = gpu.on_device(gpu.GRAPHS["rand100k"](0.002), torch.device("cpu"))
+    torch.manual_seed(0)
+    gcn = gpu.bench_gcn(g, 16)
+    torch.manual_seed(0)
+    results = {name: fn() for name, fn in gcn.items() if not isinstance(fn, str)}
+    want = results["torch.sparse.mm (cuSPARSE CSR)"]
+    for name, got in results.items():
+        tolerance = 1e-2 if "tensor cores" in name else 1e-4
+        torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance, msg=name)
