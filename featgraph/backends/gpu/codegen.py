@@ -57,7 +57,6 @@ class Emitter:
     """Turns expressions into Triton source over the current dims; statements for reductions go to
     ``lines``. ``graph_vars`` maps src/dst/eid to (variable, dim index or None for a scalar)."""
 
-    op: ComputeOp
     schedule: Schedule
     dtype: str  # "tl.float32" / "tl.float64"
     graph_vars: dict[str, tuple[str, int | None]]
@@ -255,9 +254,7 @@ def message(
     """Statements and the final expression of the message over dims (edges ``BLOCK_E``, features
     ``BLOCK_F``); the caller defines the graph variables, ``of``/``mF`` (feature offsets and mask) and
     ``mE`` (edge mask)."""
-    emitter = Emitter(
-        op, schedule, dtype, graph_vars, [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")], indent, sizes=sizes
-    )
+    emitter = Emitter(schedule, dtype, graph_vars, [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")], indent, sizes=sizes)
     for a in op.axis:
         emitter.var_dims[id(a)] = (f"_{a.name}", 1)
     lines = output_axes(op, "of", indent)
