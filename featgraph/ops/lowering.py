@@ -65,13 +65,13 @@ def choose_strategy(g: Graph, reducer: str, width: int, strategy: str = "auto") 
     Measured here (50k vertices, 1.5M-2.4M edges, 2 threads): GAS's atomic adds cost 35-50x GAR's time at
     d = 8..128, while building the CSR once costs 73-95 ms, about GAS at d = 8. So ``auto`` takes GAS only
     for the narrowest messages (width <= 2, e.g. degree or softmax sums) on a graph whose CSR is not built
-    yet, and GAR otherwise; max/min always take GAR.
+    yet, and GAR otherwise; max/min/logsumexp always take GAR.
     """
     if strategy not in ("auto", "gar", "gas"):
         raise ValueError(f"strategy must be 'auto', 'gar' or 'gas', got {strategy!r}")
     if strategy != "auto":
         return strategy
-    if reducer in ("max", "min") or g.has_csr() or width > GAS_MAX_WIDTH:
+    if reducer not in ("sum", "mean") or g.has_csr() or width > GAS_MAX_WIDTH:
         return "gar"
     return "gas"
 

@@ -10,7 +10,9 @@ the template, as for the forward pass:
 - ``P[k, i]`` with no graph index (a weight): an edge sum into P's shape.
 
 For max/min aggregation only the winning edge of each output element contributes: the kernels compare the
-forward pass's arg (an int64 placeholder) with the edge id. Nothing of size E x features is stored.
+forward pass's arg (an int64 placeholder) with the edge id. For logsumexp each edge's term is weighted by
+its softmax share ``exp(msg - out[dst])``, recomputed from the forward's output. Nothing of size
+E x features is stored.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ..te.expr import Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, V
 from ..te.grad import ONE, ZERO, add, diff, is_zero, mul, substitute, where
 from .kernel import TORCH_DTYPES, Kernel, divide_by_in_degree
 
-GRAD, ARG = "fg_grad", "fg_arg"
+GRAD, ARG, OUT = "fg_grad", "fg_arg", "fg_out"
 GRAPH_KINDS = ("src", "dst", "eid")
 
 
@@ -71,6 +73,9 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
                     f"gradient of {p.name!r}: each index must be one axis used once, or a constant; got {idx}"
                 )
         term = mul(mul(Load(grad, (out_var, *op.axis)), diff(op.body, site)), indicator)
+        if spec.reducer == "logsumexp":
+            out = te.placeholder((graph.num_nodes, *op.shape), dtype=grad_dtype, name=OUT)
+            term = mul(te.exp(op.body - Load(out, (out_var, *op.axis))), term)
         if winner is not None:
             arg, eid = winner
             term = mul(where(Call("eq", (Load(arg, (out_var, *op.axis)), eid)), ONE, ZERO), term)
@@ -129,13 +134,16 @@ class UdfFunction(torch.autograd.Function):
         out, arg = kernel.evaluate(dict(zip(names, tensors, strict=True)), want_arg=True)
         box["arg"] = arg
         ctx.kernel, ctx.names, ctx.arg = kernel, names, arg
-        ctx.save_for_backward(*tensors)
+        keeps_out = kernel.spec.reducer == "logsumexp"  # its gradient weighs edges by exp(msg - out)
+        ctx.save_for_backward(*tensors, *([out] if keeps_out else []))
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
         kernel: Kernel = ctx.kernel
-        tensors = dict(zip(ctx.names, ctx.saved_tensors, strict=True))
+        saved = ctx.saved_tensors
+        tensors = dict(zip(ctx.names, saved[: len(ctx.names)], strict=True))
+        out = saved[-1] if len(saved) > len(ctx.names) else None
         grad = grad_out.contiguous()
         if kernel.spec.reducer == "mean":
             grad = divide_by_in_degree(kernel.graph, grad)
@@ -148,7 +156,7 @@ class UdfFunction(torch.autograd.Function):
                 continue
             total = None
             for _, part in kernel.gradient_kernels(p, grad_dtype):
-                available = {**tensors, GRAD: grad, ARG: ctx.arg}
+                available = {**tensors, GRAD: grad, ARG: ctx.arg, OUT: out}
                 inputs = {n: available[n] for n in part.placeholder_names}
                 result = part.evaluate(inputs, want_arg=False)[0]
                 total = result if total is None else total + result

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..schedule import Schedule
 from ..te.expr import ComputeOp, Load, Placeholder, Var
 
-REDUCERS = ("sum", "mean", "max", "min")
+REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ class SpMMKernel(Kernel):
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
         self._degree = graph.in_degrees().contiguous()
         if params.strategy == "gas":
-            if spec.reducer in ("max", "min"):
-                raise ValueError("strategy='gas' supports the sum and mean reducers; use 'gar' for max/min")
+            if spec.reducer not in ("sum", "mean"):
+                raise ValueError(f"strategy='gas' supports the sum and mean reducers; use 'gar' for {spec.reducer}")
             self._edges = edge_list(graph, "user", index)
             return
         parts = params.num_partitions  # the index arrays are shared by all kernels of the graph
@@ -83,6 +83,9 @@ def spmm(
     **template_params: Any,
 ) -> SpMMKernel:
     """Compile a generalized SpMM: ``out[v] = reducer over edges (u -> v) of msgfunc(u, v, e)``.
+
+    ``reducer`` is sum, mean, max, min or logsumexp (``log sum_e exp(msg_e)``, streamed in one pass with a
+    running max, so a softmax over in-edges needs one aggregation pass instead of a max and a sum).
 
     ``msgfunc(src, dst, eid)`` returns ``te.compute(shape, ...)``; ``fds(s, out)`` schedules its feature
     axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``)

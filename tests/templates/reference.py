@@ -18,6 +18,8 @@ def reduce_messages(messages: torch.Tensor, dst: torch.Tensor, num_nodes: int, r
             out[v] = mine.mean(0)
         elif reducer == "max":
             out[v] = mine.max(0).values
-        else:
+        elif reducer == "min":
             out[v] = mine.min(0).values
+        else:
+            out[v] = torch.logsumexp(mine, 0)
     return out

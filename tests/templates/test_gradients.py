@@ -35,7 +35,7 @@ def mlp_udf(d1, d2):
     return msgfunc
 
 
-@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min", "logsumexp"])
 def test_mlp_aggregation_trains(graph, reducer):
     kernel = fg.spmm(graph, mlp_udf(3, 5), reducer)
     x, w = randn(N, 3), randn(3, 5)
@@ -53,13 +53,26 @@ def test_mlp_gradients_match_dense_autograd(graph):
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min", "logsumexp"])
 def test_weighted_copy_with_destination_data(graph, reducer):
     X = te.placeholder((N, 2, 3), dtype="float64", name="X")
     A = te.placeholder((E, 2), dtype="float64", name="A")
     B = te.placeholder((N, 2), dtype="float64", name="B")
     kernel = fg.spmm(graph, lambda s, t, e: te.compute((2, 3), lambda h, i: X[s, h, i] * A[e, h] - B[t, h]), reducer)
     assert gradcheck(lambda x, a, b: kernel(X=x, A=a, B=b), (randn(N, 2, 3), randn(E, 2), randn(N, 2)))
+
+
+def test_logsumexp_gradients_match_dense_autograd(graph):
+    src, dst = graph.coo()
+    X = te.placeholder((N, 4), dtype="float64", name="X")
+    A = te.placeholder((E, 1), dtype="float64", name="A")
+    kernel = fg.spmm(graph, lambda s, t, e: te.compute((4,), lambda i: X[s, i] * A[e, 0]), "logsumexp")
+    x, a = randn(N, 4), randn(E, 1)
+    ours = torch.autograd.grad(kernel(X=x, A=a).sin().sum(), (x, a))
+    dense = reduce_messages(x[src] * a, dst, N, "logsumexp")
+    ref = torch.autograd.grad(dense.sin().sum(), (x, a))
+    for got, want in zip(ours, ref, strict=True):
+        torch.testing.assert_close(got, want)
 
 
 def test_elementwise_math(graph):

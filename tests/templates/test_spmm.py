@@ -9,7 +9,7 @@ from featgraph import te
 from tests.conftest import adjacency, random_edges
 from tests.templates.reference import reduce_messages
 
-REDUCERS = ["sum", "mean", "max", "min"]
+REDUCERS = ["sum", "mean", "max", "min", "logsumexp"]
 GRAPHS = [(0, 0), (1, 0), (9, 0), (7, 3), (40, 200), (130, 1500)]
 
 

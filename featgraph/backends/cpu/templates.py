@@ -24,17 +24,28 @@ ACCUMULATE = {
     "max": "{{ const bool win = {x} > acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
     "min": "{{ const bool win = {x} < acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
 }
+# logsumexp streams (running max ``acc``, sum ``zs`` of exp(x - acc)), one exp per element; equal values
+# (both -inf, or both +inf) add exactly 1, so no inf - inf is ever taken
+ACCUMULATE["logsumexp"] = (
+    "{{ const T x_ = {x}; const bool up = x_ > acc[{f}]; const T ex = x_ == acc[{f}] ? T(1) : "
+    "std::exp(up ? acc[{f}] - x_ : x_ - acc[{f}]); zs[{f}] = up ? zs[{f}] * ex + T(1) : zs[{f}] + ex; "
+    "acc[{f}] = up ? x_ : acc[{f}]; }}"
+)
 NO_EDGE_IS_ZERO = "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);"
 FINALIZE = {
     "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",  # noqa: E501
     "max": NO_EDGE_IS_ZERO,
     "min": NO_EDGE_IS_ZERO,
+    # between source partitions the row holds the log-sum so far (-inf: no edge yet)
+    "logsumexp": "for (int64_t q = 0; q < SIZE; ++q) acc[q] = zs[q] > T(0) ? acc[q] + std::log(zs[q])"
+    " : (last ? T(0) : -std::numeric_limits<T>::infinity());",
 }
 IDENTITY = {
     "sum": "T(0)",
     "mean": "T(0)",
     "max": "-std::numeric_limits<T>::infinity()",
     "min": "std::numeric_limits<T>::infinity()",
+    "logsumexp": "-std::numeric_limits<T>::infinity()",
 }
 
 
@@ -84,12 +95,19 @@ def spmm_source(spec: KernelSpec) -> str:
     argreduce = reducer in ("max", "min")
     src_rows = indexed_by(op, "src")
     lines = _header(spec)
-    am_decl = " int64_t am[SIZE];" if argreduce else ""
-    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};" + (
-        " am[q] = -1; } }" if argreduce else " } }"
-    )
+    streaming = reducer == "logsumexp"
+    am_decl = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
+    init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
+    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
     store = f"out[v * {row} + g] = acc[q];" + (f" if (argidx) argidx[v * {row} + g] = am[q];" if argreduce else "")
-    load = f"acc[q] = out[v * {row} + g];" + (f" am[q] = argidx[v * {row} + g];" if argreduce else "")
+    load_extra = (
+        f" am[q] = argidx[v * {row} + g];"
+        if argreduce
+        else " zs[q] = acc[q] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);"
+        if streaming
+        else ""
+    )
+    load = f"acc[q] = out[v * {row} + g];{load_extra}"
     finalize = FINALIZE.get(reducer, "")
     sink = lambda f, g, x: ACCUMULATE[reducer].format(f=f, x=x)  # noqa: E731
     itemsize = 4 if spec.dtype == "float32" else 8

@@ -24,7 +24,7 @@ from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
 TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
-IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
+IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "logsumexp": 'float("-inf")'}
 INDENT = "        "
 
 HEADER = """import torch
@@ -100,6 +100,19 @@ def spmm_source(spec: KernelSpec) -> str:
             "        won = tl.load(eids + best, mask=found & mF, other=-1).to(tl.int64)",
             f"        tl.store(argidx + v * {size} + of, tl.where(found, won, -1), mask=mF)",
         ]
+    elif reducer == "logsumexp":
+        # running max ``acc`` and sum ``zs`` of exp(msg - acc); a value equal to the max (both -inf, say)
+        # adds exactly 1, and -inf is never subtracted from -inf
+        update = [
+            f'{INDENT}cand = tl.where(lanes, msg, float("-inf"))',
+            f"{INDENT}top = tl.maximum(acc, tl.max(cand, axis=0))",
+            f'{INDENT}shift = tl.where(top == float("-inf"), 0.0, top)',
+            f"{INDENT}zs = zs * tl.exp(tl.where(acc == top, 0.0, acc - shift))",
+            f"{INDENT}terms = tl.exp(tl.where(cand == top[None, :], 0.0, cand - shift[None, :]))",
+            f"{INDENT}zs += tl.sum(tl.where(lanes, terms, 0.0), axis=0)",
+            f"{INDENT}acc = top",
+        ]
+        finish = ["    acc = tl.where(zs > 0, acc + tl.log(tl.where(zs > 0, zs, 1.0)), 0.0)"]
     else:
         update = [f"{INDENT}acc += tl.sum(tl.where(lanes, msg, 0.0), axis=0)"]
         finish = [f"    acc = acc / tl.maximum(end - start, 1).to({t})"] if reducer == "mean" else []
@@ -118,6 +131,7 @@ def spmm_source(spec: KernelSpec) -> str:
         "    end = tl.load(indptr + v + 1).to(tl.int64)",
         f"    acc = tl.full([BLOCK_F], {IDENTITY[reducer]}, {t})",
         *(["    best = tl.full([BLOCK_F], -1, tl.int64)"] if argreduce else []),
+        *([f"    zs = tl.zeros([BLOCK_F], {t})"] if reducer == "logsumexp" else []),
         "    for j0 in range(start, end, BLOCK_E):",
         "        j = j0 + tl.arange(0, BLOCK_E)",
         "        mE = j < end",

@@ -32,7 +32,7 @@ def copy_u(n: int, d: int, dtype: str = "float32"):
     return lambda s, t, e: te.compute((d,), lambda i: X[s, i])
 
 
-@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min", "logsumexp"])
 @pytest.mark.parametrize(("n", "e"), CASES, ids=lambda c: str(c))
 def test_spmm_reducers_match_reference(gpu, reducer, n, e):
     d = 13  # not a power of two: masked feature lanes
@@ -238,7 +238,7 @@ def test_gradients_of_a_udf_gradcheck(gpu):
         torch.rand(e, 1, dtype=torch.float64),
     ]
     inputs = [t.to(gpu).requires_grad_() for t in inputs]
-    for reducer in ("sum", "max"):
+    for reducer in ("sum", "max", "logsumexp"):
         assert torch.autograd.gradcheck(make(reducer), inputs, eps=1e-6, atol=1e-5)
 
 
