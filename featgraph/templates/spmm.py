@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from ..backends.cpu.codegen import row_stride
+from ..backends.gpu.templates import default_rows_per_program
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import (
@@ -99,12 +101,13 @@ def spmm(
 
     def make_params(op: ComputeOp, target: str) -> SpMMParams:
         params = dict(template_params)
-        if "num_partitions" not in params and target == "gpu":
-            params["num_partitions"] = 1  # source partitions are a CPU cache technique
+        avg_degree = graph.num_edges / max(graph.num_nodes, 1)
+        if target == "gpu":
+            params.setdefault("num_partitions", 1)  # source partitions are a CPU cache technique
+            params.setdefault("rows_per_program", default_rows_per_program(avg_degree, math.prod(op.shape)))
         elif "num_partitions" not in params:
             itemsize = 8 if compute_dtype(op) == "float64" else 4
             source_bytes = sum(p.shape[0] * row_stride(p) * itemsize for p in indexed_by(op, "src"))
-            avg_degree = graph.num_edges / max(graph.num_nodes, 1)
             params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
         return SpMMParams(**params)
 

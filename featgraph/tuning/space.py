@@ -16,7 +16,8 @@ from ..te.expr import Var
 from ..templates.kernel import Kernel
 from ..templates.params import SDDMMParams, SpMMParams
 
-PARTITIONS = (1, 2, 4, 8)
+PARTITIONS = (1, 2, 4, 8)  # CPU only: source partitions are an L3 technique
+ROWS_PER_PROGRAM = (1, 4, 16)  # GPU only: destination rows packed into one program
 FEATURE_TILES = (1, 2, 4)
 SPLIT_FACTORS = (None, 8, 32)  # None: the axis is not split (the compiler vectorises it whole)
 EDGE_ORDERS = ("hilbert", "user", "csr")
@@ -100,7 +101,8 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
     splits = tuple((s,) for s in SPLIT_FACTORS if s is None or s < extent)
     found: list[Coordinate] = []
     if spec.kind == "spmm":
-        parts = tuple(p for p in PARTITIONS if p <= max(kernel.graph.num_nodes, 1))
+        on_gpu = kernel.target == "gpu"
+        parts = (1,) if on_gpu else tuple(p for p in PARTITIONS if p <= max(kernel.graph.num_nodes, 1))
         grid = tuple(
             itertools.product(
                 parts if "num_partitions" not in fixed else (spec.params.num_partitions,),
@@ -109,6 +111,8 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
         )
         found.append(Coordinate(("num_partitions", "num_feature_tiles"), grid))
         found.append(Coordinate(("row_order",), (("natural",), ("degree",))))
+        if on_gpu:
+            found.append(Coordinate(("rows_per_program",), tuple((r,) for r in ROWS_PER_PROGRAM)))
         if spec.reducer in ("sum", "mean") and not fixed & {"num_partitions", "row_order"}:
             found.append(Coordinate(("strategy",), (("gar",), ("gas",))))
     else:

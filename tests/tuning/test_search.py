@@ -161,5 +161,6 @@ def test_tuning_a_gpu_kernel_skips_cpu_only_candidates(interpreted_gpu):
     g = Graph(src, dst, 40)
     kernel = tune(_copy_u(8, "sum", g, target="gpu"), progress=False, repeat=1, use_cache=False)
     assert kernel.target == "gpu" and kernel.spec.params.num_partitions == 1 and kernel.tuning.tried > 1
+    assert kernel.spec.params.rows_per_program in (1, 4, 16)
     x = torch.randn(40, 8)
     torch.testing.assert_close(kernel(XV=x), reduce_messages(x[src], dst, 40, "sum"))

@@ -36,6 +36,16 @@ def test_spmm_space_has_partitions_by_tiles_row_order_strategy_and_split():
     assert space[("split",)] == ((None,), (8,))  # factors below the axis extent only
 
 
+def test_gpu_space_packs_rows_instead_of_partitioning_sources(gpu):
+    g = _graph()
+    on_gpu = Graph(*[t.to(gpu) for t in random_edges(30, 200, seed=1)], 30)
+    space = {c.names: c.values for c in coordinates(spmm(on_gpu, _copy_u(g, 12), "sum", target="gpu"))}
+    assert space[("rows_per_program",)] == ((1,), (4,), (16,))
+    assert {p for p, _ in space[("num_partitions", "num_feature_tiles")]} == {1}
+    cpu = {c.names for c in coordinates(spmm(g, _copy_u(g, 12), "sum"))}
+    assert ("rows_per_program",) not in cpu
+
+
 def test_max_has_no_edge_centric_strategy_and_narrow_outputs_no_tiles():
     g = _graph()
     kernel = spmm(g, _copy_u(g, 2), "max")

@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 
 from ...templates.spec import KernelSpec
-from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
+from .codegen import BLOCK_BUDGET, floor_power_of_2, message, next_power_of_2, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
+MAX_ROWS_PER_PROGRAM = 16
 EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
 TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
 IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "logsumexp": 'float("-inf")'}
@@ -72,23 +73,32 @@ def _body(spec: KernelSpec, graph_vars: dict[str, tuple[str, int | None]], sizes
     return [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
 
 
-def spmm_source(spec: KernelSpec) -> str:
-    """Vertex-centric SpMM; max/min keep the CSR position of the first winning edge (as the CPU template
-    does) and report its user edge id; a vertex without in-edges gets 0."""
-    _check_gpu_params(spec)
-    reducer, size = spec.reducer, feature_size(spec)
-    t = TRITON_TYPES[spec.dtype]
-    block_f = feature_block(spec)
-    block_e = edge_block(block_f)
-    sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
-    argreduce = reducer in ("max", "min")
-    body = _body(spec, {"src": ("s", 0), "dst": ("v", None), "eid": ("e", 0)}, sizes)
-    if argreduce:
+def rows_per_program(spec: KernelSpec, block_e: int, block_f: int) -> int:
+    """Destination rows one program reduces together (the template parameter, else 1), capped so the
+    rows x edges x features selection stays within the block budget."""
+    wanted = spec.params.rows_per_program or 1
+    return max(1, min(floor_power_of_2(wanted), floor_power_of_2(BLOCK_BUDGET // (block_e * block_f))))
+
+
+def default_rows_per_program(avg_degree: float, feature_size: int) -> int:
+    """fuseGNN's GAR for short features: enough rows that their in-edges fill a program's edge lanes
+    (rows of long features already fill them alone)."""
+    block_f = min(next_power_of_2(feature_size), FEATURE_BLOCK_MAX)
+    return max(1, min(MAX_ROWS_PER_PROGRAM, floor_power_of_2(int(edge_block(block_f) / max(avg_degree, 1.0)))))
+
+
+def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
+    """Statements folding one chunk's messages into the rows' accumulators, and the finishing ones.
+
+    ``sel`` (rows x edges x features) says which lane belongs to which row; each reduction runs over the
+    edge axis (1). max/min keep the CSR position of the first winning edge, as the CPU template does."""
+    cand = f"{INDENT}cand = tl.where(sel, msg[None, :, :], {IDENTITY[reducer]})"
+    if reducer in ("max", "min"):
         better = ">" if reducer == "max" else "<"
         update = [
-            f"{INDENT}cand = tl.where(lanes, msg, {IDENTITY[reducer]})",
-            f"{INDENT}top = tl.{reducer}(cand, axis=0)",
-            f"{INDENT}at = tl.min(tl.where(cand == top[None, :], j[:, None], end), axis=0)",
+            cand,
+            f"{INDENT}top = tl.{reducer}(cand, axis=1)",
+            f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), j[None, :, None], NO_EDGE), axis=1)",
             f"{INDENT}win = top {better} acc",
             f"{INDENT}acc = tl.where(win, top, acc)",
             f"{INDENT}best = tl.where(win, at, best)",
@@ -97,60 +107,91 @@ def spmm_source(spec: KernelSpec) -> str:
             "    found = best >= 0",
             "    acc = tl.where(found, acc, 0.0)",
             "    if STORE_ARG:",
-            "        won = tl.load(eids + best, mask=found & mF, other=-1).to(tl.int64)",
-            f"        tl.store(argidx + v * {size} + of, tl.where(found, won, -1), mask=mF)",
+            "        won = tl.load(eids + best, mask=found & lanes_out, other=-1).to(tl.int64)",
+            "        tl.store(argidx + out_at, tl.where(found, won, -1), mask=lanes_out)",
         ]
     elif reducer == "logsumexp":
         # running max ``acc`` and sum ``zs`` of exp(msg - acc); a value equal to the max (both -inf, say)
         # adds exactly 1, and -inf is never subtracted from -inf
         update = [
-            f'{INDENT}cand = tl.where(lanes, msg, float("-inf"))',
-            f"{INDENT}top = tl.maximum(acc, tl.max(cand, axis=0))",
+            cand,
+            f"{INDENT}top = tl.maximum(acc, tl.max(cand, axis=1))",
             f'{INDENT}shift = tl.where(top == float("-inf"), 0.0, top)',
             f"{INDENT}zs = zs * tl.exp(tl.where(acc == top, 0.0, acc - shift))",
-            f"{INDENT}terms = tl.exp(tl.where(cand == top[None, :], 0.0, cand - shift[None, :]))",
-            f"{INDENT}zs += tl.sum(tl.where(lanes, terms, 0.0), axis=0)",
+            f"{INDENT}terms = tl.exp(tl.where(cand == top[:, None, :], 0.0, cand - shift[:, None, :]))",
+            f"{INDENT}zs += tl.sum(tl.where(sel, terms, 0.0), axis=1)",
             f"{INDENT}acc = top",
         ]
         finish = ["    acc = tl.where(zs > 0, acc + tl.log(tl.where(zs > 0, zs, 1.0)), 0.0)"]
     else:
-        update = [f"{INDENT}acc += tl.sum(tl.where(lanes, msg, 0.0), axis=0)"]
-        finish = [f"    acc = acc / tl.maximum(end - start, 1).to({t})"] if reducer == "mean" else []
+        update = [f"{INDENT}acc += tl.sum(tl.where(sel, msg[None, :, :], 0.0), axis=1)"]
+        finish = [f"    acc = acc / tl.maximum(count, 1).to({t})[:, None]"] if reducer == "mean" else []
+    return update, finish
+
+
+def spmm_source(spec: KernelSpec) -> str:
+    """Vertex-centric SpMM: a program takes ``ROWS`` destination rows and one feature block, packs the
+    rows' in-edges into its edge lanes ``BLOCK_E`` at a time and reduces each row's lanes (no atomics).
+    A vertex without in-edges gets 0; max/min report the user edge id of the first winner in CSR order."""
+    _check_gpu_params(spec)
+    reducer, size = spec.reducer, feature_size(spec)
+    t = TRITON_TYPES[spec.dtype]
+    block_f = feature_block(spec)
+    block_e = edge_block(block_f)
+    rows = rows_per_program(spec, block_e, block_f)
+    sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
+    argreduce = reducer in ("max", "min")
+    body = _body(spec, {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}, sizes)
+    update, finish = _row_update(reducer, t)
     lines = [
         HEADER,
+        "NO_EDGE = 1 << 62",
+        "",
+        "",
         "@triton.jit",
-        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}"
-        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, HAS_ROWS: tl.constexpr, STORE_ARG: tl.constexpr):",
-        "    if HAS_ROWS:",
-        "        v = tl.load(rows + tl.program_id(0)).to(tl.int64)",
-        "    else:",
-        "        v = tl.program_id(0).to(tl.int64)",
+        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}num_rows, "
+        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, ROWS: tl.constexpr, HAS_ROWS: tl.constexpr, "
+        "STORE_ARG: tl.constexpr):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {size}",
-        "    start = tl.load(indptr + v).to(tl.int64)",
-        "    end = tl.load(indptr + v + 1).to(tl.int64)",
-        f"    acc = tl.full([BLOCK_F], {IDENTITY[reducer]}, {t})",
-        *(["    best = tl.full([BLOCK_F], -1, tl.int64)"] if argreduce else []),
-        *([f"    zs = tl.zeros([BLOCK_F], {t})"] if reducer == "logsumexp" else []),
-        "    for j0 in range(start, end, BLOCK_E):",
-        "        j = j0 + tl.arange(0, BLOCK_E)",
-        "        mE = j < end",
+        "    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)",
+        "    mR = r < num_rows",
+        "    if HAS_ROWS:",
+        "        vr = tl.load(rows + r, mask=mR, other=0).to(tl.int64)",
+        "    else:",
+        "        vr = r",
+        "    start = tl.load(indptr + vr, mask=mR, other=0).to(tl.int64)",
+        "    count = tl.load(indptr + vr + 1, mask=mR, other=0).to(tl.int64) - start",
+        "    lead = tl.cumsum(count, 0) - count  # the lane where each row's edges begin",
+        "    total = tl.sum(count, 0)",
+        f"    acc = tl.full([ROWS, BLOCK_F], {IDENTITY[reducer]}, {t})",
+        *(["    best = tl.full([ROWS, BLOCK_F], -1, tl.int64)"] if argreduce else []),
+        *([f"    zs = tl.zeros([ROWS, BLOCK_F], {t})"] if reducer == "logsumexp" else []),
+        "    for q0 in range(0, total, BLOCK_E):",
+        "        q = q0 + tl.arange(0, BLOCK_E)",
+        "        mE = q < total",
+        "        member = (q[None, :] >= lead[:, None]) & (q[None, :] < (lead + count)[:, None])",
+        "        j = tl.sum(tl.where(member, (start - lead)[:, None] + q[None, :], 0), axis=0)  # CSR position",
+        "        v = tl.sum(tl.where(member, vr[:, None], 0), axis=0)",
         "        s = tl.load(indices + j, mask=mE, other=0).to(tl.int64)",
         "        e = tl.load(eids + j, mask=mE, other=0).to(tl.int64)",
         *body,
+        f"{INDENT}sel = member[:, :, None] & lanes[None, :, :]",
         *update,
+        "    lanes_out = mR[:, None] & mF[None, :]",
+        f"    out_at = vr[:, None] * {size} + of[None, :]",
         *finish,
-        f"    tl.store(out + v * {size} + of, acc, mask=mF)",
+        "    tl.store(out + out_at, acc, mask=lanes_out)",
         "",
         "",
         "def run(ptrs, args):",
         "    indptr, indices, eids, rows, _degree, out, argidx, *inputs = ptrs",
         "    if args[0] == 0:",
         "        return",
-        f"    grid = (args[0], triton.cdiv({size}, {block_f}))",
+        f"    grid = (triton.cdiv(args[0], {rows}), triton.cdiv({size}, {block_f}))",
         "    spmm_kernel[grid](",
         "        indptr, indices, eids, indptr if rows is None else rows, out, out if argidx is None else argidx,",
-        f"        *inputs, BLOCK_E={block_e}, BLOCK_F={block_f}, HAS_ROWS=rows is not None,"
+        f"        *inputs, args[0], BLOCK_E={block_e}, BLOCK_F={block_f}, ROWS={rows}, HAS_ROWS=rows is not None,"
         " STORE_ARG=argidx is not None,",
         "    )",
     ]

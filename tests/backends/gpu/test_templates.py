@@ -64,6 +64,43 @@ def test_spmm_arg_is_the_first_winner_in_csr_order_like_cpu(gpu, reducer):
     assert torch.equal(got[1].cpu(), want[1])
 
 
+@pytest.mark.parametrize("rows", [1, 3, 16])
+@pytest.mark.parametrize("row_order", ["natural", "degree"])
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min", "logsumexp"])
+def test_several_rows_per_program_on_a_skewed_graph(gpu, rows, row_order, reducer):
+    """Rows packed into one program's edge lanes (a hub row spans many chunks, its neighbours few or none)
+    give the CPU template's results, arg included, in either row order."""
+    n, e, d = 70, 500, 5
+    src, dst = hub_edges(n, e, seed=4)
+    dst[dst == 9] = 10  # an isolated vertex between packed rows
+    x = torch.randn(n, d, dtype=torch.float64)
+    kernel = fg.spmm(
+        graph_on(gpu, src, dst, n),
+        copy_u(n, d, "float64"),
+        reducer,
+        target="gpu",
+        rows_per_program=rows,
+        row_order=row_order,
+    )
+    want = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d, "float64"), reducer, target="cpu")
+    if reducer in ("max", "min"):
+        got, arg = kernel.run(return_arg=True, XV=x.to(gpu))
+        assert torch.equal(arg.cpu(), want.run(return_arg=True, XV=x)[1])
+    else:
+        got = kernel(XV=x.to(gpu))
+    torch.testing.assert_close(got.cpu(), want(XV=x))
+    torch.testing.assert_close(got.cpu(), reduce_messages(x[src], dst, n, reducer))
+
+
+def test_default_rows_per_program_fills_the_edge_lanes_for_short_features(gpu):
+    sparse = graph_on(gpu, *random_edges(64, 128, seed=5), 64)  # average in-degree 2
+    short = fg.spmm(sparse, copy_u(64, 8), "sum", target="gpu").spec.params.rows_per_program
+    long = fg.spmm(sparse, copy_u(64, 512), "sum", target="gpu").spec.params.rows_per_program
+    assert short > 1 and long <= short
+    with pytest.raises(ValueError, match="rows_per_program is a GPU template parameter"):
+        fg.spmm(fg.Graph(*random_edges(8, 9, seed=6), 8), copy_u(8, 3), "sum", target="cpu", rows_per_program=4)
+
+
 @pytest.mark.parametrize("strategy", ["gar", "gas"])
 @pytest.mark.parametrize("reducer", ["sum", "mean"])
 def test_weighted_aggregation_on_a_skewed_graph_matches_scipy(gpu, strategy, reducer):
