@@ -6,6 +6,10 @@ evaluated for ``BLOCK_E`` edges and ``BLOCK_F`` output elements at once. A reduc
 loops over its flattened axes in chunks of ``BLOCK_K`` lanes and reduces each chunk with ``tl.sum`` /
 ``tl.max`` / ``tl.min`` (a tree reduction across lanes), so nested reductions add one dim each and nothing
 per edge ever reaches memory.
+
+Loads that no edge changes (a weight ``W[k, i]`` of an MLP message, a seed) are hoisted into the program's
+*prologue*, before its edge loop: the weight tile is read once per program and stays in registers. That
+holds where every reduction around the load fits one chunk (its lanes then never move).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ UNARY = {
     "tanh": "(2.0 / (1.0 + tl.exp(-2.0 * ({0}))) - 1.0)",  # no tanh in tl's core; exact at both limits
 }
 KEEP_BITS = 24  # as the CPU backend's fg_keep: compare 24 hash bits
+PROLOGUE_INDENT = "    "  # the prologue sits at the top level of the kernel body
 
 
 def pointer_name(tensor: Placeholder) -> str:
@@ -63,6 +68,9 @@ class Emitter:
     dims: list[Dim]
     indent: str
     lines: list[str] = field(default_factory=list)
+    prologue: list[str] = field(default_factory=list)  # statements run once per program, before the edges
+    moving: set[int] = field(default_factory=lambda: {0})  # dims whose lanes change inside the edge loop
+    hoisted: dict[str, str] = field(default_factory=dict)  # load expression -> its prologue variable
     var_dims: dict[int, tuple[str, int]] = field(default_factory=dict)  # id(Var) -> (name, dim)
     reduce_values: dict[int, str] = field(default_factory=dict)
     counter: list[int] = field(default_factory=lambda: [0])
@@ -124,7 +132,16 @@ class Emitter:
             deps |= self.deps(idx)
         mask = self.mask(deps)
         masked = f", mask={mask}, other=0" if mask else ""
-        return f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+        text = f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+        if deps & self.moving or any(self._graph_var(i) for i in e.indices):
+            return text
+        if text not in self.hoisted:  # the same lanes for every edge: read once per program
+            self.hoisted[text] = f"w{self.fresh()}"
+            self.prologue.append(f"{PROLOGUE_INDENT}{self.hoisted[text]} = {text}")
+        return self.hoisted[text]
+
+    def _graph_var(self, e: Expr) -> bool:
+        return any(isinstance(n, Var) and n.kind in self.graph_vars for n in e.walk())
 
     def value(self, e: Expr) -> str:
         if isinstance(e, Const):
@@ -210,24 +227,33 @@ class Emitter:
         shape = f"[{', '.join(d.block for d in self.dims)}]"
         acc, offsets, mask = f"acc{n}", f"k{n}", f"mk{n}"
         outer_indent = self.indent
-        self.lines.append(f"{outer_indent}{acc} = tl.full({shape}, {REDUCE_IDENTITY[red.op]}, {self.dtype})")
-        self.lines.append(f"{outer_indent}for c{n} in range(0, {extent}, {block}):")
-        inner = outer_indent + "    "
-        self.lines.append(f"{inner}{offsets} = c{n} + tl.arange(0, {block})")
-        self.lines.append(f"{inner}{mask} = {offsets} < {extent}")
+        one_chunk = block >= extent  # its lanes are fixed: defined once, in the prologue, with no loop
+        if one_chunk:
+            inner, where, start = outer_indent, self.prologue, "0"
+        else:
+            inner, where, start = outer_indent + "    ", self.lines, f"c{n}"
+            self.lines.append(f"{outer_indent}{acc} = tl.full({shape}, {REDUCE_IDENTITY[red.op]}, {self.dtype})")
+            self.lines.append(f"{outer_indent}for c{n} in range(0, {extent}, {block}):")
+        indent = PROLOGUE_INDENT if one_chunk else inner
+        where.append(f"{indent}{offsets} = {start} + tl.arange(0, {block})")
+        where.append(f"{indent}{mask} = {offsets} < {extent}")
         stride = extent
         for a in red.axes:
             stride //= a.extent
-            self.lines.append(f"{inner}_{a.name} = ({offsets} // {stride}) % {a.extent} + {a.start}")
-            self.var_dims[id(a)] = (f"_{a.name}", len(self.dims))
+            where.append(f"{indent}_{a.name}{n} = ({offsets} // {stride}) % {a.extent} + {a.start}")
+            self.var_dims[id(a)] = (f"_{a.name}{n}", len(self.dims))
         self.dims.append(Dim(str(block), mask))
+        if not one_chunk:
+            self.moving.add(len(self.dims) - 1)
         self.indent = inner
         outer_values = dict(self.reduce_values)  # reductions of the body live inside the loop only
         body = self.value(red.body)
         axis = len(self.dims) - 1
         lanes = f"tl.where({self.place(mask, axis)}, {body}, {REDUCE_IDENTITY[red.op]})"
         reduced = f"tl.{red.op}({lanes}, axis={axis})"
-        self.lines.append(f"{inner}{acc} = {REDUCE_COMBINE[red.op].format(a=acc, b=reduced)}")
+        combined = reduced if one_chunk else REDUCE_COMBINE[red.op].format(a=acc, b=reduced)
+        self.lines.append(f"{inner}{acc} = {combined}")
+        self.moving.discard(len(self.dims) - 1)
         self.dims.pop()
         self.indent = outer_indent
         self.reduce_values = outer_values
@@ -250,13 +276,13 @@ def message(
     graph_vars: dict[str, tuple[str, int | None]],
     sizes: dict[str, int],
     indent: str,
-) -> tuple[list[str], str]:
-    """Statements and the final expression of the message over dims (edges ``BLOCK_E``, features
-    ``BLOCK_F``); the caller defines the graph variables, ``of``/``mF`` (feature offsets and mask) and
-    ``mE`` (edge mask)."""
+) -> tuple[list[str], list[str], str]:
+    """The message over dims (edges ``BLOCK_E``, features ``BLOCK_F``): prologue statements (once per
+    program, after ``of``/``mF``, the feature offsets and mask, are defined), statements per edge block
+    (after the graph variables and ``mE``, the edge mask) and the final expression."""
     emitter = Emitter(schedule, dtype, graph_vars, [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")], indent, sizes=sizes)
     for a in op.axis:
         emitter.var_dims[id(a)] = (f"_{a.name}", 1)
-    lines = output_axes(op, "of", indent)
+    emitter.prologue += output_axes(op, "of", PROLOGUE_INDENT)
     value = emitter.value(op.body)
-    return lines + emitter.lines, f"({value}) + tl.zeros([BLOCK_E, BLOCK_F], {dtype})"
+    return emitter.prologue, emitter.lines, f"({value}) + tl.zeros([BLOCK_E, BLOCK_F], {dtype})"

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 
+from ...te.expr import Reduce
 from ...templates.spec import KernelSpec
 from .codegen import BLOCK_BUDGET, floor_power_of_2, message, next_power_of_2, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 MAX_ROWS_PER_PROGRAM = 16
+MAX_REDUCE_LANES = 32  # reductions longer than this are chunked rather than given whole lanes
 EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
 TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
 IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "logsumexp": 'float("-inf")'}
@@ -51,9 +53,18 @@ def feature_block(spec: KernelSpec) -> int:
     return min(next_power_of_2(size), FEATURE_BLOCK_MAX)
 
 
-def edge_block(block_f: int) -> int:
-    """Edge lanes beside ``block_f`` feature lanes: 2048 elements a block, 1 to 64 edges."""
-    return max(1, min(64, floor_power_of_2(2048 // block_f)))
+def edge_block(block_f: int, reduce_lanes: int = 1) -> int:
+    """Edge lanes beside ``block_f`` feature lanes and ``reduce_lanes`` lanes of a reduction inside the
+    message: 2048 elements a block, 1 to 64 edges."""
+    return max(1, min(64, floor_power_of_2(2048 // (block_f * reduce_lanes))))
+
+
+def message_edge_block(spec: KernelSpec, block_f: int) -> int:
+    """Edge lanes for this message: fewer beside a short reduction (an MLP's k, up to 32 lanes) so the
+    reduction fits one chunk and its edge-independent operands (the weight tile) are loaded once."""
+    extents = [math.prod(a.extent for a in node.axes) for node in spec.op.body.walk() if isinstance(node, Reduce)]
+    lanes = min(next_power_of_2(max(extents)), MAX_REDUCE_LANES) if extents else 1
+    return edge_block(block_f, lanes)
 
 
 def _check_gpu_params(spec: KernelSpec) -> None:
@@ -68,9 +79,12 @@ def _placeholders(spec: KernelSpec) -> str:
     return "".join(f"{pointer_name(p)}, " for p in spec.op.placeholders)
 
 
-def _body(spec: KernelSpec, graph_vars: dict[str, tuple[str, int | None]], sizes: dict[str, int]) -> list[str]:
-    lines, msg = message(spec.op, spec.schedule, TRITON_TYPES[spec.dtype], graph_vars, sizes, INDENT)
-    return [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
+def _body(spec: KernelSpec, sizes: dict[str, int]) -> tuple[list[str], list[str]]:
+    """The message's prologue (once per program) and its statements per edge block, which end with
+    ``msg`` and ``lanes`` (edges x features)."""
+    graph_vars: dict[str, tuple[str, int | None]] = {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}
+    prologue, lines, msg = message(spec.op, spec.schedule, TRITON_TYPES[spec.dtype], graph_vars, sizes, INDENT)
+    return prologue, [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
 
 
 def rows_per_program(spec: KernelSpec, block_e: int, block_f: int) -> int:
@@ -137,11 +151,11 @@ def spmm_source(spec: KernelSpec) -> str:
     reducer, size = spec.reducer, feature_size(spec)
     t = TRITON_TYPES[spec.dtype]
     block_f = feature_block(spec)
-    block_e = edge_block(block_f)
+    block_e = message_edge_block(spec, block_f)
     rows = rows_per_program(spec, block_e, block_f)
     sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
     argreduce = reducer in ("max", "min")
-    body = _body(spec, {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}, sizes)
+    prologue, body = _body(spec, sizes)
     update, finish = _row_update(reducer, t)
     lines = [
         HEADER,
@@ -154,6 +168,7 @@ def spmm_source(spec: KernelSpec) -> str:
         "STORE_ARG: tl.constexpr):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {size}",
+        *prologue,
         "    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)",
         "    mR = r < num_rows",
         "    if HAS_ROWS:",
@@ -202,9 +217,10 @@ def _edge_kernel(spec: KernelSpec, name: str, extra_args: str, head: list[str], 
     """An edge-parallel kernel: edges ``BLOCK_E`` at a time (positions ``j`` with mask ``mE``, set up by
     ``head``), the message over a feature block, then ``sink``."""
     block_f = feature_block(spec)
-    sizes = {"BLOCK_E": edge_block(block_f), "BLOCK_F": block_f}
+    sizes = {"BLOCK_E": message_edge_block(spec, block_f), "BLOCK_F": block_f}
     indent = INDENT[: len(head[-1]) - len(head[-1].lstrip())]
-    body = [indent + line[len(INDENT) :] for line in _body(spec, {k: (k[0], 0) for k in ("src", "dst", "eid")}, sizes)]
+    prologue, lines = _body(spec, sizes)
+    body = [indent + line[len(INDENT) :] for line in lines]
     return [
         HEADER,
         "@triton.jit",
@@ -212,10 +228,11 @@ def _edge_kernel(spec: KernelSpec, name: str, extra_args: str, head: list[str], 
         "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {feature_size(spec)}",
+        *prologue,
         *head,
         f"{indent}mE = j < num_edges",
         f"{indent}s = tl.load(srcs + j, mask=mE, other=0).to(tl.int64)",
-        f"{indent}d = tl.load(dsts + j, mask=mE, other=0).to(tl.int64)",
+        f"{indent}v = tl.load(dsts + j, mask=mE, other=0).to(tl.int64)",
         f"{indent}e = tl.load(eids + j, mask=mE, other=0).to(tl.int64)",
         *body,
         *sink,
@@ -225,7 +242,8 @@ def _edge_kernel(spec: KernelSpec, name: str, extra_args: str, head: list[str], 
 def _edge_source(spec: KernelSpec, sink: str) -> str:
     """SDDMM (``store`` at the user edge id) or GAS SpMM (``atomic_add`` into the destination row)."""
     size, block_f = feature_size(spec), feature_block(spec)
-    row = "e" if sink == "store" else "d"
+    block_e = message_edge_block(spec, block_f)
+    row = "e" if sink == "store" else "v"
     head = ["    j = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)"]
     lines = _edge_kernel(
         spec, "edge_kernel", "", head, [f"    tl.{sink}(out + {row}[:, None] * {size} + of[None, :], msg, mask=lanes)"]
@@ -236,8 +254,8 @@ def _edge_source(spec: KernelSpec, sink: str) -> str:
         "def run(ptrs, args):",
         "    if args[0] == 0:",
         "        return",
-        f"    grid = (triton.cdiv(args[0], {edge_block(block_f)}), triton.cdiv({size}, {block_f}))",
-        f"    edge_kernel[grid](*ptrs, args[0], BLOCK_E={edge_block(block_f)}, BLOCK_F={block_f})",
+        f"    grid = (triton.cdiv(args[0], {block_e}), triton.cdiv({size}, {block_f}))",
+        f"    edge_kernel[grid](*ptrs, args[0], BLOCK_E={block_e}, BLOCK_F={block_f})",
     ]
     return "\n".join(lines) + "\n"
 
@@ -258,6 +276,7 @@ def edge_sum_source(spec: KernelSpec) -> str:
     """Sum of the UDF over all edges (a dense parameter's gradient): ``EDGE_SUM_PROGRAMS`` programs stride
     over the edge blocks, each keeps a partial sum, the host adds the partials in program order."""
     size, block_f = feature_size(spec), feature_block(spec)
+    block_e = message_edge_block(spec, block_f)
     t = TRITON_TYPES[spec.dtype]
     head = [
         f"    acc = tl.zeros([BLOCK_F], {t})",
@@ -274,12 +293,11 @@ def edge_sum_source(spec: KernelSpec) -> str:
         "",
         "def run(ptrs, args):",
         "    srcs, dsts, eids, out, *inputs = ptrs",
-        f"    programs = max(1, min({EDGE_SUM_PROGRAMS}, triton.cdiv(args[0], {edge_block(block_f)})))",
+        f"    programs = max(1, min({EDGE_SUM_PROGRAMS}, triton.cdiv(args[0], {block_e})))",
         f"    partial = torch.zeros((programs, {size}), dtype=out.dtype, device=out.device)",
         f"    grid = (programs, triton.cdiv({size}, {block_f}))",
         "    edge_sum_kernel[grid](",
-        f"        srcs, dsts, eids, partial, *inputs, args[0], programs, BLOCK_E={edge_block(block_f)},"
-        f" BLOCK_F={block_f},",
+        f"        srcs, dsts, eids, partial, *inputs, args[0], programs, BLOCK_E={block_e}, BLOCK_F={block_f},",
         "    )",
         "    out += partial.sum(0).view(out.shape)",
     ]

@@ -160,6 +160,35 @@ def test_mlp_aggregation_reduces_inside_the_message(gpu):
     torch.testing.assert_close(got, reduce_messages(messages, dst, n, "max"), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("reducer", ["sum", "max"])
+def test_short_reduction_keeps_the_weight_tile_out_of_the_edge_loop(gpu, reducer):
+    """The paper's MLP (d1 = 8): the reduction fits one chunk, so W is loaded in the prologue, once per
+    program, and every edge block reuses it."""
+    n, e, d1, d2 = 50, 400, 8, 24
+    src, dst = hub_edges(n, e, seed=8)
+    x, w = torch.randn(n, d1, dtype=torch.float64), torch.randn(d1, d2, dtype=torch.float64)
+    X, W = te.placeholder((n, d1), "float64", "XV"), te.placeholder((d1, d2), "float64", "W")
+
+    def mlp(s, t, k):
+        r = te.reduce_axis((0, d1), name="r")
+        return te.compute((d2,), lambda i: te.max(te.sum((X[s, r] + X[t, r]) * W[r, i], axis=r), 0.0))
+
+    kernel = fg.spmm(graph_on(gpu, src, dst, n), mlp, reducer, target="gpu")
+    source = kernel.source
+    assert source.index("tl.load(P_W") < source.index("for q0 in range")
+    assert source.count("tl.load(P_W") == 1
+    xg, wg = x.to(gpu).requires_grad_(), w.to(gpu).requires_grad_()
+    got = kernel(XV=xg, W=wg)
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    reference = reduce_messages(torch.relu((xr[src] + xr[dst]) @ wr), dst, n, reducer)
+    torch.testing.assert_close(got.detach().cpu(), reference.detach())
+    probe = torch.randn(n, d2, dtype=torch.float64)
+    ours = torch.autograd.grad((got * probe.to(gpu)).sum(), (xg, wg))
+    theirs = torch.autograd.grad((reference * probe).sum(), (xr, wr))
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a.cpu(), b)
+
+
 @pytest.mark.parametrize("order", ["user", "csr"])
 @pytest.mark.parametrize(("n", "e"), CASES, ids=lambda c: str(c))
 def test_sddmm_dot_attention_in_user_edge_order(gpu, order, n, e):
