@@ -20,7 +20,7 @@ import torch
 from . import interop
 from .formats import Compressed, compress, index_dtype_for
 from .hilbert import hilbert_edge_order
-from .partition import SourcePartitions, partition_sources
+from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources
 from .tc_translation import TCTranslation, translate
 
 EDGE_ORDERS = ("user", "csr", "csc", "hilbert")
@@ -285,6 +285,12 @@ class Graph:
         """Sources cut into ``num_parts`` equal id ranges, each with its own CSR (cached per count)."""
         return self.cached(
             ("partitions", num_parts), lambda: partition_sources(self._src, self._dst, self._num_nodes, num_parts)
+        )
+
+    def hubs(self, threshold: int, capacity: int) -> HubPartition:
+        """Hybrid partitioning: the highest out-degree sources at or above ``threshold`` (cached)."""
+        return self.cached(
+            ("hubs", threshold, capacity), lambda: partition_hubs(self.out_degrees(), threshold, capacity)
         )
 
     def tc_translation(self, block_width: int = 8) -> TCTranslation:

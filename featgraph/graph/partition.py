@@ -1,9 +1,9 @@
-"""1D partitioning of source vertices (FeatGraph's graph partitioning).
+"""Partitioning of source vertices (FeatGraph's graph partitioning and hybrid partitioning).
 
-Source ids are cut into ``K`` contiguous, equally wide segments; each segment keeps its own CSR of
+1D: source ids are cut into ``K`` contiguous, equally wide segments; each segment keeps its own CSR of
 in-edges grouped by destination. A kernel that walks one segment at a time reads only that segment's
 source feature rows, which then stay in cache, at the price of revisiting every destination row once
-per segment.
+per segment. Hybrid (GPU): sources split by out-degree into hubs, staged on chip, and the rest.
 """
 
 from __future__ import annotations
@@ -37,3 +37,32 @@ def partition_sources(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, num_
     part = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True)
     csr = compress(part * num_nodes + dst, src, num_parts * num_nodes)
     return SourcePartitions(num_parts, boundaries, csr)
+
+
+@dataclass(frozen=True)
+class HubPartition:
+    """FeatGraph's hybrid partitioning by degree: the source vertices with out-degree of at least a
+    threshold (at most ``capacity`` of them, highest degree first) are hubs whose feature rows a GPU
+    program stages on chip; ``slot[u]`` is u's row in that staged tile, -1 for the other vertices, which
+    are read from global memory. ``ids`` lists the hubs by slot, padded with -1 to ``capacity``."""
+
+    slot: torch.Tensor  # (num_nodes,) int32
+    ids: torch.Tensor  # (capacity,) int64
+
+    @property
+    def num_hubs(self) -> int:
+        return int((self.ids >= 0).sum())
+
+
+def partition_hubs(out_degrees: torch.Tensor, threshold: int, capacity: int) -> HubPartition:
+    """Hubs: vertices with out-degree >= ``threshold`` (>= 1), the ``capacity`` highest first (ties by id)."""
+    if threshold < 1 or capacity < 1:
+        raise ValueError(f"threshold and capacity must be >= 1, got {threshold} and {capacity}")
+    candidates = torch.nonzero(out_degrees >= threshold).squeeze(1)
+    order = torch.argsort(out_degrees[candidates], descending=True, stable=True)
+    hubs = candidates[order][:capacity]
+    slot = torch.full_like(out_degrees, -1, dtype=torch.int32)
+    slot[hubs] = torch.arange(hubs.numel(), dtype=torch.int32, device=slot.device)
+    ids = torch.full((capacity,), -1, dtype=torch.int64, device=out_degrees.device)
+    ids[: hubs.numel()] = hubs
+    return HubPartition(slot, ids)

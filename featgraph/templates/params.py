@@ -47,7 +47,9 @@ class SpMMParams:
     ``strategy`` "gar" is vertex-centric over the CSR (deterministic), "gas" edge-centric over the COO with
     atomic adds (needs no CSR; sum and mean only; not deterministic in the last bits);
     ``rows_per_program`` (GPU) destination rows whose in-edges one program packs into its edge lanes (None:
-    the backend's default from the average degree)."""
+    the backend's default from the average degree); ``hub_threshold`` (GPU, FeatGraph's hybrid
+    partitioning) stages the feature rows of source vertices with at least this out-degree on chip, once
+    per program, and reads only the others from global memory (0: off)."""
 
     num_partitions: int = 1
     num_feature_tiles: int = 1
@@ -55,12 +57,15 @@ class SpMMParams:
     num_threads: int | None = None
     strategy: str = "gar"
     rows_per_program: int | None = None
+    hub_threshold: int = 0
 
     def __post_init__(self) -> None:
         if self.num_partitions < 1 or self.num_feature_tiles < 1:
             raise ValueError("num_partitions and num_feature_tiles must be >= 1")
         if self.rows_per_program is not None and self.rows_per_program < 1:
             raise ValueError(f"rows_per_program must be >= 1, got {self.rows_per_program}")
+        if self.hub_threshold < 0:
+            raise ValueError(f"hub_threshold must be >= 0, got {self.hub_threshold}")
         if self.row_order not in ROW_ORDERS:
             raise ValueError(f"row_order must be one of {ROW_ORDERS}, got {self.row_order!r}")
         if self.strategy not in STRATEGIES:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ..backends.cpu.codegen import row_stride
-from ..backends.gpu.templates import default_rows_per_program
+from ..backends.gpu.templates import default_rows_per_program, hub_capacity
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import (
@@ -48,6 +48,10 @@ class SpMMKernel(Kernel):
             self._rows = graph.cached(("degree-order", index), lambda: graph.degree_order("in").to(index))
         else:
             self._rows = None
+        self._hubs: list[torch.Tensor] = []  # hybrid partitioning (GPU): hub slots and ids, passed last
+        if params.hub_threshold and target == "gpu":
+            hubs = graph.hubs(params.hub_threshold, hub_capacity(spec))
+            self._hubs = [hubs.slot, hubs.ids]
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         inputs = self._bind(tensors)
@@ -63,7 +67,7 @@ class SpMMKernel(Kernel):
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
         out = torch.empty((n, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
         arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64, device=self.graph.device) if keep_arg else None
-        pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs]
+        pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
         return out.to(self._out_dtype), arg
 

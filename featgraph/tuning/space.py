@@ -8,9 +8,13 @@ paper's Figure 14); the search walks them one at a time. Parameters the caller f
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+import torch
+
+from ..backends.gpu.templates import hub_capacity
 from ..schedule import AxisPlan, Schedule
 from ..te.expr import Var
 from ..templates.kernel import Kernel
@@ -113,6 +117,9 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
         found.append(Coordinate(("row_order",), (("natural",), ("degree",))))
         if on_gpu:
             found.append(Coordinate(("rows_per_program",), tuple((r,) for r in ROWS_PER_PROGRAM)))
+            threshold = hub_threshold_candidate(kernel)
+            if threshold and spec.params.strategy == "gar":
+                found.append(Coordinate(("hub_threshold",), ((0,), (threshold,))))
         if spec.reducer in ("sum", "mean") and not fixed & {"num_partitions", "row_order"}:
             found.append(Coordinate(("strategy",), (("gar",), ("gas",))))
     else:
@@ -126,11 +133,24 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
     return found
 
 
+def hub_threshold_candidate(kernel: Kernel) -> int:
+    """The out-degree that fills the staged hub tile (hybrid partitioning) with the highest-degree sources,
+    if those are hubs at all (at least four times the average degree); 0 where nothing qualifies."""
+    degrees = kernel.graph.out_degrees()
+    capacity = hub_capacity(kernel.spec)
+    if degrees.numel() == 0:
+        return 0
+    kth = int(torch.topk(degrees, min(capacity, degrees.numel())).values[-1])
+    threshold = max(kth, 4 * math.ceil(kernel.graph.num_edges / kernel.graph.num_nodes), 1)
+    return threshold if int(degrees.max()) >= threshold else 0
+
+
 def moved(config: Config, coordinate: Coordinate, value: tuple[Any, ...]) -> Config:
     """``config`` with the coordinate's fields set to ``value``."""
     changes = dict(zip(coordinate.names, value, strict=True))
     split = changes.pop("split", config.split)
     params = replace(config.params, **changes)
     if isinstance(params, SpMMParams) and params.strategy == "gas":
-        params = replace(params, num_partitions=1, row_order="natural")  # GAS walks the COO: neither applies
+        # GAS walks the COO: no partitions, row order or staged hubs apply
+        params = replace(params, num_partitions=1, row_order="natural", hub_threshold=0)
     return Config(params, split)

@@ -35,3 +35,15 @@ def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts):
 def test_partition_count_must_be_positive():
     with pytest.raises(ValueError, match="num_parts must be >= 1"):
         Graph.from_edge_index(torch.tensor([[0], [1]])).source_partitions(0)
+
+
+def test_hub_partition_takes_the_highest_out_degrees_first():
+    g = Graph(torch.tensor([3, 3, 3, 1, 1, 0, 2, 2, 2]), torch.zeros(9, dtype=torch.int64), 5)
+    hubs = g.hubs(2, 2)
+    assert hubs.ids.tolist() == [2, 3]  # out-degree 3 each, ties by id; vertex 1 (degree 2) left out
+    assert hubs.slot.tolist() == [-1, -1, 0, 1, -1] and hubs.num_hubs == 2
+    roomy = g.hubs(2, 4)
+    assert roomy.ids.tolist() == [2, 3, 1, -1] and roomy.num_hubs == 3
+    assert g.hubs(10, 4).num_hubs == 0 and bool((g.hubs(10, 4).slot == -1).all())
+    with pytest.raises(ValueError, match="threshold and capacity"):
+        g.hubs(0, 4)

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from featgraph import Graph, sddmm, spmm, te
 from featgraph.tuning.space import Config, apply, coordinates, current_config, moved, vector_axis, with_split
@@ -41,6 +42,13 @@ def test_gpu_space_packs_rows_instead_of_partitioning_sources(gpu):
     on_gpu = Graph(*[t.to(gpu) for t in random_edges(30, 200, seed=1)], 30)
     space = {c.names: c.values for c in coordinates(spmm(on_gpu, _copy_u(g, 12), "sum", target="gpu"))}
     assert space[("rows_per_program",)] == ((1,), (4,), (16,))
+    assert ("hub_threshold",) not in space  # uniform degrees: no hubs worth staging
+    src, dst = random_edges(300, 2000, seed=3)
+    src[:1200] = torch.arange(1200) % 3  # three sources send most edges
+    skewed = Graph(src.to(gpu), dst.to(gpu), 300)
+    space = {c.names: c.values for c in coordinates(spmm(skewed, _copy_u(skewed, 12), "sum", target="gpu"))}
+    (off,), (threshold,) = space[("hub_threshold",)]
+    assert off == 0 and threshold >= 4 * 2000 / 300 and int((skewed.out_degrees() >= threshold).sum()) >= 3
     assert {p for p, _ in space[("num_partitions", "num_feature_tiles")]} == {1}
     cpu = {c.names for c in coordinates(spmm(g, _copy_u(g, 12), "sum"))}
     assert ("rows_per_program",) not in cpu

@@ -89,8 +89,11 @@ def _parallel_tiles(spec: KernelSpec) -> bool:
 
 
 def spmm_source(spec: KernelSpec) -> str:
-    if spec.params.rows_per_program not in (None, 1):
-        raise ValueError("rows_per_program is a GPU template parameter; target='cpu' walks one row at a time")
+    if spec.params.rows_per_program not in (None, 1) or spec.params.hub_threshold:
+        raise ValueError(
+            "rows_per_program and hub_threshold are GPU template parameters; target='cpu' walks one row at a "
+            "time and leaves hub rows to the caches"
+        )
     op, reducer = spec.op, spec.reducer
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     row = _row_size(spec)

@@ -10,6 +10,10 @@ per edge ever reaches memory.
 Loads that no edge changes (a weight ``W[k, i]`` of an MLP message, a seed) are hoisted into the program's
 *prologue*, before its edge loop: the weight tile is read once per program and stays in registers. That
 holds where every reduction around the load fits one chunk (its lanes then never move).
+
+With ``stage`` (FeatGraph's hybrid partitioning) a source feature row ``X[src, i]`` is read from a tile of
+the hub vertices' rows, loaded in the prologue (``hv``: hub ids, ``mH``: their mask), whenever the edge's
+source is a hub (``slot``: its row in the tile, else -1); only the other sources go to global memory.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ class Emitter:
     prologue: list[str] = field(default_factory=list)  # statements run once per program, before the edges
     moving: set[int] = field(default_factory=lambda: {0})  # dims whose lanes change inside the edge loop
     hoisted: dict[str, str] = field(default_factory=dict)  # load expression -> its prologue variable
+    stage: bool = False  # read hub sources' feature rows from the staged tile
     var_dims: dict[int, tuple[str, int]] = field(default_factory=dict)  # id(Var) -> (name, dim)
     reduce_values: dict[int, str] = field(default_factory=dict)
     counter: list[int] = field(default_factory=lambda: [0])
@@ -123,22 +128,54 @@ class Emitter:
         raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
 
     def load(self, e: Load) -> str:
-        dims = e.tensor.shape
-        flat = self.index(e.indices[0])
-        for idx, dim in zip(e.indices[1:], dims[1:], strict=True):
-            flat = f"({flat}) * {dim} + {self.index(idx)}"
         deps: set[int] = set()
         for idx in e.indices:
             deps |= self.deps(idx)
-        mask = self.mask(deps)
-        masked = f", mask={mask}, other=0" if mask else ""
-        text = f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+        if self._stageable(e, deps):
+            tile = self._prologue_value(self._staged_tile(e, deps), "hub")
+            index = "tl.broadcast_to(tl.maximum(slot, 0)[:, None], [BLOCK_E, BLOCK_F])"
+            rest = self._load_text(e, deps, " & (slot < 0)[:, None]")
+            return f"tl.where(slot[:, None] >= 0, tl.gather({tile}, {index}, 0), {rest})"
+        text = self._load_text(e, deps)
         if deps & self.moving or any(self._graph_var(i) for i in e.indices):
             return text
-        if text not in self.hoisted:  # the same lanes for every edge: read once per program
-            self.hoisted[text] = f"w{self.fresh()}"
+        return self._prologue_value(text, "w")  # the same lanes for every edge: read once per program
+
+    def _load_text(self, e: Load, deps: set[int], extra_mask: str = "") -> str:
+        flat = self.index(e.indices[0])
+        for idx, dim in zip(e.indices[1:], e.tensor.shape[1:], strict=True):
+            flat = f"({flat}) * {dim} + {self.index(idx)}"
+        mask = self.mask(deps)
+        masked = f", mask={mask}{extra_mask}, other=0" if mask else ""
+        return f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+
+    def _prologue_value(self, text: str, prefix: str) -> str:
+        if text not in self.hoisted:
+            self.hoisted[text] = f"{prefix}{self.fresh()}"
             self.prologue.append(f"{PROLOGUE_INDENT}{self.hoisted[text]} = {text}")
         return self.hoisted[text]
+
+    def _stageable(self, e: Load, deps: set[int]) -> bool:
+        """A float source row over the edge x feature lanes, outside any reduction."""
+        first = e.indices[0]
+        return (
+            self.stage
+            and e.tensor.dtype != "int64"
+            and isinstance(first, Var)
+            and first.kind == "src"
+            and len(self.dims) == 2
+            and deps == {0, 1}
+            and not any(self._graph_var(i) for i in e.indices[1:])
+        )
+
+    def _staged_tile(self, e: Load, deps: set[int]) -> str:
+        """The load with the hub ids in place of the edges' sources: a hubs x features tile."""
+        graph_vars, edge_dim = self.graph_vars, self.dims[0]
+        self.graph_vars, self.dims[0] = {**graph_vars, "src": ("hv", 0)}, Dim("NUM_HUBS", "mH")
+        try:
+            return self._load_text(e, deps)
+        finally:
+            self.graph_vars, self.dims[0] = graph_vars, edge_dim
 
     def _graph_var(self, e: Expr) -> bool:
         return any(isinstance(n, Var) and n.kind in self.graph_vars for n in e.walk())
@@ -276,11 +313,13 @@ def message(
     graph_vars: dict[str, tuple[str, int | None]],
     sizes: dict[str, int],
     indent: str,
+    stage: bool = False,
 ) -> tuple[list[str], list[str], str]:
     """The message over dims (edges ``BLOCK_E``, features ``BLOCK_F``): prologue statements (once per
     program, after ``of``/``mF``, the feature offsets and mask, are defined), statements per edge block
     (after the graph variables and ``mE``, the edge mask) and the final expression."""
-    emitter = Emitter(schedule, dtype, graph_vars, [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")], indent, sizes=sizes)
+    dims = [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")]
+    emitter = Emitter(schedule, dtype, graph_vars, dims, indent, sizes=sizes, stage=stage)
     for a in op.axis:
         emitter.var_dims[id(a)] = (f"_{a.name}", 1)
     emitter.prologue += output_axes(op, "of", PROLOGUE_INDENT)

@@ -25,6 +25,8 @@ from .codegen import BLOCK_BUDGET, floor_power_of_2, message, next_power_of_2, p
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 MAX_ROWS_PER_PROGRAM = 16
 MAX_REDUCE_LANES = 32  # reductions longer than this are chunked rather than given whole lanes
+STAGE_BUDGET = 4096  # elements of a staged hub tile (16 KiB of float32 per feature block)
+MAX_HUBS = 128
 EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
 TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
 IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "logsumexp": 'float("-inf")'}
@@ -73,17 +75,25 @@ def _check_gpu_params(spec: KernelSpec) -> None:
             "num_partitions is a CPU template parameter (1D source partitions for the L3 cache); "
             "target='gpu' takes num_partitions=1"
         )
+    if spec.kind == "spmm" and spec.params.strategy == "gas" and spec.params.hub_threshold:
+        raise ValueError("hub_threshold stages hubs for the vertex-centric template; strategy='gas' takes 0")
 
 
 def _placeholders(spec: KernelSpec) -> str:
     return "".join(f"{pointer_name(p)}, " for p in spec.op.placeholders)
 
 
-def _body(spec: KernelSpec, sizes: dict[str, int]) -> tuple[list[str], list[str]]:
+def hub_capacity(spec: KernelSpec) -> int:
+    """Hub rows a program stages (hybrid partitioning): as many as fit the stage budget, at most 128."""
+    return max(1, min(MAX_HUBS, floor_power_of_2(STAGE_BUDGET // feature_block(spec))))
+
+
+def _body(spec: KernelSpec, sizes: dict[str, int], stage: bool = False) -> tuple[list[str], list[str]]:
     """The message's prologue (once per program) and its statements per edge block, which end with
-    ``msg`` and ``lanes`` (edges x features)."""
+    ``msg`` and ``lanes`` (edges x features); ``stage`` reads hub sources from the staged tile."""
     graph_vars: dict[str, tuple[str, int | None]] = {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}
-    prologue, lines, msg = message(spec.op, spec.schedule, TRITON_TYPES[spec.dtype], graph_vars, sizes, INDENT)
+    dtype = TRITON_TYPES[spec.dtype]
+    prologue, lines, msg = message(spec.op, spec.schedule, dtype, graph_vars, sizes, INDENT, stage)
     return prologue, [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
 
 
@@ -146,7 +156,9 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
 def spmm_source(spec: KernelSpec) -> str:
     """Vertex-centric SpMM: a program takes ``ROWS`` destination rows and one feature block, packs the
     rows' in-edges into its edge lanes ``BLOCK_E`` at a time and reduces each row's lanes (no atomics).
-    A vertex without in-edges gets 0; max/min report the user edge id of the first winner in CSR order."""
+    A vertex without in-edges gets 0; max/min report the user edge id of the first winner in CSR order.
+    With ``hub_threshold`` the hubs' source rows are loaded once per program into a tile and gathered
+    from there (hybrid partitioning); the run function then takes the hubs' slot and id arrays last."""
     _check_gpu_params(spec)
     reducer, size = spec.reducer, feature_size(spec)
     t = TRITON_TYPES[spec.dtype]
@@ -155,19 +167,23 @@ def spmm_source(spec: KernelSpec) -> str:
     rows = rows_per_program(spec, block_e, block_f)
     sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
     argreduce = reducer in ("max", "min")
-    prologue, body = _body(spec, sizes)
+    stage = spec.params.hub_threshold > 0
+    prologue, body = _body(spec, sizes, stage)
     update, finish = _row_update(reducer, t)
+    hubs = ["    hv = tl.load(hub_ids + tl.arange(0, NUM_HUBS))", "    mH = hv >= 0", "    hv = tl.maximum(hv, 0)"]
+    slot = [f"{INDENT}slot = tl.load(hub_slot + s, mask=mE, other=-1)"]
     lines = [
         HEADER,
         "NO_EDGE = 1 << 62",
         "",
         "",
         "@triton.jit",
-        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}num_rows, "
-        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, ROWS: tl.constexpr, HAS_ROWS: tl.constexpr, "
-        "STORE_ARG: tl.constexpr):",
+        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}"
+        f"{'hub_slot, hub_ids, ' if stage else ''}num_rows, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, "
+        "ROWS: tl.constexpr, HAS_ROWS: tl.constexpr, STORE_ARG: tl.constexpr, NUM_HUBS: tl.constexpr):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {size}",
+        *(hubs if stage else []),
         *prologue,
         "    r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)",
         "    mR = r < num_rows",
@@ -190,6 +206,7 @@ def spmm_source(spec: KernelSpec) -> str:
         "        v = tl.sum(tl.where(member, vr[:, None], 0), axis=0)",
         "        s = tl.load(indices + j, mask=mE, other=0).to(tl.int64)",
         "        e = tl.load(eids + j, mask=mE, other=0).to(tl.int64)",
+        *(slot if stage else []),
         *body,
         f"{INDENT}sel = member[:, :, None] & lanes[None, :, :]",
         *update,
@@ -207,7 +224,7 @@ def spmm_source(spec: KernelSpec) -> str:
         "    spmm_kernel[grid](",
         "        indptr, indices, eids, indptr if rows is None else rows, out, out if argidx is None else argidx,",
         f"        *inputs, args[0], BLOCK_E={block_e}, BLOCK_F={block_f}, ROWS={rows}, HAS_ROWS=rows is not None,"
-        " STORE_ARG=argidx is not None,",
+        f" STORE_ARG=argidx is not None, NUM_HUBS={hub_capacity(spec) if stage else 1},",
         "    )",
     ]
     return "\n".join(lines) + "\n"

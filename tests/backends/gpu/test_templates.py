@@ -92,12 +92,56 @@ def test_several_rows_per_program_on_a_skewed_graph(gpu, rows, row_order, reduce
     torch.testing.assert_close(got.cpu(), reduce_messages(x[src], dst, n, reducer))
 
 
+def power_law_edges(n: int, e: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sources drawn with weight 1 / (rank + 1): a few vertices send most edges (hubs of every degree)."""
+    gen = torch.Generator().manual_seed(seed)
+    weights = 1.0 / torch.arange(1, n + 1, dtype=torch.float64)
+    src = torch.multinomial(weights, e, replacement=True, generator=gen)
+    return src[torch.randperm(e, generator=gen)], torch.randint(0, n, (e,), generator=gen)
+
+
+@pytest.mark.parametrize("threshold", [1, 5, 40, 10_000])  # every source a candidate ... none
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "logsumexp"])
+def test_hybrid_partitioning_stages_hub_rows_and_matches_cpu(gpu, threshold, reducer):
+    """Hub sources' rows come from the staged tile, the rest from memory: the result (and the arg) is the
+    CPU template's, for a weighted multi-head message, including hubs beyond the tile's capacity."""
+    n, e, heads, d = 300, 3000, 2, 7
+    src, dst = power_law_edges(n, e, seed=12)
+    X, A = te.placeholder((n, heads, d), "float64", "X"), te.placeholder((e, heads), "float64", "A")
+
+    def udf(s, t, k):
+        return te.compute((heads, d), lambda h, i: X[s, h, i] * A[k, h])
+
+    x, a = torch.randn(n, heads, d, dtype=torch.float64), torch.randn(e, heads, dtype=torch.float64)
+    g = graph_on(gpu, src, dst, n)
+    kernel = fg.spmm(g, udf, reducer, target="gpu", hub_threshold=threshold)
+    assert kernel.source.count("tl.gather") == 1  # the one source row of the message is staged
+    want = fg.spmm(fg.Graph(src, dst, n), udf, reducer, target="cpu")
+    if reducer == "max":
+        got, arg = kernel.run(return_arg=True, X=x.to(gpu), A=a.to(gpu))
+        assert torch.equal(arg.cpu(), want.run(return_arg=True, X=x, A=a)[1])
+    else:
+        got = kernel(X=x.to(gpu), A=a.to(gpu))
+    torch.testing.assert_close(got.cpu(), want(X=x, A=a))
+    hubs = g.hubs(threshold, 2**20)
+    staged = g.hubs(threshold, int(kernel._hubs[1].numel()))
+    assert staged.num_hubs == min(hubs.num_hubs, kernel._hubs[1].numel())
+
+
+def test_hub_parameters_are_checked(gpu):
+    g = graph_on(gpu, torch.tensor([3, 3, 3, 1, 1, 0, 2, 2, 2]), torch.zeros(9, dtype=torch.int64), 5)
+    with pytest.raises(ValueError, match="hub_threshold must be >= 0"):
+        fg.spmm(g, copy_u(5, 3), "sum", target="gpu", hub_threshold=-1)
+    with pytest.raises(ValueError, match="strategy='gas' takes 0"):
+        fg.spmm(g, copy_u(5, 3), "sum", target="gpu", hub_threshold=2, strategy="gas")
+
+
 def test_default_rows_per_program_fills_the_edge_lanes_for_short_features(gpu):
     sparse = graph_on(gpu, *random_edges(64, 128, seed=5), 64)  # average in-degree 2
     short = fg.spmm(sparse, copy_u(64, 8), "sum", target="gpu").spec.params.rows_per_program
     long = fg.spmm(sparse, copy_u(64, 512), "sum", target="gpu").spec.params.rows_per_program
     assert short > 1 and long <= short
-    with pytest.raises(ValueError, match="rows_per_program is a GPU template parameter"):
+    with pytest.raises(ValueError, match="rows_per_program and hub_threshold are GPU template parameters"):
         fg.spmm(fg.Graph(*random_edges(8, 9, seed=6), 8), copy_u(8, 3), "sum", target="cpu", rows_per_program=4)
 
 
