@@ -1,7 +1,7 @@
 """GPU kernel benchmark: featgraph's Triton kernels against cuSPARSE (torch.sparse), the PyG-style
 materialised path, PyG and DGL, on the paper's graphs at full size, with peak GPU memory.
 
-Ops: GCN aggregation (featgraph GAR, featgraph tensor cores, cuSPARSE CSR SpMM, gather + index_add_),
+Ops: GCN aggregation (featgraph GAR, with hubs staged, on tensor cores; cuSPARSE CSR SpMM; gather + index_add_),
 fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph SDDMM, ``sampled_addmm``, gather +
 sum), and forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
 PyG's ``GATConv``. ``ratio`` is baseline time over featgraph time; the peak column is GPU memory.
@@ -22,6 +22,7 @@ from .. import ops
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
+from ..tuning.space import hub_threshold_candidate
 from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
 from .measure import best_ms
 from .report import each_graph, machine, write_json
@@ -63,8 +64,11 @@ def bench_gcn(g: Graph, d: int) -> Impls:
     n, (src, dst), dev = g.num_nodes, g.coo(), g.device
     x = torch.randn(n, d, device=dev)
     kernel, adj = op_kernel("gcn", g, d, 1), g.adjacency()
+    threshold = hub_threshold_candidate(kernel)
+    hybrid = op_kernel("gcn", g, d, 1, hub_threshold=threshold) if threshold else None
     impls: Impls = {
         "featgraph": lambda: kernel(XV=x),
+        "featgraph hybrid (hubs staged)": (lambda: hybrid(XV=x)) if hybrid else "skipped: no hub vertices",
         "featgraph tensor cores (TF32)": lambda: ops.tc_spmm(g, x),
         "torch.sparse.mm (cuSPARSE CSR)": lambda: torch.sparse.mm(adj, x),
     }
