@@ -207,6 +207,19 @@ class Kernel:
             self._gradients[key] = gradient_kernels(self, p, grad_dtype)
         return self._gradients[key]
 
+    def compile_for_gpu(self, arch: int = 90, **tensors: Any) -> list:
+        """Compile the Triton launches this GPU kernel makes for ``tensors`` for an NVIDIA architecture
+        (90: Hopper), without running them: a compile check that needs no GPU (on CPU tensors it needs
+        ``TRITON_INTERPRET=1``, as the kernel's construction does). Returns ``gpu.aot.CompiledLaunch``es
+        (registers, spills, shared memory)."""
+        if self.target != "gpu":
+            raise ValueError(f"compile_for_gpu needs a target='gpu' kernel, this one targets {self.target!r}")
+        from ..backends.gpu.aot import compiling
+
+        with compiling(arch) as launches:
+            self.evaluate(tensors, want_arg=True)
+        return launches
+
     def _threads(self) -> int:
         return self.spec.params.num_threads or toolchain.num_threads()
 

@@ -174,7 +174,7 @@ def spmm_source(spec: KernelSpec) -> str:
     slot = [f"{INDENT}slot = tl.load(hub_slot + s, mask=mE, other=-1)"]
     lines = [
         HEADER,
-        "NO_EDGE = 1 << 62",
+        "NO_EDGE = tl.constexpr(1 << 62)",
         "",
         "",
         "@triton.jit",
