@@ -20,7 +20,7 @@ import math
 
 from ...te.expr import Reduce
 from ...templates.spec import KernelSpec
-from .codegen import BLOCK_BUDGET, floor_power_of_2, message, next_power_of_2, pointer_name
+from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 MAX_ROWS_PER_PROGRAM = 16
@@ -97,16 +97,16 @@ def _body(spec: KernelSpec, sizes: dict[str, int], stage: bool = False) -> tuple
     return prologue, [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
 
 
-def rows_per_program(spec: KernelSpec, block_e: int, block_f: int) -> int:
-    """Destination rows one program reduces together (the template parameter, else 1), capped so the
-    rows x edges x features selection stays within the block budget."""
+def rows_per_program(spec: KernelSpec, block_f: int) -> int:
+    """Destination rows one program reduces together (the template parameter, else 1), at most 16 and at
+    most one per feature-block lane of the 2048-element selection."""
     wanted = spec.params.rows_per_program or 1
-    return max(1, min(floor_power_of_2(wanted), floor_power_of_2(BLOCK_BUDGET // (block_e * block_f))))
+    return max(1, min(floor_power_of_2(wanted), MAX_ROWS_PER_PROGRAM, floor_power_of_2(2048 // block_f)))
 
 
 def default_rows_per_program(avg_degree: float, feature_size: int) -> int:
-    """fuseGNN's GAR for short features: enough rows that their in-edges fill a program's edge lanes
-    (rows of long features already fill them alone)."""
+    """fuseGNN's GAR for short features: enough rows that their in-edges fill the edge lanes one row
+    would get (rows of long features, or with many in-edges, fill them alone)."""
     block_f = min(next_power_of_2(feature_size), FEATURE_BLOCK_MAX)
     return max(1, min(MAX_ROWS_PER_PROGRAM, floor_power_of_2(int(edge_block(block_f) / max(avg_degree, 1.0)))))
 
@@ -163,8 +163,10 @@ def spmm_source(spec: KernelSpec) -> str:
     reducer, size = spec.reducer, feature_size(spec)
     t = TRITON_TYPES[spec.dtype]
     block_f = feature_block(spec)
-    block_e = message_edge_block(spec, block_f)
-    rows = rows_per_program(spec, block_e, block_f)
+    rows = rows_per_program(spec, block_f)
+    # the rows x edges x features selection holds what one row's edges x features would: the edge lanes
+    # shrink as rows are added (measured with the sm_90 compile: registers stay those of one row)
+    block_e = message_edge_block(spec, block_f * rows)
     sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
     argreduce = reducer in ("max", "min")
     stage = spec.params.hub_threshold > 0
