@@ -86,9 +86,10 @@ def test_gradient_and_fused_kernels_compile_for_hopper(interpreted_gpu, graph):
     check(launches, len(launches))
 
 
-def test_tensor_core_kernels_compile_for_hopper(interpreted_gpu, graph):
-    x = torch.randn(N, 20, requires_grad=True)
-    weight = torch.rand(E, requires_grad=True)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])  # bf16: the interpreter's gap
+def test_tensor_core_kernels_compile_for_hopper(interpreted_gpu, graph, dtype):
+    x = torch.randn(N, 20, dtype=dtype, requires_grad=True)
+    weight = torch.rand(E, dtype=dtype, requires_grad=True)
     with aot.compiling() as launches:
         ops.tc_spmm(graph, x, weight).sum().backward()
     assert {launch.kernel for launch in launches} == {"_block_spmm", "_block_sddmm"}
