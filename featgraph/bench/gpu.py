@@ -19,9 +19,11 @@ from functools import partial
 import torch
 
 from .. import ops
+from ..backends.gpu import aot
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
+from ..templates.kernel import default_target
 from ..tuning.space import hub_threshold_candidate
 from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
 from .measure import best_ms
@@ -163,6 +165,33 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Ro
     return rows
 
 
+COMPILE_HEADER = (
+    "| op | graph | d | implementation | kernel | registers | spill bytes | shared bytes |\n"
+    "|---|---|---|---|---|---|---|---|"
+)
+
+
+def compile_rows(graph_name: str, g: Graph, op: str, d: int, arch: int) -> list[dict]:
+    """Every Triton launch of the featgraph rows compiled for sm_``arch`` (no GPU needed): registers per
+    thread, spilled bytes and shared memory, the static side of the GPU table."""
+    rows = []
+    for name, fn in BENCHES[op](g, d).items():
+        if isinstance(fn, str) or not name.startswith("featgraph") or ("tensor cores" in name and arch < 80):
+            continue
+        with aot.compiling(arch) as launches:  # nothing runs: kernels are built, their launches recorded
+            fn()
+        rows += [{"op": op, "graph": graph_name, "d": d, "impl": name, **asdict(launch)} for launch in launches]
+    return rows
+
+
+def _compile_markdown(rows: list[dict]) -> str:
+    return "\n".join(
+        f"| {r['op']} | {r['graph']} | {r['d']} | {r['impl']} | {r['kernel']} | {r['registers']} | {r['spills']} "
+        f"| {r['shared_bytes']} |"
+        for r in rows
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
@@ -171,12 +200,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    parser.add_argument(
+        "--compile-only",
+        type=int,
+        metavar="ARCH",
+        help="no timing: compile every featgraph launch for sm_ARCH (e.g. 90) and report registers, spills, "
+        "shared memory (needs no GPU; on CPU use a small --scale under TRITON_INTERPRET=1)",
+    )
 
 
-def run(args: argparse.Namespace) -> list[Row]:
+def run(args: argparse.Namespace) -> list[Row] | list[dict]:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (Triton interpreter)"
     print(f"machine: {machine()}; device: {name}")
+    with default_target("gpu"):  # featgraph's rows take the Triton kernels, on CPU tensors too (interpreter)
+        return _compile_only(args, device) if args.compile_only else _timed(args, device, name)
+
+
+def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Row]:
     rows: list[Row] = []
     builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
     for graph_name, g in each_graph(args.graphs, builders, args.scale, MARKDOWN_HEADER):
@@ -186,6 +227,19 @@ def run(args: argparse.Namespace) -> list[Row]:
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], device=name)
     return rows
+
+
+def _compile_only(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    compiled: list[dict] = []
+    builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
+    for graph_name, g in each_graph(args.graphs, builders, args.scale, COMPILE_HEADER):
+        for op in args.ops:
+            for d in args.dims:
+                batch = compile_rows(graph_name, g, op, d, args.compile_only)
+                print(_compile_markdown(batch), flush=True)
+                compiled += batch
+    write_json(args.json, compiled, arch=args.compile_only)
+    return compiled
 
 
 def main(argv: list[str] | None = None) -> None:
