@@ -106,6 +106,7 @@ def bench_attention(g: Graph, d: int) -> Impls:
     kernel, pattern = op_kernel("attention", g, d, 1), g.adjacency()
     return {
         "featgraph": lambda: kernel(XV=x),
+        "featgraph tensor cores (TF32)": lambda: ops.tc_sddmm(g, x, x),
         "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
         "gather + sum (PyG-style)": (
             (lambda: (x[src] * x[dst]).sum(1, keepdim=True)) if _fits(g, 2 * d) else "skipped: E x d too large"

@@ -16,7 +16,7 @@ from .edge_softmax import edge_softmax
 from .gsddmm import gsddmm
 from .gspmm import REDUCERS, gspmm
 from .segment import segment_reduce
-from .tensor_core import tc_spmm
+from .tensor_core import tc_sddmm, tc_spmm
 
 _SPMM_SHORTCUT_OPS = {
     "copy_u": "copy_lhs",
@@ -75,6 +75,7 @@ __all__ = [
     "gsddmm",
     "gspmm",
     "segment_reduce",
+    "tc_sddmm",
     "tc_spmm",
     *SHORTCUTS,
 ]

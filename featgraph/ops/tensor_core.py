@@ -1,11 +1,11 @@
-"""SpMM on tensor cores (TC-GNN): ``out[v] = sum over edges u -> v of w[e] * x[u]``, differentiable in ``x``
-and the edge weights; forward, gradients and shape rule side by side.
+"""SpMM and SDDMM on tensor cores (TC-GNN), differentiable; forward, gradients and shape rule side by side.
 
-Forward: block SpMM over the graph's translation (dense 16 x 16 blocks of condensed neighbour columns).
-Gradient for ``x``: the same over the *reversed* graph's translation (no symmetry assumed). Gradient for
-``w``: block SDDMM ``grad_out[v] . x[u]`` for every cell, read back per edge (duplicate edges share a cell
-and each gets the cell's value). Runs on the GPU target only: CUDA tensors, or CPU tensors under Triton's
-interpreter.
+``tc_spmm``: ``out[v] = sum over edges u -> v of w[e] * x[u]``. Forward: block SpMM over the graph's
+translation (dense 16 x 16 blocks of condensed neighbour columns). Gradient for ``x``: the same over the
+*reversed* graph's translation (no symmetry assumed). Gradient for ``w``: block SDDMM.
+``tc_sddmm``: ``out[e] = x_src[u] . x_dst[v]``: block SDDMM ``x_dst[v] . x_src[u]`` for every cell, read
+back per edge (duplicate edges share a cell and each gets its value); gradients are two weighted block
+SpMMs. Both run on the GPU target only: CUDA tensors, or CPU tensors under Triton's interpreter.
 """
 
 from __future__ import annotations
@@ -43,6 +43,14 @@ def _spmm(g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tenso
     return block_spmm(tr.window_block_ptr, tr.block_columns, tiles, x)
 
 
+def _sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+    from ..backends.gpu.tensor_core import block_sddmm
+
+    tr = _translation(g)
+    cells = block_sddmm(_block_window(g, tr), tr.block_columns, x_dst.contiguous(), x_src.contiguous())
+    return cells[tr.edge_block, tr.edge_row, tr.edge_col]
+
+
 class _TensorCoreSpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:  # noqa: D102
@@ -52,37 +60,68 @@ class _TensorCoreSpMM(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
-        from ..backends.gpu.tensor_core import block_sddmm
-
         x, weight = ctx.saved_tensors
         g: Graph = ctx.g
         grad_out = grad_out.contiguous()
         grad_x = _spmm(g.reverse(), grad_out, weight) if ctx.needs_input_grad[1] else None
         grad_w = None
         if weight is not None and ctx.needs_input_grad[2]:
-            tr = _translation(g)
-            cells = block_sddmm(_block_window(g, tr), tr.block_columns, grad_out, x.contiguous())
-            grad_w = cells[tr.edge_block, tr.edge_row, tr.edge_col].to(weight.dtype)
+            grad_w = _sddmm(g, x, grad_out).to(weight.dtype)
         return None, grad_x, grad_w
+
+
+class _TensorCoreSDDMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        ctx.g = g
+        ctx.save_for_backward(x_src, x_dst)
+        return _sddmm(g, x_src, x_dst).to(x_src.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
+        x_src, x_dst = ctx.saved_tensors
+        g: Graph = ctx.g
+        weight = grad_out.contiguous()
+        grad_src = _spmm(g.reverse(), x_dst, weight) if ctx.needs_input_grad[1] else None  # sum over out-edges
+        grad_dst = _spmm(g, x_src, weight) if ctx.needs_input_grad[2] else None  # sum over in-edges
+        return None, grad_src, grad_dst
 
 
 def tc_spmm(g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
     """``out[v] = sum over in-edges e = (u -> v) of edge_weight[e] * x[u]`` (weight 1 when None) on tensor
     cores; ``x`` of shape (num_nodes, d), any d; float32 runs in TF32 (about 3 significant digits),
     float16/bfloat16 accumulate in float32, float64 is exact. Differentiable in ``x`` and ``edge_weight``."""
-    if not isinstance(g, Graph):
-        raise TypeError(f"expected a featgraph.Graph, got {type(g).__name__}")
-    if x.dim() != 2 or x.shape[0] != g.num_nodes:
-        raise ValueError(f"x must be (num_nodes={g.num_nodes}, d), got {tuple(x.shape)}")
-    if x.dtype not in TC_DTYPES:
-        raise TypeError(f"tc_spmm takes x in {[str(t) for t in TC_DTYPES]}, got {x.dtype}")
+    _check(g, "tc_spmm", x)
     if edge_weight is not None and (edge_weight.shape != (g.num_edges,) or edge_weight.dtype != x.dtype):
         raise ValueError(
             f"edge_weight must be ({g.num_edges},) of x's dtype {x.dtype}, got {tuple(edge_weight.shape)} "
             f"{edge_weight.dtype}"
         )
-    for t in (x, edge_weight):
-        if t is not None and t.device != g.device:
-            raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {t.device}")
-    gpu.check_device(g.device)
+    if edge_weight is not None and edge_weight.device != g.device:
+        raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {edge_weight.device}")
     return _TensorCoreSpMM.apply(g, x.contiguous(), edge_weight)
+
+
+def tc_sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+    """``out[e] = x_src[u] . x_dst[v]`` for every edge ``e = (u -> v)``, in the graph's edge order, on tensor
+    cores (dot-product attention scores); both (num_nodes, d), any d, same precision rules as ``tc_spmm``.
+    Differentiable in both."""
+    _check(g, "tc_sddmm", x_src, x_dst)
+    if x_src.shape != x_dst.shape or x_src.dtype != x_dst.dtype:
+        raise ValueError(
+            f"x_src and x_dst must match: {tuple(x_src.shape)} {x_src.dtype} vs {tuple(x_dst.shape)} {x_dst.dtype}"
+        )
+    return _TensorCoreSDDMM.apply(g, x_src.contiguous(), x_dst.contiguous())
+
+
+def _check(g: Graph, name: str, *features: torch.Tensor) -> None:
+    if not isinstance(g, Graph):
+        raise TypeError(f"expected a featgraph.Graph, got {type(g).__name__}")
+    for x in features:
+        if x.dim() != 2 or x.shape[0] != g.num_nodes:
+            raise ValueError(f"features must be (num_nodes={g.num_nodes}, d), got {tuple(x.shape)}")
+        if x.dtype not in TC_DTYPES:
+            raise TypeError(f"{name} takes features in {[str(t) for t in TC_DTYPES]}, got {x.dtype}")
+        if x.device != g.device:
+            raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {x.device}")
+    gpu.check_device(g.device)

@@ -1,5 +1,6 @@
-"""Tensor-core SpMM against scipy: weighted and unweighted, directed graphs (the backward uses the
-transposed graph), widths that are not multiples of 16, the awkward graphs, and gradcheck in float64."""
+"""Tensor-core SpMM against scipy and SDDMM against per-edge dots: weighted and unweighted, directed graphs
+(the backward uses the transposed graph), widths that are not multiples of 16, the awkward graphs,
+duplicates, and gradcheck in float64."""
 
 import numpy as np
 import pytest
@@ -58,9 +59,37 @@ def test_tc_spmm_gradients_gradcheck_on_a_directed_graph(gpu):
 
 def test_tc_spmm_rejects_bad_input(gpu):
     g, _, _ = case(gpu, 10, 30)
-    with pytest.raises(ValueError, match="x must be"):
+    with pytest.raises(ValueError, match="features must be"):
         ops.tc_spmm(g, torch.randn(9, 4, device=gpu))
-    with pytest.raises(TypeError, match="tc_spmm takes x"):
+    with pytest.raises(TypeError, match="tc_spmm takes features"):
         ops.tc_spmm(g, torch.ones(10, 4, dtype=torch.int64, device=gpu))
     with pytest.raises(ValueError, match="edge_weight must be"):
         ops.tc_spmm(g, torch.randn(10, 4, device=gpu), torch.rand(29, device=gpu))
+
+
+@pytest.mark.parametrize(("n", "e"), [(0, 0), (5, 0), (7, 3), (40, 300), (130, 1500)], ids=str)
+@pytest.mark.parametrize("d", [1, 20, 33])
+def test_tc_sddmm_matches_the_dot_of_each_edges_endpoints(gpu, n, e, d):
+    g, src, dst = case(gpu, n, e, seed=n + 2 * d)
+    if e:
+        src[: e // 4], dst[: e // 4] = src[0], dst[0]  # duplicates share a cell: each edge still gets the dot
+    g = fg.Graph(src.to(gpu), dst.to(gpu), n)
+    a, b = torch.randn(n, d, dtype=torch.float64), torch.randn(n, d, dtype=torch.float64)
+    got = ops.tc_sddmm(g, a.to(gpu), b.to(gpu)).cpu()
+    assert got.shape == (e,)
+    torch.testing.assert_close(got, (a[src] * b[dst]).sum(1))
+
+
+def test_tc_sddmm_gradcheck_on_a_directed_graph(gpu):
+    g, _, _ = case(gpu, 12, 70, seed=3)
+    a = torch.randn(12, 5, dtype=torch.float64, device=gpu, requires_grad=True)
+    b = torch.randn(12, 5, dtype=torch.float64, device=gpu, requires_grad=True)
+    assert gradcheck(lambda x, y: ops.tc_sddmm(g, x, y), (a, b))
+
+
+def test_tc_sddmm_rejects_mismatched_features(gpu):
+    g, _, _ = case(gpu, 10, 30)
+    with pytest.raises(ValueError, match="x_src and x_dst must match"):
+        ops.tc_sddmm(g, torch.randn(10, 4, device=gpu), torch.randn(10, 5, device=gpu))
+    with pytest.raises(ValueError, match="features must be"):
+        ops.tc_sddmm(g, torch.randn(9, 4, device=gpu), torch.randn(9, 4, device=gpu))

@@ -92,5 +92,6 @@ def test_tensor_core_kernels_compile_for_hopper(interpreted_gpu, graph, dtype):
     weight = torch.rand(E, dtype=dtype, requires_grad=True)
     with aot.compiling() as launches:
         ops.tc_spmm(graph, x, weight).sum().backward()
+        ops.tc_sddmm(graph, x, x).sum().backward()
     assert {launch.kernel for launch in launches} == {"_block_spmm", "_block_sddmm"}
     check(launches, len(launches))
