@@ -51,30 +51,51 @@ def gcn_aggregate(
     would cost). ``tune=True`` tunes the kernels for this graph and width on first use."""
     if x.dim() != 2 or x.shape[0] != g.num_nodes:
         raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
-    base, weight = g, edge_weight
-    if add_self_loops:
-        base = g.with_self_loops()
-        last_loop = _last_self_loop(g)
-        existing = torch.ones((), dtype=x.dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
-        loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill_value, dtype=x.dtype))
-        if edge_weight is not None:
-            weight = torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
-        elif fill_value != 1.0:
-            weight = torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=x.dtype, device=x.device), loop_weight])
+    base = g.with_self_loops() if add_self_loops else g
+    if edge_weight is None:  # the weights and the normalisation depend on the graph alone: kept on it
+        key = ("gcn-structure", add_self_loops, normalize, fill_value, x.dtype)
+        weight, norm = g.cached(key, lambda: _structure_norm(g, base, add_self_loops, normalize, fill_value, x.dtype))
+    else:
+        weight = _with_loop_weights(g, base, edge_weight, fill_value) if add_self_loops else edge_weight
+        norm = _norm(base, weight) if normalize else None
     if not normalize:
         if weight is None:
             return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
         return gspmm(base, "mul", "sum", x, weight, tune=tune)
-    if weight is None:
-        degree = base.in_degrees().to(x.dtype)
-    else:
-        degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1)
-    norm = degree.pow(-0.5).masked_fill(degree <= 0, 0)
     kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None, tune)
     inputs = {"NORM": norm.unsqueeze(1), "X": x}
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
     return kernel(**inputs)
+
+
+def _with_loop_weights(g: Graph, base: Graph, edge_weight: torch.Tensor | None, fill: float) -> torch.Tensor:
+    """The looped graph's weights: the non-loop edges' own, then one loop per vertex weighing what its
+    last existing loop weighed, else ``fill``."""
+    last_loop = _last_self_loop(g)
+    dtype = torch.get_default_dtype() if edge_weight is None else edge_weight.dtype
+    existing = torch.ones((), dtype=dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
+    loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill, dtype=dtype))
+    if edge_weight is None:
+        return torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=dtype, device=base.device), loop_weight])
+    return torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
+
+
+def _norm(base: Graph, weight: torch.Tensor | None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``deg^-1/2`` per vertex (0 where the weighted in-degree is 0)."""
+    if weight is None:
+        degree = base.in_degrees().to(dtype)
+    else:
+        degree = gspmm(base, "copy_rhs", "sum", None, weight.unsqueeze(1)).squeeze(1)
+    return degree.pow(-0.5).masked_fill(degree <= 0, 0)
+
+
+def _structure_norm(
+    g: Graph, base: Graph, loops: bool, normalize: bool, fill: float, dtype: torch.dtype
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Unweighted GCN: the looped graph's weights (None: all 1) and the normalisation, in ``dtype``."""
+    weight = _with_loop_weights(g, base, None, fill).to(dtype) if loops and fill != 1.0 else None
+    return weight, (_norm(base, weight, dtype) if normalize else None)
 
 
 def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool, tune: bool):
