@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ...schedule import AxisPlan, Schedule
-from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, is_integer
+from ...te.expr import Call, ComputeOp, Expr, Load, Placeholder, Reduce, Var
+from ..expression import ExpressionLowering
 
 GRAPH_VARS = {"src": "s", "dst": "v", "eid": "e"}
 REDUCE_INIT = {"sum": "T(0)", "max": "-std::numeric_limits<T>::infinity()", "min": "std::numeric_limits<T>::infinity()"}
@@ -61,80 +62,54 @@ def row_stride(tensor: Placeholder) -> int:
 
 
 @dataclass
-class Emitter:
+class Emitter(ExpressionLowering):
     """Turns expressions into C++: ``value`` gives a ``T`` expression, ``index`` an ``int64_t`` one."""
 
     reduce_names: dict[int, str]  # id(Reduce) -> C++ expression holding its value
 
-    def index(self, e: Expr) -> str:
-        if isinstance(e, Load) and e.tensor.dtype == "int64":
-            return self.load(e)
-        if isinstance(e, Const):
-            if not e.is_int:
-                raise TypeError(f"non-integer constant {e.value} used as an index")
-            return str(e.value)
-        if isinstance(e, Var):
-            return GRAPH_VARS.get(e.kind, e.name)
-        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "/", "%"):
-            op = "/" if e.op == "//" else e.op
-            return f"({self.index(e.a)} {op} {self.index(e.b)})"
-        raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
+    FLOOR = "std::floor"
+    INT_DIV = "/"
+    UNARY = {**{fn: f"std::{fn}({{0}})" for fn in ("exp", "log", "sqrt", "tanh", "abs")}, "sigmoid": "fg_sigmoid({0})"}
+
+    def variable(self, e: Var) -> str:
+        return GRAPH_VARS.get(e.kind, e.name)
 
     def load(self, e: Load) -> str:
-        dims = e.tensor.shape
         flat = self.index(e.indices[0])
-        for idx, dim in zip(e.indices[1:], dims[1:], strict=True):
+        for idx, dim in zip(e.indices[1:], e.tensor.shape[1:], strict=True):
             flat = f"({flat}) * {dim} + {self.index(idx)}"
         return f"{pointer_name(e.tensor)}[{flat}]"
 
-    def value(self, e: Expr) -> str:
-        if isinstance(e, Const):
-            return f"T({e.value!r})"
-        if isinstance(e, Var):
-            return f"T({self.index(e)})"
-        if isinstance(e, Load):
-            return f"T({self.load(e)})" if e.tensor.dtype == "int64" else self.load(e)
-        if isinstance(e, Reduce):
-            return self.reduce_names[id(e)]
-        if isinstance(e, BinOp):
-            a, b = self.value(e.a), self.value(e.b)
-            if e.op in ("+", "-", "*", "/"):
-                return f"({a} {e.op} {b})"
-            if e.op == "//":
-                return f"std::floor({a} / {b})"
-            if e.op == "%":
-                return f"({a} - {b} * std::floor({a} / {b}))"
-            return f"T({a} {e.op} {b})"  # comparison as 0/1
-        if isinstance(e, Call):
-            return self.call(e)
-        raise TypeError(f"cannot lower {type(e).__name__}")
+    def reduction_value(self, e: Reduce) -> str:
+        return self.reduce_names[id(e)]
 
-    def call(self, e: Call) -> str:
-        if e.fn == "eq" and all(is_integer(a) for a in e.args):  # ids compare exactly, as integers
-            return f"T({self.index(e.args[0])} == {self.index(e.args[1])})"
-        args = [self.value(a) for a in e.args]
-        if e.fn in ("exp", "log", "sqrt", "tanh", "abs"):
-            return f"std::{e.fn}({args[0]})"
-        if e.fn == "sigmoid":
-            return f"fg_sigmoid({args[0]})"
-        if e.fn in ("max", "min"):
-            return f"std::{e.fn}<T>({args[0]}, {args[1]})"
-        if e.fn == "where":
-            return f"(({args[0]}) != T(0) ? ({args[1]}) : ({args[2]}))"
-        if e.fn == "eq":
-            return f"T({args[0]} == {args[1]})"
-        if e.fn == "keep":
-            p = e.args[2].value
-            seed, element = self.index(e.args[0]), self.index(e.args[1])
-            threshold = round(p * (1 << KEEP_BITS))
-            return f"(fg_keep((uint64_t)({seed}), {element}, {threshold}ULL) ? T({1.0 / (1.0 - p)!r}) : T(0))"
-        if e.fn == "cast":
-            if e.dtype == "float16":
-                return f"fg_half({args[0]})"
-            if e.dtype == "bfloat16":
-                return f"fg_bf16({args[0]})"
-            return f"T(({CAST_TYPES[e.dtype]})({args[0]}))"
-        raise TypeError(f"unknown intrinsic {e.fn!r}")
+    def constant(self, value: float) -> str:
+        return f"T({value!r})"
+
+    def as_value(self, integer: str) -> str:
+        return f"T({integer})"
+
+    def truth(self, condition: str) -> str:
+        return f"T({condition})"
+
+    def pairwise(self, fn: str, a: str, b: str) -> str:
+        return f"std::{fn}<T>({a}, {b})"
+
+    def select(self, condition: str, a: str, b: str) -> str:
+        return f"(({condition}) != T(0) ? ({a}) : ({b}))"
+
+    def cast(self, dtype: str, x: str) -> str:
+        if dtype == "float16":
+            return f"fg_half({x})"
+        if dtype == "bfloat16":
+            return f"fg_bf16({x})"
+        return f"T(({CAST_TYPES[dtype]})({x}))"
+
+    def keep(self, e: Call) -> str:
+        p = e.args[2].value
+        seed, element = self.index(e.args[0]), self.index(e.args[1])
+        threshold = round(p * (1 << KEEP_BITS))
+        return f"(fg_keep((uint64_t)({seed}), {element}, {threshold}ULL) ? T({1.0 / (1.0 - p)!r}) : T(0))"
 
 
 def free_vars(e: Expr) -> list[Var]:

@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 
 from ...schedule import Schedule
-from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, is_integer
+from ...te.expr import Call, ComputeOp, Expr, Load, Placeholder, Reduce, Var
+from ..expression import ExpressionLowering
 
 # a block tensor of a reduction inside the message holds at most this many elements (half without
 # tree_reduce). 8192 compiled to 255 registers a thread for dot attention at d >= 128 on sm_90 (occupancy
@@ -64,7 +65,7 @@ class Dim:
 
 
 @dataclass
-class Emitter:
+class Emitter(ExpressionLowering):
     """Turns expressions into Triton source over the current dims; statements for reductions go to
     ``lines``. ``graph_vars`` maps src/dst/eid to (variable, dim index or None for a scalar)."""
 
@@ -82,6 +83,10 @@ class Emitter:
     reduce_values: dict[int, str] = field(default_factory=dict)
     counter: list[int] = field(default_factory=lambda: [0])
     sizes: dict[str, int] = field(default_factory=dict)  # values of the block-size constants
+
+    FLOOR = "tl.floor"
+    INT_DIV = "//"
+    UNARY = UNARY
 
     def place(self, name: str, dim: int | None) -> str:
         """A 1-D variable over ``dim`` broadcast to the rank of the current dims."""
@@ -113,21 +118,10 @@ class Emitter:
         parts = [self.place(self.dims[d].mask, d) for d in sorted(dims)]
         return " & ".join(parts) if parts else None
 
-    def index(self, e: Expr) -> str:
-        if isinstance(e, Load) and e.tensor.dtype == "int64":
-            return self.load(e)
-        if isinstance(e, Const):
-            if not e.is_int:
-                raise TypeError(f"non-integer constant {e.value} used as an index")
-            return str(e.value)
-        if isinstance(e, Var):
-            if e.kind in self.graph_vars:
-                return self.place(*self.graph_vars[e.kind])
-            return self.place(*self.var_dims[id(e)])
-        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "/", "%"):
-            op = "//" if e.op in ("//", "/") else e.op
-            return f"({self.index(e.a)} {op} {self.index(e.b)})"
-        raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
+    def variable(self, e: Var) -> str:
+        if e.kind in self.graph_vars:
+            return self.place(*self.graph_vars[e.kind])
+        return self.place(*self.var_dims[id(e)])
 
     def load(self, e: Load) -> str:
         deps: set[int] = set()
@@ -182,49 +176,30 @@ class Emitter:
     def _graph_var(self, e: Expr) -> bool:
         return any(isinstance(n, Var) and n.kind in self.graph_vars for n in e.walk())
 
-    def value(self, e: Expr) -> str:
-        if isinstance(e, Const):
-            return repr(float(e.value))
-        if isinstance(e, Var):
-            return f"({self.index(e)}).to({self.dtype})"
-        if isinstance(e, Load):
-            return f"{self.load(e)}.to({self.dtype})" if e.tensor.dtype == "int64" else self.load(e)
-        if isinstance(e, Reduce):
-            if id(e) not in self.reduce_values:
-                self.reduce_values[id(e)] = self.reduction(e)
-            return self.reduce_values[id(e)]
-        if isinstance(e, BinOp):
-            a, b = self.value(e.a), self.value(e.b)
-            if e.op in ("+", "-", "*", "/"):
-                return f"({a} {e.op} {b})"
-            if e.op == "//":
-                return f"tl.floor({a} / {b})"
-            if e.op == "%":
-                return f"({a} - {b} * tl.floor({a} / {b}))"
-            return f"tl.where({a} {e.op} {b}, 1.0, 0.0).to({self.dtype})"  # comparison as 0/1
-        if isinstance(e, Call):
-            return self.call(e)
-        raise TypeError(f"cannot lower {type(e).__name__}")
+    def reduction_value(self, e: Reduce) -> str:
+        if id(e) not in self.reduce_values:
+            self.reduce_values[id(e)] = self.reduction(e)
+        return self.reduce_values[id(e)]
 
-    def call(self, e: Call) -> str:
-        if e.fn == "eq" and all(is_integer(a) for a in e.args):  # ids compare exactly, as integers
-            return f"tl.where({self.index(e.args[0])} == {self.index(e.args[1])}, 1.0, 0.0).to({self.dtype})"
-        if e.fn == "keep":
-            return self.keep(e)
-        args = [self.value(a) for a in e.args]
-        if e.fn in UNARY:
-            return UNARY[e.fn].format(args[0])
-        if e.fn in ("max", "min"):
-            return f"tl.{e.fn}imum({args[0]}, {args[1]})"
-        if e.fn == "where":
-            return f"tl.where(({args[0]}) != 0, {args[1]}, {args[2]})"
-        if e.fn == "eq":
-            return f"tl.where({args[0]} == {args[1]}, 1.0, 0.0).to({self.dtype})"
-        if e.fn == "cast":
-            if e.dtype == "int64":
-                return f"({args[0]}).to(tl.int64).to({self.dtype})"
-            return f"({args[0]}).to({CAST_TYPES[e.dtype]}).to({self.dtype})"
-        raise TypeError(f"unknown intrinsic {e.fn!r}")
+    def constant(self, value: float) -> str:
+        return repr(float(value))
+
+    def as_value(self, integer: str) -> str:
+        return f"({integer}).to({self.dtype})"
+
+    def truth(self, condition: str) -> str:
+        return f"tl.where({condition}, 1.0, 0.0).to({self.dtype})"
+
+    def pairwise(self, fn: str, a: str, b: str) -> str:
+        return f"tl.{fn}imum({a}, {b})"
+
+    def select(self, condition: str, a: str, b: str) -> str:
+        return f"tl.where(({condition}) != 0, {a}, {b})"
+
+    def cast(self, dtype: str, x: str) -> str:
+        if dtype == "int64":
+            return f"({x}).to(tl.int64).to({self.dtype})"
+        return f"({x}).to({CAST_TYPES[dtype]}).to({self.dtype})"
 
     def keep(self, e: Call) -> str:
         """Dropout's keep factor: splitmix64's finaliser over (seed, element), the CPU backend's hash."""
