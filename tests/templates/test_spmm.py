@@ -298,3 +298,18 @@ def test_nested_reductions_two_layer_mlp_message(reducer):
     got = fg.spmm(g, msgfunc, reducer)(X=x, W1=w1, W2=w2)
     messages = torch.relu((x[src] - x[dst]) @ w1) @ w2
     torch.testing.assert_close(got, reduce_messages(messages, dst, n, reducer))
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_max_min_without_the_arg_give_what_they_give_with_it(reducer):
+    """The kernel skips tracking winners when no arg is asked for; results stay the same, including for
+    rows whose every message is the identity (-inf for max), which count as having no winner."""
+    n, d = 30, 9
+    src, dst = random_edges(n, 200, seed=14)
+    x = torch.randn(n, d, dtype=torch.float64)
+    x[src[dst == 2]] = float("-inf") if reducer == "max" else float("inf")  # vertex 2: only identities arrive
+    kernel = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d, "float64"), reducer)
+    plain, (tracked, arg) = kernel(XV=x), kernel.run(return_arg=True, XV=x)
+    assert torch.equal(plain, tracked)
+    assert bool((plain[2] == 0).all()) and bool((arg[2] == -1).all())
+    torch.testing.assert_close(plain, reduce_messages(x[src], dst, n, reducer).nan_to_num(0, 0, 0))

@@ -96,53 +96,24 @@ def spmm_source(spec: KernelSpec) -> str:
         )
     op, reducer = spec.op, spec.reducer
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
-    row = _row_size(spec)
     argreduce = reducer in ("max", "min")
-    src_rows = indexed_by(op, "src")
     lines = _header(spec)
-    streaming = reducer == "logsumexp"
-    am_decl = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
-    init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
-    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
-    store = f"out[v * {row} + g] = acc[q];" + (f" if (argidx) argidx[v * {row} + g] = am[q];" if argreduce else "")
-    load_extra = (
-        f" am[q] = argidx[v * {row} + g];"
-        if argreduce
-        else " zs[q] = acc[q] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);"
-        if streaming
-        else ""
-    )
-    load = f"acc[q] = out[v * {row} + g];{load_extra}"
-    finalize = FINALIZE.get(reducer, "")
-    sink = lambda f, g, x: ACCUMULATE[reducer].format(f=f, x=x)  # noqa: E731
     itemsize = 4 if spec.dtype == "float32" else 8
     for tile in tiles:
-        row_loop_body: list[str] = []
+        chunks = feature_tiles(tile.extent, max(1, tile.extent * itemsize // ROW_CHUNK_BYTES))
         # register-sized chunks of the tile, each with its own pass over the row's edges, so the
         # accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks)
-        for chunk in feature_tiles(tile.extent, max(1, tile.extent * itemsize // ROW_CHUNK_BYTES)):
-            chunk = Tile(tile.lo + chunk.lo, chunk.extent)
-            prefetch = [
-                f"__builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + PF] * {row_stride(p)} + {chunk.lo});"
-                for p in src_rows
-            ]
-            row_loop_body += [
-                "      {",
-                f"      constexpr int64_t SIZE = {tile_size(op, chunk)};",
-                f"      T acc[SIZE];{am_decl}",
-                f"      {init}",
-                "      else {",
-                *_tile_rows(op, chunk, load, "        "),
-                "      }",
-                "      for (int64_t j = ip[v]; j < end; ++j) {",
-                "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
-                f"        if (j + PF < end) {{ {' '.join(prefetch)} }}",
-                *message_block(op, spec.schedule, chunk, sink),
-                "      }",
-                f"      {finalize}",
-                *_tile_rows(op, chunk, store, "      "),
+        passes = [Tile(tile.lo + c.lo, c.extent) for c in chunks]
+        if argreduce:  # tracking the winning edge halves max/min's speed: only where the arg is asked for
+            row_loop_body = [
+                "      if (argidx) {",
+                *[line for c in passes for line in _row_pass(spec, c, track=True)],
+                "      } else {",
+                *[line for c in passes for line in _row_pass(spec, c, track=False)],
                 "      }",
             ]
+        else:
+            row_loop_body = [line for c in passes for line in _row_pass(spec, c, track=False)]
         lines += [
             f"static void spmm_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
             "  const IDX* __restrict__ indptr = (const IDX*)ptr[0];",
@@ -176,6 +147,55 @@ def spmm_source(spec: KernelSpec) -> str:
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
+    """One pass over row ``v``'s edges for one chunk of its output: accumulators in registers, loaded from
+    the output after the first source partition, finished and stored after the last. ``track`` keeps the
+    winning edge of max/min (``am``); without it an element still at the identity had no winner and is 0,
+    exactly as with it."""
+    op, reducer, row = spec.op, spec.reducer, _row_size(spec)
+    argreduce, streaming = reducer in ("max", "min") and track, reducer == "logsumexp"
+    state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
+    init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
+    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
+    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
+    load_extra = (
+        f" am[q] = argidx[v * {row} + g];"
+        if argreduce
+        else " zs[q] = acc[q] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);"
+        if streaming
+        else ""
+    )
+    load = f"acc[q] = out[v * {row} + g];{load_extra}"
+    if reducer in ("max", "min") and not track:
+        better = ">" if reducer == "max" else "<"
+        accumulate = f"{{{{ const T x_ = {{x}}; acc[{{f}}] = x_ {better} acc[{{f}}] ? x_ : acc[{{f}}]; }}}}"
+        finalize = f"if (last) for (int64_t q = 0; q < SIZE; ++q) if (acc[q] == {IDENTITY[reducer]}) acc[q] = T(0);"
+    else:
+        accumulate, finalize = ACCUMULATE[reducer], FINALIZE.get(reducer, "")
+    prefetch = " ".join(
+        f"__builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + PF] * {row_stride(p)}"
+        f" + {chunk.lo if chunk.lo < row_stride(p) else 0});"
+        for p in indexed_by(op, "src")
+    )
+    return [
+        "      {",
+        f"      constexpr int64_t SIZE = {tile_size(op, chunk)};",
+        f"      T acc[SIZE];{state}",
+        f"      {init}",
+        "      else {",
+        *_tile_rows(op, chunk, load, "        "),
+        "      }",
+        "      for (int64_t j = ip[v]; j < end; ++j) {",
+        "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
+        f"        if (j + PF < end) {{ {prefetch} }}",
+        *message_block(op, spec.schedule, chunk, lambda f, g, x: accumulate.format(f=f, x=x)),
+        "      }",
+        f"      {finalize}",
+        *_tile_rows(op, chunk, store, "      "),
+        "      }",
+    ]
 
 
 def _tile_rows(op, tile: Tile, statement: str, indent: str) -> list[str]:
