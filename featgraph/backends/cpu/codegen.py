@@ -30,6 +30,9 @@ PRELUDE = r"""
 #include <cstring>
 #include <limits>
 static inline T fg_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+// where(c, a, b) with both sides evaluated, as on the GPU: a load inside a C++ conditional is a masked
+// load to g++, which does not vectorise the loop around it (measured: an MLP's weight gradient 10x slower)
+static inline T fg_select(T c, T a, T b) { return c != T(0) ? a : b; }
 static inline T fg_half(T x) { return T((float)(_Float16)(float)x); }
 static inline T fg_bf16(T xin) {
   float x = (float)xin; uint32_t u; std::memcpy(&u, &x, 4);
@@ -96,7 +99,7 @@ class Emitter(ExpressionLowering):
         return f"std::{fn}<T>({a}, {b})"
 
     def select(self, condition: str, a: str, b: str) -> str:
-        return f"(({condition}) != T(0) ? ({a}) : ({b}))"
+        return f"fg_select({condition}, {a}, {b})"
 
     def cast(self, dtype: str, x: str) -> str:
         if dtype == "float16":
