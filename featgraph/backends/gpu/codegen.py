@@ -41,6 +41,8 @@ UNARY = {
     "tanh": "(2.0 / (1.0 + tl.exp(-2.0 * ({0}))) - 1.0)",  # no tanh in tl's core; exact at both limits
 }
 KEEP_BITS = 24  # as the CPU backend's fg_keep: compare 24 hash bits
+# every template defines the edges' source, destination and id as vectors over the edge lanes (dim 0)
+GRAPH_VARS = {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}
 PROLOGUE_INDENT = "    "  # the prologue sits at the top level of the kernel body
 
 
@@ -67,13 +69,13 @@ class Dim:
 @dataclass
 class Emitter(ExpressionLowering):
     """Turns expressions into Triton source over the current dims; statements for reductions go to
-    ``lines``. ``graph_vars`` maps src/dst/eid to (variable, dim index or None for a scalar)."""
+    ``lines``. ``graph_vars`` maps src/dst/eid to (variable, dim index)."""
 
     schedule: Schedule
     dtype: str  # "tl.float32" / "tl.float64"
-    graph_vars: dict[str, tuple[str, int | None]]
     dims: list[Dim]
     indent: str
+    graph_vars: dict[str, tuple[str, int]] = field(default_factory=lambda: dict(GRAPH_VARS))
     lines: list[str] = field(default_factory=list)
     prologue: list[str] = field(default_factory=list)  # statements run once per program, before the edges
     moving: set[int] = field(default_factory=lambda: {0})  # dims whose lanes change inside the edge loop
@@ -88,18 +90,15 @@ class Emitter(ExpressionLowering):
     INT_DIV = "//"
     UNARY = UNARY
 
-    def place(self, name: str, dim: int | None) -> str:
+    def place(self, name: str, dim: int) -> str:
         """A 1-D variable over ``dim`` broadcast to the rank of the current dims."""
-        if dim is None:
-            return name
         return f"{name}[{', '.join(':' if d == dim else 'None' for d in range(len(self.dims)))}]"
 
     def deps(self, e: Expr) -> set[int]:
         """Dims the expression varies along."""
         if isinstance(e, Var):
             if e.kind in self.graph_vars:
-                dim = self.graph_vars[e.kind][1]
-                return set() if dim is None else {dim}
+                return {self.graph_vars[e.kind][1]}
             return {self.var_dims[id(e)][1]}
         if isinstance(e, Reduce):
             return self.reduce_deps(e)
@@ -287,16 +286,16 @@ def message(
     op: ComputeOp,
     schedule: Schedule,
     dtype: str,
-    graph_vars: dict[str, tuple[str, int | None]],
     sizes: dict[str, int],
     indent: str,
     stage: bool = False,
 ) -> tuple[list[str], list[str], str]:
     """The message over dims (edges ``BLOCK_E``, features ``BLOCK_F``): prologue statements (once per
     program, after ``of``/``mF``, the feature offsets and mask, are defined), statements per edge block
-    (after the graph variables and ``mE``, the edge mask) and the final expression."""
+    (after ``s``/``v``/``e``, the edges' source, destination and id, and ``mE``, the edge mask) and the
+    final expression."""
     dims = [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")]
-    emitter = Emitter(schedule, dtype, graph_vars, dims, indent, sizes=sizes, stage=stage)
+    emitter = Emitter(schedule, dtype, dims, indent, sizes=sizes, stage=stage)
     for a in op.axis:
         emitter.var_dims[id(a)] = (f"_{a.name}", 1)
     emitter.prologue += output_axes(op, "of", PROLOGUE_INDENT)

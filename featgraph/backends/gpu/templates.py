@@ -1,17 +1,17 @@
 """Triton sources of the sparse templates with the UDF inlined, each with a host-side ``run``.
 
-SpMM (GAR, vertex-centric): one program per destination row and feature block (FeatGraph's rows to
-blocks, feature axis across lanes); the row's in-edges are visited ``BLOCK_E`` at a time and reduced
-across edge lanes with a tree reduction (fuseGNN's edge-parallel reduction), so no atomics and a
-deterministic result. SpMM (GAS, edge-centric): edge blocks with atomic adds into the destination rows.
-SDDMM: edge blocks to programs, the feature axis (and any reduction in the UDF) across lanes. Edge sum:
-a fixed number of programs stride over the edges, each writing a partial sum that the host adds up in
-program order (deterministic).
+SpMM (GAR, vertex-centric): a program per ``ROWS`` destination rows and a feature block (FeatGraph's rows
+to blocks, feature axis across lanes; several short rows per program, fuseGNN's GAR); the rows' in-edges
+are packed into ``BLOCK_E`` edge lanes at a time and reduced per row with a tree reduction (fuseGNN's
+edge-parallel reduction), so no atomics and a deterministic result. SpMM (GAS, edge-centric): edge
+blocks with atomic adds into the destination rows. SDDMM: edge blocks to programs, the feature axis (and
+any reduction in the UDF) across lanes. Edge sum: a fixed number of programs stride over the edges, each
+writing a partial sum that the host adds up in program order (deterministic).
 
 ``run(ptrs, args)`` takes the tensors and integers in the same order as the CPU backend's entry point:
-SpMM ptr: indptr, indices, edge_ids, rows (or None), degree, out, argidx (or None), placeholders...;
-arg: num_rows, num_partitions, num_threads. Edge templates ptr: srcs, dsts, eids, out, placeholders...;
-arg: num_edges, num_threads.
+SpMM ptr: indptr, indices, edge_ids, rows (or None), degree, out, argidx (or None), placeholders...
+(then, with hubs staged, hub slots and hub ids); arg: num_rows, num_partitions, num_threads. Edge
+templates ptr: srcs, dsts, eids, out, placeholders...; arg: num_edges, num_threads.
 """
 
 from __future__ import annotations
@@ -91,9 +91,7 @@ def hub_capacity(spec: KernelSpec) -> int:
 def _body(spec: KernelSpec, sizes: dict[str, int], stage: bool = False) -> tuple[list[str], list[str]]:
     """The message's prologue (once per program) and its statements per edge block, which end with
     ``msg`` and ``lanes`` (edges x features); ``stage`` reads hub sources from the staged tile."""
-    graph_vars: dict[str, tuple[str, int | None]] = {"src": ("s", 0), "dst": ("v", 0), "eid": ("e", 0)}
-    dtype = TRITON_TYPES[spec.dtype]
-    prologue, lines, msg = message(spec.op, spec.schedule, dtype, graph_vars, sizes, INDENT, stage)
+    prologue, lines, msg = message(spec.op, spec.schedule, TRITON_TYPES[spec.dtype], sizes, INDENT, stage)
     return prologue, [*lines, f"{INDENT}msg = {msg}", f"{INDENT}lanes = mE[:, None] & mF[None, :]"]
 
 
