@@ -23,6 +23,7 @@ from ...templates.spec import KernelSpec
 from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
+LANE_BUDGET = 2048  # elements of a program's (rows x) edges x features block
 MAX_ROWS_PER_PROGRAM = 16
 MAX_REDUCE_LANES = 32  # reductions longer than this are chunked rather than given whole lanes
 STAGE_BUDGET = 4096  # elements of a staged hub tile (16 KiB of float32 per feature block)
@@ -57,8 +58,8 @@ def feature_block(spec: KernelSpec) -> int:
 
 def edge_block(block_f: int, reduce_lanes: int = 1) -> int:
     """Edge lanes beside ``block_f`` feature lanes and ``reduce_lanes`` lanes of a reduction inside the
-    message: 2048 elements a block, 1 to 64 edges."""
-    return max(1, min(64, floor_power_of_2(2048 // (block_f * reduce_lanes))))
+    message: ``LANE_BUDGET`` elements a block, 1 to 64 edges."""
+    return max(1, min(64, floor_power_of_2(LANE_BUDGET // (block_f * reduce_lanes))))
 
 
 def message_edge_block(spec: KernelSpec, block_f: int) -> int:
@@ -97,9 +98,9 @@ def _body(spec: KernelSpec, sizes: dict[str, int], stage: bool = False) -> tuple
 
 def rows_per_program(spec: KernelSpec, block_f: int) -> int:
     """Destination rows one program reduces together (the template parameter, else 1), at most 16 and at
-    most one per feature-block lane of the 2048-element selection."""
+    most as many as leave one edge lane in the ``LANE_BUDGET`` selection."""
     wanted = spec.params.rows_per_program or 1
-    return max(1, min(floor_power_of_2(wanted), MAX_ROWS_PER_PROGRAM, floor_power_of_2(2048 // block_f)))
+    return max(1, min(floor_power_of_2(wanted), MAX_ROWS_PER_PROGRAM, floor_power_of_2(LANE_BUDGET // block_f)))
 
 
 def default_rows_per_program(avg_degree: float, feature_size: int) -> int:
