@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,9 @@ class _Recorder:
 
         self.fn, self.requests = fn, requests
         self.params = inspect.signature(fn).parameters
-        globals_ = fn.__globals__
-        spec = globals_.get("__spec__")
-        self.module = spec.name if spec is not None and not spec.name.startswith("fg_") else globals_["__file__"]
+        namespace, name = fn.__globals__, fn.__globals__["__name__"]
+        importable = name in sys.modules and vars(sys.modules[name]) is namespace  # generated ones are not
+        self.module = name if importable else namespace["__file__"]
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
         return self.record
@@ -116,13 +117,16 @@ def _compile(requests: list[_Request], arch: int) -> list[CompiledLaunch]:
     interpreted objects in a process that imported Triton with ``TRITON_INTERPRET=1``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    payload = json.dumps({"arch": arch, "requests": [asdict(r) for r in requests]})
+    keys = [json.dumps(asdict(r), sort_keys=True) for r in requests]
+    distinct = list(dict.fromkeys(keys))  # a kernel launched twice alike is compiled once
+    payload = json.dumps({"arch": arch, "requests": [json.loads(key) for key in distinct]})
     done = subprocess.run(
         [sys.executable, "-m", __name__], input=payload, capture_output=True, text=True, env=env, check=False
     )
     if done.returncode != 0:
         raise CompileError(f"Triton could not compile a kernel for sm_{arch}:\n{done.stderr[-4000:]}")
-    return [CompiledLaunch(**row) for row in json.loads(done.stdout.strip().splitlines()[-1])]
+    compiled = dict(zip(distinct, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    return [CompiledLaunch(**compiled[key]) for key in keys]
 
 
 class CompileError(RuntimeError):
@@ -133,18 +137,23 @@ def _compile_here(request: _Request, arch: int) -> CompiledLaunch:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    if request.module.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(Path(request.module).stem, request.module)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(request.module)
-    fn = getattr(module, request.function)
+    fn = getattr(_module(request.module), request.function)
     constants = {name: _decode(value) for name, value in request.constants.items()}
     source = triton.compiler.ASTSource(fn=fn, signature=request.signature, constexprs=constants)
     compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32))
     registers, spills = _resource_usage(compiled.asm["cubin"])
     return CompiledLaunch(request.function, arch, registers, spills, compiled.metadata.shared)
+
+
+@cache
+def _module(where: str) -> Any:
+    """A module by importable name, or a generated one by its file (loaded once per compiling process)."""
+    if not where.endswith(".py"):
+        return importlib.import_module(where)
+    spec = importlib.util.spec_from_file_location(Path(where).stem, where)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _resource_usage(cubin: bytes) -> tuple[int, int]:
