@@ -18,28 +18,6 @@ from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, til
 
 PREFETCH_DISTANCE = 8
 ROW_CHUNK_BYTES = 256  # accumulator chunk per pass over a row's edges: 4 cache lines, 4 AVX-512 registers
-ACCUMULATE = {
-    "sum": "acc[{f}] += {x};",
-    "mean": "acc[{f}] += {x};",
-    "max": "{{ const bool win = {x} > acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
-    "min": "{{ const bool win = {x} < acc[{f}]; acc[{f}] = win ? {x} : acc[{f}]; am[{f}] = win ? e : am[{f}]; }}",
-}
-# logsumexp streams (running max ``acc``, sum ``zs`` of exp(x - acc)), one exp per element; equal values
-# (both -inf, or both +inf) add exactly 1, so no inf - inf is ever taken
-ACCUMULATE["logsumexp"] = (
-    "{{ const T x_ = {x}; const bool up = x_ > acc[{f}]; const T ex = x_ == acc[{f}] ? T(1) : "
-    "std::exp(up ? acc[{f}] - x_ : x_ - acc[{f}]); zs[{f}] = up ? zs[{f}] * ex + T(1) : zs[{f}] + ex; "
-    "acc[{f}] = up ? x_ : acc[{f}]; }}"
-)
-NO_EDGE_IS_ZERO = "if (last) for (int64_t q = 0; q < SIZE; ++q) if (am[q] < 0) acc[q] = T(0);"
-FINALIZE = {
-    "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",  # noqa: E501
-    "max": NO_EDGE_IS_ZERO,
-    "min": NO_EDGE_IS_ZERO,
-    # between source partitions the row holds the log-sum so far (-inf: no edge yet)
-    "logsumexp": "for (int64_t q = 0; q < SIZE; ++q) acc[q] = zs[q] > T(0) ? acc[q] + std::log(zs[q])"
-    " : (last ? T(0) : -std::numeric_limits<T>::infinity());",
-}
 IDENTITY = {
     "sum": "T(0)",
     "mean": "T(0)",
@@ -47,6 +25,36 @@ IDENTITY = {
     "min": "std::numeric_limits<T>::infinity()",
     "logsumexp": "-std::numeric_limits<T>::infinity()",
 }
+BETTER = {"max": ">", "min": "<"}
+ACCUMULATE = {
+    "sum": "acc[{f}] += {x};",
+    "mean": "acc[{f}] += {x};",
+    # logsumexp streams (running max ``acc``, sum ``zs`` of exp(x - acc)), one exp per element; equal values
+    # (both -inf, or both +inf) add exactly 1, so no inf - inf is ever taken
+    "logsumexp": "{{ const T x_ = {x}; const bool up = x_ > acc[{f}]; const T ex = x_ == acc[{f}] ? T(1) : "
+    "std::exp(up ? acc[{f}] - x_ : x_ - acc[{f}]); zs[{f}] = up ? zs[{f}] * ex + T(1) : zs[{f}] + ex; "
+    "acc[{f}] = up ? x_ : acc[{f}]; }}",
+}
+FINALIZE = {
+    "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",  # noqa: E501
+    # an element still at the identity had no winner (no in-edge): 0, with or without the arg tracked
+    **{r: f"if (last) for (int64_t q = 0; q < SIZE; ++q) if (acc[q] == {IDENTITY[r]}) acc[q] = T(0);" for r in BETTER},
+    # between source partitions the row holds the log-sum so far (-inf: no edge yet)
+    "logsumexp": "for (int64_t q = 0; q < SIZE; ++q) acc[q] = zs[q] > T(0) ? acc[q] + std::log(zs[q])"
+    " : (last ? T(0) : -std::numeric_limits<T>::infinity());",
+}
+
+
+def _accumulate(reducer: str, track: bool) -> str:
+    """The statement folding element ``{x}`` into ``acc[{f}]``; max/min with ``track`` also keep the
+    winning edge in ``am``."""
+    if reducer not in BETTER:
+        return ACCUMULATE[reducer]
+    winner = " am[{f}] = win ? e : am[{f}];" if track else ""
+    return (
+        f"{{{{ const T x_ = {{x}}; const bool win = x_ {BETTER[reducer]} acc[{{f}}]; "
+        f"acc[{{f}}] = win ? x_ : acc[{{f}}];{winner} }}}}"
+    )
 
 
 def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
@@ -96,7 +104,7 @@ def spmm_source(spec: KernelSpec) -> str:
         )
     op, reducer = spec.op, spec.reducer
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
-    argreduce = reducer in ("max", "min")
+    argreduce = reducer in BETTER
     lines = _header(spec)
     itemsize = 4 if spec.dtype == "float32" else 8
     for tile in tiles:
@@ -155,7 +163,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
     winning edge of max/min (``am``); without it an element still at the identity had no winner and is 0,
     exactly as with it."""
     op, reducer, row = spec.op, spec.reducer, _row_size(spec)
-    argreduce, streaming = reducer in ("max", "min") and track, reducer == "logsumexp"
+    argreduce, streaming = reducer in BETTER and track, reducer == "logsumexp"
     state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
     init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
     init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
@@ -168,12 +176,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
         else ""
     )
     load = f"acc[q] = out[v * {row} + g];{load_extra}"
-    if reducer in ("max", "min") and not track:
-        better = ">" if reducer == "max" else "<"
-        accumulate = f"{{{{ const T x_ = {{x}}; acc[{{f}}] = x_ {better} acc[{{f}}] ? x_ : acc[{{f}}]; }}}}"
-        finalize = f"if (last) for (int64_t q = 0; q < SIZE; ++q) if (acc[q] == {IDENTITY[reducer]}) acc[q] = T(0);"
-    else:
-        accumulate, finalize = ACCUMULATE[reducer], FINALIZE.get(reducer, "")
+    accumulate = _accumulate(reducer, track)
     prefetch = " ".join(
         f"__builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + PF] * {row_stride(p)}"
         f" + {chunk.lo if chunk.lo < row_stride(p) else 0});"
@@ -192,7 +195,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
         f"        if (j + PF < end) {{ {prefetch} }}",
         *message_block(op, spec.schedule, chunk, lambda f, g, x: accumulate.format(f=f, x=x)),
         "      }",
-        f"      {finalize}",
+        f"      {FINALIZE.get(reducer, '')}",
         *_tile_rows(op, chunk, store, "      "),
         "      }",
     ]
