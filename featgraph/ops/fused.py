@@ -56,8 +56,8 @@ def gcn_aggregate(
         key = ("gcn-structure", add_self_loops, normalize, fill_value, x.dtype)
         weight, norm = g.cached(key, lambda: _structure_norm(g, base, add_self_loops, normalize, fill_value, x.dtype))
     else:
-        weight = _with_loop_weights(g, base, edge_weight, fill_value) if add_self_loops else edge_weight
-        norm = _norm(base, weight) if normalize else None
+        weight = _with_loop_weights(g, base, edge_weight, fill_value, x.dtype) if add_self_loops else edge_weight
+        norm = _norm(base, weight, x.dtype) if normalize else None
     if not normalize:
         if weight is None:
             return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
@@ -69,11 +69,12 @@ def gcn_aggregate(
     return kernel(**inputs)
 
 
-def _with_loop_weights(g: Graph, base: Graph, edge_weight: torch.Tensor | None, fill: float) -> torch.Tensor:
-    """The looped graph's weights: the non-loop edges' own, then one loop per vertex weighing what its
-    last existing loop weighed, else ``fill``."""
+def _with_loop_weights(
+    g: Graph, base: Graph, edge_weight: torch.Tensor | None, fill: float, dtype: torch.dtype
+) -> torch.Tensor:
+    """The looped graph's weights (1 for every edge when ``edge_weight`` is None): the non-loop edges'
+    own, then one loop per vertex weighing what its last existing loop weighed, else ``fill``."""
     last_loop = _last_self_loop(g)
-    dtype = torch.get_default_dtype() if edge_weight is None else edge_weight.dtype
     existing = torch.ones((), dtype=dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
     loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill, dtype=dtype))
     if edge_weight is None:
@@ -81,7 +82,7 @@ def _with_loop_weights(g: Graph, base: Graph, edge_weight: torch.Tensor | None, 
     return torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
 
 
-def _norm(base: Graph, weight: torch.Tensor | None, dtype: torch.dtype | None = None) -> torch.Tensor:
+def _norm(base: Graph, weight: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
     """``deg^-1/2`` per vertex (0 where the weighted in-degree is 0)."""
     if weight is None:
         degree = base.in_degrees().to(dtype)
@@ -94,7 +95,7 @@ def _structure_norm(
     g: Graph, base: Graph, loops: bool, normalize: bool, fill: float, dtype: torch.dtype
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Unweighted GCN: the looped graph's weights (None: all 1) and the normalisation, in ``dtype``."""
-    weight = _with_loop_weights(g, base, None, fill).to(dtype) if loops and fill != 1.0 else None
+    weight = _with_loop_weights(g, base, None, fill, dtype) if loops and fill != 1.0 else None
     return weight, (_norm(base, weight, dtype) if normalize else None)
 
 
