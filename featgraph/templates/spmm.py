@@ -49,7 +49,7 @@ class SpMMKernel(Kernel):
         else:
             self._rows = None
         self._hubs: list[torch.Tensor] = []  # hybrid partitioning (GPU): hub slots and ids, passed last
-        if params.hub_threshold and target == "gpu":
+        if params.hub_threshold:  # only the GPU template takes it (the CPU one has refused it by now)
             hubs = graph.hubs(params.hub_threshold, hub_capacity(spec))
             self._hubs = [hubs.slot, hubs.ids]
 
@@ -94,9 +94,10 @@ def spmm(
     running max, so a softmax over in-edges needs one aggregation pass instead of a max and a sum).
 
     ``msgfunc(src, dst, eid)`` returns ``te.compute(shape, ...)``; ``fds(s, out)`` schedules its feature
-    axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``)
-    set the traversal, defaulting to a heuristic from the graph, feature size and cache size; ``strategy``
-    "gas" aggregates edge-centrically. ``tune=True`` searches the parameters not given here and the FDS
+    axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``;
+    on the GPU ``rows_per_program`` and ``hub_threshold``, see ``SpMMParams``) set the traversal, defaulting
+    to a heuristic from the graph, feature size and cache size; ``strategy`` "gas" aggregates
+    edge-centrically. ``tune=True`` searches the parameters not given here and the FDS
     split factor for this graph and shape (``featgraph.tuning.tune``; cached on disk). Vertices without
     in-edges get 0 for every reducer.
     """
