@@ -231,6 +231,9 @@ def test_bad_template_arguments(monkeypatch):
         fg.spmm(g, copy_u(10, 3), "sum", target="gpu")
     with pytest.raises(ValueError, match="num_partitions"):
         fg.spmm(g, copy_u(10, 3), "sum", num_partitions=0)
+    for gpu_only in ({"hub_threshold": 2}, {"rows_per_program": 4}):
+        with pytest.raises(ValueError, match="rows_per_program and hub_threshold are GPU template parameters"):
+            fg.spmm(g, copy_u(10, 3), "sum", **gpu_only)
     with pytest.raises(ValueError, match="return_arg needs a max or min"):
         fg.spmm(g, copy_u(10, 3), "sum").run(return_arg=True, XV=torch.randn(10, 3))
 
