@@ -27,7 +27,7 @@ from ..templates.kernel import default_target
 from ..tuning.space import hub_threshold_candidate
 from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
 from .measure import best_ms
-from .report import each_graph, machine, write_json
+from .report import each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 16 * 1024**3
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -166,10 +166,17 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Ro
     return rows
 
 
-COMPILE_HEADER = (
-    "| op | graph | d | implementation | kernel | registers | spill bytes | shared bytes |\n"
-    "|---|---|---|---|---|---|---|---|"
-)
+# the compile table's columns: row key and title
+COMPILE_COLUMNS = {
+    "op": "op",
+    "graph": "graph",
+    "d": "d",
+    "impl": "implementation",
+    "kernel": "kernel",
+    "registers": "registers",
+    "spills": "spill bytes",
+    "shared_bytes": "shared bytes",
+}
 
 
 def compile_rows(graph_name: str, g: Graph, op: str, d: int, arch: int) -> list[dict]:
@@ -186,11 +193,7 @@ def compile_rows(graph_name: str, g: Graph, op: str, d: int, arch: int) -> list[
 
 
 def _compile_markdown(rows: list[dict]) -> str:
-    return "\n".join(
-        f"| {r['op']} | {r['graph']} | {r['d']} | {r['impl']} | {r['kernel']} | {r['registers']} | {r['spills']} "
-        f"| {r['shared_bytes']} |"
-        for r in rows
-    )
+    return "\n".join(markdown_row([r[key] for key in COMPILE_COLUMNS]) for r in rows)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -233,7 +236,7 @@ def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Ro
 def _compile_only(args: argparse.Namespace, device: torch.device) -> list[dict]:
     compiled: list[dict] = []
     builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
-    for graph_name, g in each_graph(args.graphs, builders, args.scale, COMPILE_HEADER):
+    for graph_name, g in each_graph(args.graphs, builders, args.scale, markdown_header(*COMPILE_COLUMNS.values())):
         for op in args.ops:
             for d in args.dims:
                 batch = compile_rows(graph_name, g, op, d, args.compile_only)

@@ -28,7 +28,7 @@ from ..templates import sddmm, spmm
 from ..templates.kernel import Kernel
 from ..templates.params import EDGE_ORDERS
 from .measure import best_ms, peak_extra_mb
-from .report import cell, each_graph, machine, write_json
+from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -352,18 +352,19 @@ def _csr_build_ms(g: Graph, repeat: int) -> float:
     return best_ms(lambda: Graph(src, dst, g.num_nodes).csr(), repeat)
 
 
-MARKDOWN_HEADER = (
-    "| op | graph | d | implementation | ms | time / featgraph | GB/s | peak extra MB | note |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+MARKDOWN_HEADER = markdown_header(
+    "op", "graph", "d", "implementation", "ms", "time / featgraph", "GB/s", "peak extra MB", "note"
 )
 
 
 def markdown_rows(rows: list[Row]) -> str:
-    lines = []
-    for r in rows:
-        cells = [r.op, r.graph, str(r.d), r.impl, cell(r.ms, ".2f"), cell(r.ratio, ".2f"), cell(r.gbps, ".1f")]
-        lines.append("| " + " | ".join([*cells, cell(r.peak_mb, ".0f"), r.note]) + " |")
-    return "\n".join(lines)
+    return "\n".join(
+        markdown_row(
+            [r.op, r.graph, r.d, r.impl, cell(r.ms, ".2f"), cell(r.ratio, ".2f"), cell(r.gbps, ".1f")]
+            + [cell(r.peak_mb, ".0f"), r.note]
+        )
+        for r in rows
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

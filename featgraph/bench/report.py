@@ -23,6 +23,16 @@ def cell(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def markdown_row(cells: list[object]) -> str:
+    """One row of a markdown table."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown_header(*titles: str) -> str:
+    """A markdown table's title row and separator."""
+    return markdown_row(list(titles)) + "\n|" + "---|" * len(titles)
+
+
 def write_json(path: str | None, rows: list[dict[str, Any]], **extra: Any) -> None:
     """``{"machine": ..., **extra, "rows": rows}`` to ``path`` (nothing when no path was asked for)."""
     if path:

@@ -21,7 +21,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
 from .measure import peak_extra_mb
-from .report import cell, each_graph, machine, write_json
+from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -159,13 +159,14 @@ def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[s
     return rows
 
 
-HEADER = "| graph | model | framework | ms/epoch | time / featgraph | peak MB | note |\n|---|---|---|---|---|---|---|"
+HEADER = markdown_header("graph", "model", "framework", "ms/epoch", "time / featgraph", "peak MB", "note")
 
 
 def markdown_rows(rows: list[Row]) -> str:
     return "\n".join(
-        f"| {r.graph} | {r.model} | {r.framework} | {cell(r.ms, '.1f')} | {cell(r.ratio, '.2f')} | "
-        f"{cell(r.peak_mb, '.0f')} | {r.note} |"
+        markdown_row(
+            [r.graph, r.model, r.framework, cell(r.ms, ".1f"), cell(r.ratio, ".2f"), cell(r.peak_mb, ".0f"), r.note]
+        )
         for r in rows
     )
 

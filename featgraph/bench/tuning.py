@@ -17,7 +17,7 @@ from ..graph import Graph
 from ..tuning import synthetic_inputs, tune
 from .kernels import GRAPHS, op_kernel
 from .measure import best_ms
-from .report import each_graph, machine, write_json
+from .report import each_graph, machine, markdown_header, markdown_row, write_json
 
 OPS = ("gcn", "mlp", "attention")
 TARGET_RATIO = 1.3
@@ -49,16 +49,17 @@ def measure_row(op: str, graph_name: str, g: Graph, d: int, threads: int, repeat
     )  # fmt: skip
 
 
-MARKDOWN_HEADER = (
-    "| op | graph | d | default ms | tuned ms | default / tuned | tuned configuration | candidates |\n"
-    "|---|---|---|---|---|---|---|---|"
+MARKDOWN_HEADER = markdown_header(
+    "op", "graph", "d", "default ms", "tuned ms", "default / tuned", "tuned configuration", "candidates"
 )
 
 
 def markdown_rows(rows: list[Row]) -> str:
     return "\n".join(
-        f"| {r.op} | {r.graph} | {r.d} | {r.default_ms:.2f} | {r.tuned_ms:.2f} | {r.ratio:.2f} | {r.config} | "
-        f"{r.candidates}{' (stored)' if r.from_cache else ''} |"
+        markdown_row(
+            [r.op, r.graph, r.d, f"{r.default_ms:.2f}", f"{r.tuned_ms:.2f}", f"{r.ratio:.2f}", r.config]
+            + [f"{r.candidates}{' (stored)' if r.from_cache else ''}"]
+        )
         for r in rows
     )
 
