@@ -27,7 +27,7 @@ from ..templates.kernel import default_target
 from ..tuning.space import hub_threshold_candidate
 from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
 from .measure import best_ms
-from .report import each_graph, machine, markdown_header, markdown_row, write_json
+from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 16 * 1024**3
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -197,13 +197,8 @@ def _compile_markdown(rows: list[dict]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
-    parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
-    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts")
+    add_table_arguments(parser, GRAPHS, OPS, [32, 64, 128, 256, 512], repeat=10, threads=False)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
     parser.add_argument(
         "--compile-only",
         type=int,

@@ -20,7 +20,6 @@ import scipy.sparse as sp
 import torch
 
 from .. import te
-from ..backends import toolchain
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
@@ -28,7 +27,7 @@ from ..templates import sddmm, spmm
 from ..templates.kernel import Kernel
 from ..templates.params import EDGE_ORDERS
 from .measure import best_ms, peak_extra_mb
-from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -368,14 +367,8 @@ def markdown_rows(rows: list[Row]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
-    parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
-    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
-    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
+    add_table_arguments(parser, GRAPHS, OPS, [32, 64, 128, 256, 512], repeat=5)
     parser.add_argument("--ablation", action="store_true", help="also run the partition/tiling ablation")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 
 def run(args: argparse.Namespace) -> list[Row]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -31,6 +32,26 @@ def markdown_row(cells: list[object]) -> str:
 def markdown_header(*titles: str) -> str:
     """A markdown table's title row and separator."""
     return markdown_row(list(titles)) + "\n|" + "---|" * len(titles)
+
+
+def add_table_arguments(
+    parser: argparse.ArgumentParser,
+    graphs: Iterable[str],
+    ops: Iterable[str],
+    dims: list[int],
+    repeat: int,
+    threads: bool = True,
+) -> None:
+    """The options every per-graph, per-op, per-width table takes: ``--graphs --dims --ops [--threads]
+    --repeat --scale --json``."""
+    parser.add_argument("--graphs", nargs="+", default=list(graphs), choices=list(graphs))
+    parser.add_argument("--dims", nargs="+", type=int, default=dims)
+    parser.add_argument("--ops", nargs="+", default=list(ops), choices=list(ops))
+    if threads:
+        parser.add_argument("--threads", type=int, default=toolchain.num_threads())
+    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 
 def write_json(path: str | None, rows: list[dict[str, Any]], **extra: Any) -> None:

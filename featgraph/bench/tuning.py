@@ -12,12 +12,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..backends import toolchain
 from ..graph import Graph
 from ..tuning import synthetic_inputs, tune
 from .kernels import GRAPHS, op_kernel
 from .measure import best_ms
-from .report import each_graph, machine, markdown_header, markdown_row, write_json
+from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
 
 OPS = ("gcn", "mlp", "attention")
 TARGET_RATIO = 1.3
@@ -74,14 +73,8 @@ def summary(rows: list[Row]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
-    parser.add_argument("--dims", nargs="+", type=int, default=[32, 128, 512])
-    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
-    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
-    parser.add_argument("--repeat", type=int, default=5)
+    add_table_arguments(parser, GRAPHS, OPS, [32, 128, 512], repeat=5)
     parser.add_argument("--budget", type=float, default=60.0, help="seconds of search per row at most")
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
