@@ -25,15 +25,58 @@ from .. import te
 from ..graph import Graph
 from ..te.expr import Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
 from ..te.grad import ONE, ZERO, add, diff, is_zero, mul, substitute, where
-from .kernel import TORCH_DTYPES, Kernel, divide_by_in_degree
+from .kernel import TORCH_DTYPES, Kernel, compute_dtype, divide_by_in_degree
+from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
 
-GRAD, ARG, OUT = "fg_grad", "fg_arg", "fg_out"
+GRAD, OUT = "fg_grad", "fg_out"
 GRAPH_KINDS = ("src", "dst", "eid")
 
 
 def _role(site: Load) -> str:
     first = site.indices[0]
     return first.kind if isinstance(first, Var) and first.kind in GRAPH_KINDS else "dense"
+
+
+def _sites(op: ComputeOp, p: Placeholder) -> list[Load]:
+    """Every load of ``p`` in the UDF; a Load reused in several places is one site (the tree is a DAG)."""
+    sites: list[Load] = []
+    for node in op.body.walk():
+        if isinstance(node, Load) and node.tensor is p and not any(node is q for q in sites):
+            sites.append(node)
+    return sites
+
+
+def _feature_index(p: Placeholder, site: Load) -> tuple[str, tuple[int, ...], tuple[Expr, ...]]:
+    """The site's role, and the dims and index expressions of ``p``'s feature axes (all axes if dense)."""
+    role = _role(site)
+    if role == "dense":
+        return role, p.shape, site.indices
+    return role, p.shape[1:], site.indices[1:]
+
+
+def _bind_axes(p: Placeholder, site: Load, axes: tuple[Var, ...]) -> tuple[dict[int, Var], Expr, list[Var]]:
+    """Bind the site's index to ``p``'s gradient ``axes``: the loop variable indexing each axis maps to it
+    (first use), a constant index becomes an indicator; also the variable each axis is indexed by."""
+    mapping: dict[int, Var] = {}
+    indicator: Expr = ONE
+    indexed_by: list[Var] = []
+    for t, idx in enumerate(_feature_index(p, site)[2]):
+        if isinstance(idx, Var) and idx.kind in ("axis", "reduce") and id(idx) not in mapping:
+            mapping[id(idx)] = axes[t]
+            indexed_by.append(idx)
+        elif isinstance(idx, Const):
+            indicator = mul(indicator, where(Call("eq", (axes[t], idx)), ONE, ZERO))
+            indexed_by.append(axes[t])
+        else:
+            raise NotImplementedError(
+                f"gradient of {p.name!r}: each index must be one axis used once, or a constant; got {idx}"
+            )
+    return mapping, indicator, indexed_by
+
+
+def _gradient_axes(p: Placeholder, role: str) -> tuple[Var, ...]:
+    dims = p.shape if role == "dense" else p.shape[1:]
+    return tuple(Var(f"gj{t}", "axis", extent) for t, extent in enumerate(dims))
 
 
 def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, tuple[tuple[Var, ...], Expr]]:
@@ -50,28 +93,12 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
         eid = Var("eid", "eid")
         winner = (arg, eid)
     terms: dict[str, tuple[tuple[Var, ...], Expr]] = {}
-    sites: list[Load] = []
-    for node in op.body.walk():  # a Load reused in several places is one site (the tree is a DAG)
-        if isinstance(node, Load) and node.tensor is p and not any(node is q for q in sites):
-            sites.append(node)
-    for site in sites:
+    for site in _sites(op, p):
         role = _role(site)
-        feature_dims = p.shape[1:] if role != "dense" else p.shape
-        feature_index = site.indices[1:] if role != "dense" else site.indices
         if role not in terms:
-            terms[role] = (tuple(Var(f"gj{t}", "axis", extent) for t, extent in enumerate(feature_dims)), ZERO)
+            terms[role] = (_gradient_axes(p, role), ZERO)
         axes, total = terms[role]
-        mapping: dict[int, Expr] = {}
-        indicator: Expr = ONE
-        for t, idx in enumerate(feature_index):
-            if isinstance(idx, Var) and idx.kind in ("axis", "reduce") and id(idx) not in mapping:
-                mapping[id(idx)] = axes[t]
-            elif isinstance(idx, Const):
-                indicator = mul(indicator, where(Call("eq", (axes[t], idx)), ONE, ZERO))
-            else:
-                raise NotImplementedError(
-                    f"gradient of {p.name!r}: each index must be one axis used once, or a constant; got {idx}"
-                )
+        mapping, indicator, _ = _bind_axes(p, site, axes)
         term = mul(mul(Load(grad, (out_var, *op.axis)), diff(op.body, site)), indicator)
         if spec.reducer == "logsumexp":
             out = te.placeholder((graph.num_nodes, *op.shape), dtype=grad_dtype, name=OUT)
@@ -88,6 +115,39 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
             term = Reduce("sum", term, tuple(summed.values()))
         terms[role] = (axes, add(total, term))
     return terms
+
+
+def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, tuple[ComputeOp, WinnerParams]] | None:
+    """Per role, the winner-scatter form of P's max/min gradient: the term of one output element at its
+    winning edge, computed over P's axes that no output axis pins. None when two sites of one role pin
+    P's axes differently (the masked form handles that)."""
+    spec, graph = kernel.spec, kernel.graph
+    op = spec.op
+    grad = te.placeholder((graph.num_nodes, *op.shape), dtype=grad_dtype, name=GRAD)
+    outer = tuple(Var(f"fo{n}", "outer", a.extent) for n, a in enumerate(op.axis))
+    to_outer = {id(a): o for a, o in zip(op.axis, outer, strict=True)}
+    axes_of: dict[str, tuple[Var, ...]] = {}
+    found: dict[str, tuple[tuple[Var, ...], Expr]] = {}
+    for site in _sites(op, p):
+        role = _role(site)
+        axes = axes_of.setdefault(role, _gradient_axes(p, role))
+        mapping, indicator, indexed_by = _bind_axes(p, site, axes)
+        write = tuple(to_outer.get(id(v), a) for v, a in zip(indexed_by, axes, strict=True))
+        if role in found and found[role][0] != write:
+            return None
+        term = mul(mul(Load(grad, (Var("dst", "dst"), *outer)), diff(op.body, site)), indicator)
+        rename = {**mapping, **to_outer}  # output axes are fixed per visited element, not summed
+        term = substitute(term, lambda v, rename=rename: rename.get(id(v)))
+        found[role] = (write, add(found[role][1], term) if role in found else term)
+    result = {}
+    for role, (write, body) in found.items():
+        if is_zero(body):
+            continue
+        free = tuple(v for v in write if v.kind == "axis") or (Var("w0", "axis", 1),)
+        compute = ComputeOp(tuple(v.extent for v in free), free, body, "grad")
+        params = WinnerParams(role, outer, write, p.shape, kernel.spec.params.num_threads)
+        result[role] = (compute, params)
+    return result
 
 
 def _udf(axes: tuple[Var, ...], body: Expr, swap: bool) -> Callable[[Var, Var, Var], ComputeOp]:
@@ -109,6 +169,14 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     from .spmm import spmm
 
     graph: Graph = kernel.graph
+    if kernel.target == "cpu" and kernel.spec.reducer in ("max", "min"):
+        winners = winner_terms(kernel, p, grad_dtype)
+        threads = kernel._threads()
+        if winners is not None and all(
+            private_copy_bytes(params, compute_dtype(compute), threads) <= PRIVATE_COPY_BUDGET
+            for compute, params in winners.values()
+        ):
+            return [(role, winner_scatter(graph, compute, params)) for role, (compute, params) in winners.items()]
     options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune, "target": kernel.target}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():

@@ -156,7 +156,7 @@ class Kernel:
 
     def _bind(self, tensors: dict[str, Any]) -> list[torch.Tensor]:
         """Validate the inputs and return them in placeholder order, contiguous, in the compute dtype."""
-        expected = set(self.placeholder_names)
+        expected = {p.name for p in self.spec.op.placeholders}
         if set(tensors) != expected:
             missing, extra = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
             raise TypeError(f"kernel takes placeholders {sorted(expected)}; missing {missing}, unexpected {extra}")

@@ -10,7 +10,7 @@ import torch
 
 from ...templates.spec import KernelSpec
 from .compiler import load as compile_source
-from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source
+from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source, winner_source
 
 __all__ = ["compile_source", "launch", "source"]
 
@@ -26,6 +26,8 @@ def source(spec: KernelSpec) -> str:
         text = sddmm_source(spec)
     elif spec.kind == "edge_sum":
         text = edge_sum_source(spec)
+    elif spec.kind == "winner":
+        text = winner_source(spec)
     else:
         text = gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
     numbers: dict[str, int] = {}

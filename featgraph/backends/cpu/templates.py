@@ -8,7 +8,8 @@ and feature tiles (one pass per slice of the last output axis). SDDMM: edge-para
 Entry point of every kernel: ``extern "C" void run(void** ptr, const int64_t* arg)``.
 SpMM ptr: indptr, indices, edge_ids, rows (or null), degree, out, argidx (or null), placeholders...;
 arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids, out, placeholders...;
-arg: num_edges, num_threads.
+arg: num_edges, num_threads. Winner scatter ptr: sources (per user edge id), winners, out, placeholders...;
+arg: num_rows, num_threads, out_size.
 """
 
 from __future__ import annotations
@@ -293,6 +294,61 @@ def edge_sum_source(spec: KernelSpec) -> str:
         "  }",
         "  for (int64_t t = 0; t < nthreads; ++t) for (int64_t q = 0; q < SIZE; ++q) out[q] += partial[t * SIZE + q];",
         "  delete[] partial;",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def winner_source(spec: KernelSpec) -> str:
+    """Row-parallel over destinations (static split: every row has the same number of output elements);
+    per output element of the forward, its winning edge ``e`` (if any) evaluates the UDF over the free
+    axes and adds it at the write index. Rows shared between destinations (sources, a dense weight) go to
+    a private copy per extra thread, added in thread order afterwards (deterministic, no atomics)."""
+    params = spec.params
+    op = spec.op
+    arg_flat = "v"
+    for a in params.outer:
+        arg_flat = f"({arg_flat}) * {a.extent} + {a.name}"
+    dims = params.shape if params.role == "dense" else params.shape[1:]
+    flat = "0"
+    for var, dim in zip(params.write_index, dims, strict=True):
+        flat = f"({flat}) * {dim} + {var.name}"
+    row = {"src": "s", "dst": "v", "eid": "e"}.get(params.role)
+    stride = 1
+    for dim in dims:
+        stride *= dim
+    position = flat if row is None else f"{row} * {stride} + {flat}"
+    loops = [f"for (int64_t {a.name} = 0; {a.name} < {a.extent}; ++{a.name})" for a in params.outer]
+    lines = _header(spec) + [
+        'extern "C" void run(void** ptr, const int64_t* arg) {',
+        "  const IDX* __restrict__ sources = (const IDX*)ptr[0];",
+        "  const int64_t* __restrict__ winners = (const int64_t*)ptr[1];",
+        "  T* __restrict__ out = (T*)ptr[2];",
+        *_placeholder_decls(spec, 3),
+        "  const int64_t num_rows = arg[0], out_size = arg[2]; const int nthreads = (int)arg[1];",
+        f"  T* partial = {'true' if params.shared else 'false'} && nthreads > 1"
+        " ? new T[(size_t)(nthreads - 1) * out_size]() : nullptr;",
+        "  #pragma omp parallel num_threads(nthreads)",
+        "  {",
+        "    const int t = omp_get_thread_num();",
+        "    T* __restrict__ target = t == 0 || !partial ? out : partial + (int64_t)(t - 1) * out_size;",
+        "    #pragma omp for schedule(static)",
+        "    for (int64_t v = 0; v < num_rows; ++v) {",
+        f"      {' '.join(loops)} {{",
+        f"      const int64_t e = winners[{arg_flat}];",
+        "      if (e >= 0) {",
+        "      const int64_t s = sources[e]; (void)s;",
+        *message_block(op, spec.schedule, Tile(0, op.axis[-1].extent), lambda f, g, x: f"target[{position}] += {x};"),
+        "      }",
+        "      }",
+        "    }",
+        "  }",
+        "  if (partial) {",
+        "    #pragma omp parallel for schedule(static) num_threads(nthreads)",
+        "    for (int64_t q = 0; q < out_size; ++q)",
+        "      for (int64_t t = 1; t < nthreads; ++t) out[q] += partial[(t - 1) * out_size + q];",
+        "    delete[] partial;",
+        "  }",
         "}",
     ]
     return "\n".join(lines) + "\n"

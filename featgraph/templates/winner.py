@@ -1,0 +1,103 @@
+"""Winner scatter: the gradient of a max/min aggregation visited through its winning edges only.
+
+A max/min SpMM's output element ``(v, o)`` takes its value from one in-edge, ``arg[v, o]``; only that edge
+receives its gradient. Masking every edge with ``arg[v, o] == e`` (the generic gradient) costs
+E x output elements; this template walks the n x output elements instead and evaluates the gradient term
+once per element at its winner ``e`` (source ``s = src[e]``, destination ``v``), adding it into the
+gradient tensor at the row its role names: ``s`` (a source feature), ``v`` (a destination feature), ``e``
+(an edge feature) or none (a dense weight).
+
+The UDF is a ``te.compute`` over the gradient's *free* axes (those not pinned to an output axis); the
+forward's output axes appear in it as ``outer`` variables, fixed for the element being visited, and the
+write index says, per axis of the gradient tensor, which free or outer variable addresses it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..graph import Graph
+from ..schedule import build_schedule
+from ..te.expr import ComputeOp, Var
+from .kernel import Kernel, compute_dtype, edge_list
+from .spec import KernelSpec
+
+ARG = "fg_arg"  # the forward pass's winners: (num_nodes, *output shape) int64, -1 where no edge won
+ROLES = ("src", "dst", "eid", "dense")
+PRIVATE_COPY_BUDGET = 1 << 30  # bytes of private copies beyond which the masked gradient is used instead
+
+
+@dataclass(frozen=True)
+class WinnerParams:
+    """``role`` the row the gradient lands in; ``outer`` the forward's output axes (the winners' layout);
+    ``write_index`` per axis of the gradient tensor the free or outer variable addressing it;
+    ``shape`` the gradient tensor's shape."""
+
+    role: str
+    outer: tuple[Var, ...]
+    write_index: tuple[Var, ...]
+    shape: tuple[int, ...]
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+
+    @property
+    def shared(self) -> bool:
+        """Whether several destinations write the same rows (sources, a dense weight): each extra thread
+        then fills a private copy."""
+        return self.role in ("src", "dense")
+
+
+def private_copy_bytes(params: WinnerParams, dtype: str, num_threads: int) -> int:
+    """Memory of the per-thread copies a shared role needs (0 for rows owned by one destination)."""
+    if not params.shared:
+        return 0
+    return (num_threads - 1) * math.prod(params.shape) * (8 if dtype == "float64" else 4)
+
+
+class WinnerKernel(Kernel):
+    """``kernel(fg_arg=winners, **tensors)`` -> the gradient tensor (``params.shape``); deterministic for
+    a fixed thread count (rows are split statically, private copies added in thread order)."""
+
+    def __init__(self, graph: Graph, spec: KernelSpec, target: str, *args: Any) -> None:
+        if target != "cpu":
+            raise ValueError("the winner-scatter template is CPU-only; the GPU masks edges with the arg instead")
+        super().__init__(graph, spec, target, *args)
+        index = torch.int32 if spec.index_dtype == "int32" else torch.int64
+        self._sources = edge_list(graph, "user", index)[0]  # the source of each user edge id
+
+    @property
+    def placeholder_names(self) -> tuple[str, ...]:
+        return (*super().placeholder_names, ARG)
+
+    def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
+        params: WinnerParams = self.spec.params
+        winners = tensors.get(ARG)
+        expected = (self.graph.num_nodes, *(a.extent for a in params.outer))
+        if not isinstance(winners, torch.Tensor) or winners.dtype != torch.int64 or tuple(winners.shape) != expected:
+            raise TypeError(f"{ARG}: expected an int64 tensor of shape {expected} (the forward's winning edges)")
+        inputs = self._bind({k: t for k, t in tensors.items() if k != ARG})
+        out = torch.zeros(params.shape, dtype=self._compute, device=self.graph.device)
+        pointers = [self._sources, winners.contiguous(), out, *inputs]
+        self._launch(pointers, [self.graph.num_nodes, self._threads(), out.numel()])
+        return out.to(self._out_dtype), None
+
+
+def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams) -> WinnerKernel:
+    """Compile the winner scatter of ``op`` (built by the gradient derivation, not by users)."""
+    spec = KernelSpec(
+        kind="winner",
+        op=op,
+        schedule=build_schedule(op, None),
+        reducer=None,
+        params=params,
+        dtype=compute_dtype(op),
+        index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
+    )
+    return WinnerKernel(graph, spec, "cpu")

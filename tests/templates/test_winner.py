@@ -1,0 +1,151 @@
+"""The winner-scatter gradient of max/min aggregations against dense autograd, gradcheck and the masked form."""
+
+import pytest
+import torch
+from torch.autograd import gradcheck
+
+import featgraph as fg
+from featgraph import te
+from featgraph.templates import gradients
+from featgraph.templates.winner import ARG, WinnerKernel
+from tests.conftest import random_edges
+from tests.templates.reference import reduce_messages
+
+N, E = 13, 60
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def graph():
+    src, dst = random_edges(N, E, seed=5)  # isolated vertices, a duplicate edge, a self loop
+    return fg.Graph(src, dst, N)
+
+
+def randn(*shape):
+    return torch.randn(*shape, dtype=F64).requires_grad_()
+
+
+def placeholders(**shapes):
+    return {name: te.placeholder(shape, dtype="float64", name=name) for name, shape in shapes.items()}
+
+
+def weighted_heads():
+    """Sources, edges and destinations: ``X[s, h, i] * A[e, h] - B[t, h]``, two heads of width 3."""
+    p = placeholders(X=(N, 2, 3), A=(E, 2), B=(N, 2))
+    udf = lambda s, t, e: te.compute((2, 3), lambda h, i: p["X"][s, h, i] * p["A"][e, h] - p["B"][t, h])  # noqa: E731
+    inputs = {"X": randn(N, 2, 3), "A": randn(E, 2), "B": randn(N, 2)}
+    dense = lambda src, dst, x: x["X"][src] * x["A"].unsqueeze(-1) - x["B"][dst].unsqueeze(-1)  # noqa: E731
+    return udf, inputs, dense
+
+
+def mlp():
+    """The MLP aggregation: a free axis (k) beside a pinned one (i) in the weight's gradient."""
+    p = placeholders(XV=(N, 4), W=(4, 5))
+
+    def udf(s, t, e):
+        k = te.reduce_axis((0, 4), name="k")
+        return te.compute((5,), lambda i: te.max(te.sum((p["XV"][s, k] + p["XV"][t, k]) * p["W"][k, i], axis=k), 0))
+
+    inputs = {"XV": randn(N, 4), "W": randn(4, 5)}
+    dense = lambda src, dst, x: torch.relu((x["XV"][src] + x["XV"][dst]) @ x["W"])  # noqa: E731
+    return udf, inputs, dense
+
+
+def pinned_weights():
+    """Dense weights pinned on every axis (no free axis) and one read at a constant row."""
+    p = placeholders(X=(N, 2, 3), D=(2, 3), C=(4, 3))
+    udf = lambda s, t, e: te.compute((2, 3), lambda h, i: p["X"][s, h, i] * p["D"][h, i] + p["C"][1, i])  # noqa: E731
+    inputs = {"X": randn(N, 2, 3), "D": randn(2, 3), "C": randn(4, 3)}
+    dense = lambda src, dst, x: x["X"][src] * x["D"] + x["C"][1]  # noqa: E731
+    return udf, inputs, dense
+
+
+CASES = {"weighted-heads": weighted_heads, "mlp": mlp, "pinned-weights": pinned_weights}
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+@pytest.mark.parametrize("case", CASES)
+def test_matches_dense_autograd(graph, case, reducer):
+    udf, inputs, dense = CASES[case]()
+    kernel = fg.spmm(graph, udf, reducer)
+    for p in kernel.spec.op.placeholders:
+        assert all(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(p, "float64"))
+    upstream = torch.randn(N, *kernel.spec.op.shape, dtype=F64)
+    names = list(inputs)
+    ours = torch.autograd.grad((kernel(**inputs) * upstream).sum(), [inputs[n] for n in names])
+    src, dst = graph.coo()
+    reference = reduce_messages(dense(src, dst, inputs), dst, N, reducer)
+    want = torch.autograd.grad((reference * upstream).sum(), [inputs[n] for n in names])
+    for name, got, expected in zip(names, ours, want, strict=True):
+        torch.testing.assert_close(got, expected, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gradcheck(graph, case):
+    udf, inputs, _ = CASES[case]()
+    kernel = fg.spmm(graph, udf, "max")
+    names = list(inputs)
+    assert gradcheck(lambda *xs: kernel(**dict(zip(names, xs, strict=True))), tuple(inputs.values()))
+
+
+def test_same_as_the_masked_gradient(graph, monkeypatch):
+    udf, inputs, _ = weighted_heads()
+    upstream = torch.randn(N, 2, 3, dtype=F64)
+    results = []
+    for budget in (gradients.PRIVATE_COPY_BUDGET, -1):  # -1: no winner kernel fits, every role is masked
+        monkeypatch.setattr(gradients, "PRIVATE_COPY_BUDGET", budget)
+        kernel = fg.spmm(graph, udf, "max")
+        kinds = {type(part) for p in kernel.spec.op.placeholders for _, part in kernel.gradient_kernels(p, "float64")}
+        assert (WinnerKernel in kinds) == (budget >= 0)
+        results.append(torch.autograd.grad((kernel(**inputs) * upstream).sum(), list(inputs.values())))
+    for winner, masked in zip(*results, strict=True):
+        torch.testing.assert_close(winner, masked)
+
+
+def test_sites_pinned_differently_fall_back_to_masking(graph):
+    """``X[s, i] * X[s, 0]``: one site's axis follows the output, the other's is a constant row."""
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * X[s, 0]), "max")
+    assert gradients.winner_terms(kernel, X, "float64") is None
+    assert not any(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(X, "float64"))
+    assert gradcheck(lambda x: kernel(X=x), (randn(N, 3),))
+
+
+def test_thread_counts_agree_and_runs_repeat_exactly():
+    src, dst = random_edges(400, 6000, seed=2)
+    g = fg.Graph(src, dst, 400)
+    X = te.placeholder((400, 7), name="X")
+    x, upstream = torch.randn(400, 7, requires_grad=True), torch.randn(400, 7)
+    grads = []
+    for threads in (1, 2, 2):
+        kernel = fg.spmm(g, lambda s, t, e: te.compute((7,), lambda i: X[s, i]), "max", num_threads=threads)
+        grads.append(torch.autograd.grad((kernel(X=x) * upstream).sum(), x)[0])
+    torch.testing.assert_close(grads[0], grads[1])
+    assert torch.equal(grads[1], grads[2])
+
+
+def test_graph_without_edges_gets_zero_gradients():
+    g = fg.Graph(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), 5)
+    X, W = te.placeholder((5, 3), dtype="float64", name="X"), te.placeholder((3,), dtype="float64", name="W")
+    kernel = fg.spmm(g, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * W[i]), "min")
+    x, w = randn(5, 3), randn(3)
+    gx, gw = torch.autograd.grad(kernel(X=x, W=w).sum(), (x, w))
+    assert torch.equal(gx, torch.zeros_like(x)) and torch.equal(gw, torch.zeros_like(w))
+
+
+def test_needs_the_winners(graph):
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
+    (_, part), *_ = kernel.gradient_kernels(X, "float64")
+    grad = torch.ones(N, 3, dtype=F64)
+    with pytest.raises(TypeError, match=ARG):
+        part.evaluate({"fg_grad": grad}, want_arg=False)
+    with pytest.raises(TypeError, match=ARG):
+        part.evaluate({"fg_grad": grad, ARG: torch.zeros(N, 3, dtype=torch.int32)}, want_arg=False)
+
+
+def test_gpu_target_keeps_the_masked_gradient(graph, interpreted_gpu):
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    with fg.default_target("gpu"):
+        kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
+    assert not any(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(X, "float64"))
