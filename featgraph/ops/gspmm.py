@@ -1,21 +1,18 @@
 """``gspmm``: reduce op(source data, edge data) over each vertex's in-edges, with gradients.
 
 Forward: an SpMM with the op inlined. Gradient of the source data: an SpMM over the reversed graph; of the
-edge data: an SDDMM (see ``lowering``). For max/min only the winning edge of each output element receives
-gradient; that is gathered through the arg indices the forward kept (n x features, never E x features,
-except for edge data whose own shape is E x features).
+edge data: an SDDMM (see ``lowering``), by the rules of ``binary``. For max/min only the winning edge of
+each output element receives gradient: the kernel's own gradients, derived from the op's UDF, visit the
+n x features winners the forward kept (``templates.winner``), never E x features.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..backends import cpu, toolchain
-from ..backends.cpu.scatter import winner_scatter_source
 from ..graph import Graph
 from ..templates.kernel import divide_by_in_degree
 from . import binary, lowering
-from .udfs import TORCH_TO_TE
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
 REDUCERS = ("sum", "mean", "max", "min")
@@ -53,7 +50,20 @@ def gspmm(
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
-    return _GSpMM.apply(g, op, reduce, *binary.operands(op, rule, lhs, rhs), strategy, tune)
+    lhs, rhs = binary.operands(op, rule, lhs, rhs)
+    if reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners
+        return _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
+    return _GSpMM.apply(g, op, reduce, lhs, rhs, strategy, tune)
+
+
+def _aggregate(g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool) -> torch.Tensor:
+    """The forward kernel of ``op`` with ``reduce`` (autograd through the kernel where inputs need it)."""
+    names, fn = binary.BINARY_OPS[op].forward
+    roles = _roles(lhs, rhs)
+    return lowering.run(
+        g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce, strategy=strategy,
+        tune=tune,
+    )  # fmt: skip
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
@@ -61,28 +71,20 @@ def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
 
 
 class _GSpMM(torch.autograd.Function):
+    """Sum and mean: the gradients by the rules of ``binary`` (each a kernel of its own)."""
+
     @staticmethod
     def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool):  # noqa: D102
-        names, fn = binary.BINARY_OPS[op].forward
-        roles = _roles(lhs, rhs)
-        result = lowering.run(
-            g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce,
-            return_arg=reduce in ("max", "min"), strategy=strategy, tune=tune,
-        )  # fmt: skip
-        out, arg = result if isinstance(result, tuple) else (result, None)
         ctx.g, ctx.op, ctx.reduce, ctx.strategy, ctx.tune = g, op, reduce, strategy, tune
-        ctx.save_for_backward(lhs, rhs, arg)
-        return out
+        ctx.save_for_backward(lhs, rhs)
+        return _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
-        lhs, rhs, arg = ctx.saved_tensors
+        lhs, rhs = ctx.saved_tensors
         g, rule = ctx.g, binary.BINARY_OPS[ctx.op]
         grad_out = grad_out.contiguous()
         wants = {"a": ctx.needs_input_grad[3], "b": ctx.needs_input_grad[4]}
-        if ctx.reduce in ("max", "min"):
-            grads = _winner_grads(g, ctx.op, lhs, rhs, arg, grad_out, wants)
-            return None, None, None, grads["a"], grads["b"], None, None
         if ctx.reduce == "mean":
             grad_out = divide_by_in_degree(g, grad_out)
         roles = _roles(lhs, rhs, grad_out)
@@ -96,45 +98,3 @@ class _GSpMM(torch.autograd.Function):
                 )  # fmt: skip
                 grads[name] = grad.view_as(x)
         return None, None, None, grads["a"], grads["b"], None, None
-
-
-def _winner_grads(g: Graph, op: str, lhs, rhs, arg, grad_out, wants) -> dict[str, torch.Tensor | None]:
-    """Gradients of max/min: each output element's gradient goes to the operands of its winning edge.
-    Copies (the common case: max/min of source or edge features) take one scatter kernel with no n x F
-    temporaries; other ops gather the winning operands and scatter in torch."""
-    src, _ = g.coo()
-    copied = {"copy_lhs": ("a", lhs, src), "copy_rhs": ("b", rhs, None)}.get(op)
-    if copied is not None and grad_out.dtype in (torch.float32, torch.float64) and grad_out.device.type == "cpu":
-        name, x, rows = copied
-        if x.numel() == x.shape[0] * grad_out[0].numel():  # not broadcast: one gradient element per element
-            grad = torch.zeros(x.shape[0], grad_out[0].numel(), dtype=grad_out.dtype)
-            kernel = cpu.compile_source(winner_scatter_source(TORCH_TO_TE[grad_out.dtype]))
-            num_out = grad_out.shape[0]
-            cpu.launch(
-                kernel, [grad_out, arg.contiguous(), rows, grad], [num_out, grad.shape[1], toolchain.num_threads()]
-            )
-            return {"a": None, "b": None, name: grad.view_as(x) if wants[name] else None}
-    rule = binary.BINARY_OPS[op]
-    has = arg >= 0
-    edge = arg.clamp(min=0)
-    source = src[edge]
-    full = grad_out.shape[1:]
-
-    def at(x: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor | None:
-        if x is None:
-            return None
-        x2 = x.unsqueeze(1) if x.dim() == 1 else x
-        padded = x2.reshape(x2.shape[0], *([1] * (len(full) - (x2.dim() - 1))), *x2.shape[1:])
-        return torch.gather(padded.expand(x2.shape[0], *full), 0, rows)
-
-    values = {"a": at(lhs, source), "b": at(rhs, edge), "g": grad_out}
-    grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
-    for name, x, rows, grad_rule in (("a", lhs, source, rule.grad_lhs), ("b", rhs, edge, rule.grad_rhs)):
-        if not wants[name] or grad_rule is None:
-            continue
-        names, fn = grad_rule
-        contribution = torch.where(has, fn(*[values[n] for n in names]), 0)
-        total = torch.zeros((x.shape[0], *full), dtype=grad_out.dtype).scatter_add_(0, rows, contribution)
-        x2 = x.unsqueeze(1) if x.dim() == 1 else x
-        grads[name] = total.sum_to_size(x2.shape).view_as(x)
-    return grads

@@ -9,8 +9,11 @@ the template, as for the forward pass:
 - ``P[dst, ...]``: an SpMM over the graph; ``P[eid, ...]``: an SDDMM;
 - ``P[k, i]`` with no graph index (a weight): an edge sum into P's shape.
 
-For max/min aggregation only the winning edge of each output element contributes: the kernels compare the
-forward pass's arg (an int64 placeholder) with the edge id. For logsumexp each edge's term is weighted by
+For max/min aggregation only the winning edge of each output element contributes: a winner scatter
+(``winner.py``) visits the n x output winners the forward kept and evaluates each term once, at its
+winning edge. Where it does not apply (two sites of P pinned to output axes differently, or CPU private
+copies over budget) the kernels above compare the forward's arg (an int64 placeholder) with the edge id,
+which visits every edge. For logsumexp each edge's term is weighted by
 its softmax share ``exp(msg - out[dst])``, recomputed from the forward's output. Nothing of size
 E x features is stored.
 """
@@ -169,14 +172,14 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     from .spmm import spmm
 
     graph: Graph = kernel.graph
-    if kernel.target == "cpu" and kernel.spec.reducer in ("max", "min"):
+    if kernel.spec.reducer in ("max", "min"):
         winners = winner_terms(kernel, p, grad_dtype)
-        threads = kernel._threads()
+        threads, target = kernel._threads(), kernel.target
         if winners is not None and all(
-            private_copy_bytes(params, compute_dtype(compute), threads) <= PRIVATE_COPY_BUDGET
+            private_copy_bytes(params, compute_dtype(compute), target, threads) <= PRIVATE_COPY_BUDGET
             for compute, params in winners.values()
         ):
-            return [(role, winner_scatter(graph, compute, params)) for role, (compute, params) in winners.items()]
+            return [(role, winner_scatter(graph, c, params, target)) for role, (c, params) in winners.items()]
     options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune, "target": kernel.target}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():

@@ -54,20 +54,20 @@ class WinnerParams:
         return self.role in ("src", "dense")
 
 
-def private_copy_bytes(params: WinnerParams, dtype: str, num_threads: int) -> int:
-    """Memory of the per-thread copies a shared role needs (0 for rows owned by one destination)."""
-    if not params.shared:
+def private_copy_bytes(params: WinnerParams, dtype: str, target: str, num_threads: int) -> int:
+    """Memory of the per-thread copies a shared role needs on CPU (0 for rows owned by one destination,
+    and on the GPU, which adds atomically)."""
+    if not params.shared or target != "cpu":
         return 0
     return (num_threads - 1) * math.prod(params.shape) * (8 if dtype == "float64" else 4)
 
 
 class WinnerKernel(Kernel):
-    """``kernel(fg_arg=winners, **tensors)`` -> the gradient tensor (``params.shape``); deterministic for
-    a fixed thread count (rows are split statically, private copies added in thread order)."""
+    """``kernel(fg_arg=winners, **tensors)`` -> the gradient tensor (``params.shape``). On CPU
+    deterministic for a fixed thread count (rows split statically, private copies added in thread order);
+    on the GPU shared rows take atomic adds, whose order (and so the last bits) varies."""
 
     def __init__(self, graph: Graph, spec: KernelSpec, target: str, *args: Any) -> None:
-        if target != "cpu":
-            raise ValueError("the winner-scatter template is CPU-only; the GPU masks edges with the arg instead")
         super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
         self._sources = edge_list(graph, "user", index)[0]  # the source of each user edge id
@@ -89,8 +89,9 @@ class WinnerKernel(Kernel):
         return out.to(self._out_dtype), None
 
 
-def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams) -> WinnerKernel:
-    """Compile the winner scatter of ``op`` (built by the gradient derivation, not by users)."""
+def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams, target: str) -> WinnerKernel:
+    """Compile the winner scatter of ``op`` for ``target`` (built by the gradient derivation, not by
+    users)."""
     spec = KernelSpec(
         kind="winner",
         op=op,
@@ -100,4 +101,4 @@ def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams) -> WinnerK
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
     )
-    return WinnerKernel(graph, spec, "cpu")
+    return WinnerKernel(graph, spec, target)

@@ -8,7 +8,7 @@ import featgraph as fg
 from featgraph import te
 from featgraph.templates import gradients
 from featgraph.templates.winner import ARG, WinnerKernel
-from tests.conftest import random_edges
+from tests.conftest import assert_gpu_target_agrees, random_edges
 from tests.templates.reference import reduce_messages
 
 N, E = 13, 60
@@ -144,8 +144,17 @@ def test_needs_the_winners(graph):
         part.evaluate({"fg_grad": grad, ARG: torch.zeros(N, 3, dtype=torch.int32)}, want_arg=False)
 
 
-def test_gpu_target_keeps_the_masked_gradient(graph, interpreted_gpu):
-    X = te.placeholder((N, 3), dtype="float64", name="X")
+@pytest.mark.parametrize("case", CASES)
+def test_gpu_template_agrees_with_cpu(graph, case, interpreted_gpu):
+    udf, inputs, _ = CASES[case]()
+    names = list(inputs)
     with fg.default_target("gpu"):
-        kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
-    assert not any(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(X, "float64"))
+        kernel = fg.spmm(graph, udf, "max")
+    assert all(
+        isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(kernel.spec.op.placeholders[0], "float64")
+    )
+
+    def fn(*xs):
+        return fg.spmm(graph, udf, "max")(**dict(zip(names, xs, strict=True)))
+
+    assert_gpu_target_agrees(fn, tuple(inputs.values()))

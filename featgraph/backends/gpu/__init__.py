@@ -14,7 +14,7 @@ import torch
 from ...templates.spec import KernelSpec
 from .loader import interpreting
 from .loader import load as compile_source
-from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source
+from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source, winner_source
 
 __all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
 
@@ -25,6 +25,8 @@ def source(spec: KernelSpec) -> str:
         return sddmm_source(spec)
     if spec.kind == "edge_sum":
         return edge_sum_source(spec)
+    if spec.kind == "winner":
+        return winner_source(spec)
     return gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
 
 

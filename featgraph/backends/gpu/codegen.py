@@ -273,10 +273,10 @@ class Emitter(ExpressionLowering):
         return acc
 
 
-def output_axes(op: ComputeOp, flat: str, indent: str) -> list[str]:
-    """Each output axis as a 1-D variable derived from the flattened feature offsets ``flat``."""
-    lines, stride = [], math.prod(op.shape)
-    for a in op.axis:
+def output_axes_of(axes: tuple[Var, ...], flat: str, indent: str = PROLOGUE_INDENT) -> list[str]:
+    """Each axis as a 1-D variable ``_{name}`` derived from the row-major flattened offsets ``flat``."""
+    lines, stride = [], math.prod(a.extent for a in axes)
+    for a in axes:
         stride //= a.extent
         lines.append(f"{indent}_{a.name} = ({flat} // {stride}) % {a.extent}")
     return lines
@@ -289,15 +289,19 @@ def message(
     sizes: dict[str, int],
     indent: str,
     stage: bool = False,
+    lane_vars: tuple[Var, ...] = (),
 ) -> tuple[list[str], list[str], str]:
     """The message over dims (edges ``BLOCK_E``, features ``BLOCK_F``): prologue statements (once per
     program, after ``of``/``mF``, the feature offsets and mask, are defined), statements per edge block
     (after ``s``/``v``/``e``, the edges' source, destination and id, and ``mE``, the edge mask) and the
-    final expression."""
+    final expression. ``lane_vars`` vary along the edge lanes like the graph variables (the template
+    defines each as ``_{name}``; the winner scatter's output positions)."""
     dims = [Dim("BLOCK_E", "mE"), Dim("BLOCK_F", "mF")]
     emitter = Emitter(schedule, dtype, dims, indent, sizes=sizes, stage=stage)
     for a in op.axis:
         emitter.var_dims[id(a)] = (f"_{a.name}", 1)
-    emitter.prologue += output_axes(op, "of", PROLOGUE_INDENT)
+    for a in lane_vars:
+        emitter.var_dims[id(a)] = (f"_{a.name}", 0)
+    emitter.prologue += output_axes_of(op.axis, "of")
     value = emitter.value(op.body)
     return emitter.prologue, emitter.lines, f"({value}) + tl.zeros([BLOCK_E, BLOCK_F], {dtype})"

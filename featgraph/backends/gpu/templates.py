@@ -11,7 +11,8 @@ writing a partial sum that the host adds up in program order (deterministic).
 ``run(ptrs, args)`` takes the tensors and integers in the same order as the CPU backend's entry point:
 SpMM ptr: indptr, indices, edge_ids, rows (or None), degree, out, argidx (or None), placeholders...
 (then, with hubs staged, hub slots and hub ids); arg: num_rows, num_partitions, num_threads. Edge
-templates ptr: srcs, dsts, eids, out, placeholders...; arg: num_edges, num_threads.
+templates ptr: srcs, dsts, eids, out, placeholders...; arg: num_edges, num_threads. Winner scatter ptr:
+sources (per user edge id), winners, out, placeholders...; arg: num_rows, num_threads, out_size.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 
 from ...te.expr import Reduce
 from ...templates.spec import KernelSpec
-from .codegen import floor_power_of_2, message, next_power_of_2, pointer_name
+from .codegen import floor_power_of_2, message, next_power_of_2, output_axes_of, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 LANE_BUDGET = 2048  # elements of a program's (rows x) edges x features block
@@ -318,5 +319,56 @@ def edge_sum_source(spec: KernelSpec) -> str:
         f"        srcs, dsts, eids, partial, *inputs, args[0], programs, BLOCK_E={block_e}, BLOCK_F={block_f},",
         "    )",
         "    out += partial.sum(0).view(out.shape)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def winner_source(spec: KernelSpec) -> str:
+    """The max/min gradient through the winners: lanes over (destination, output element) pairs, each
+    with its winning edge, the UDF over a block of the free axes, atomic adds at the write index (rows
+    shared by several pairs: the last bits vary from run to run, as with GAS)."""
+    params = spec.params
+    outer = math.prod(a.extent for a in params.outer)
+    size = feature_size(spec)
+    block_f = min(next_power_of_2(size), FEATURE_BLOCK_MAX)
+    block_e = message_edge_block(spec, block_f)
+    prologue, lines, msg = message(
+        spec.op, spec.schedule, TRITON_TYPES[spec.dtype], {"BLOCK_E": block_e, "BLOCK_F": block_f}, "    ",
+        lane_vars=params.outer,
+    )  # fmt: skip
+    dims = params.shape if params.role == "dense" else params.shape[1:]
+    flat = "0"
+    for var, dim in zip(params.write_index, dims, strict=True):
+        lane = "[:, None]" if any(var is a for a in params.outer) else "[None, :]"
+        flat = f"({flat}) * {dim} + _{var.name}{lane}"
+    row = {"src": "s", "dst": "v", "eid": "e"}.get(params.role)
+    position = flat if row is None else f"{row}[:, None] * {math.prod(dims)} + {flat}"
+    lines = [
+        HEADER,
+        "@triton.jit",
+        f"def winner_kernel(sources, winners, out, {_placeholders(spec)}num_pairs, "
+        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):",
+        "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
+        f"    mF = of < {size}",
+        *prologue,
+        "    j = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)",
+        "    won = tl.load(winners + j, mask=j < num_pairs, other=-1)",
+        "    mE = won >= 0",
+        "    e = tl.maximum(won, 0)",
+        f"    v = j // {outer}",
+        *output_axes_of(params.outer, f"j % {outer}"),
+        "    s = tl.load(sources + e, mask=mE, other=0).to(tl.int64)",
+        *lines,
+        f"    msg = {msg}",
+        f"    tl.atomic_add(out + {position}, msg, mask=mE[:, None] & mF[None, :])",
+        "",
+        "",
+        "def run(ptrs, args):",
+        "    sources, winners, out, *inputs = ptrs",
+        f"    pairs = args[0] * {outer}",
+        "    if pairs == 0:",
+        "        return",
+        f"    grid = (triton.cdiv(pairs, {block_e}), triton.cdiv({size}, {block_f}))",
+        f"    winner_kernel[grid](sources, winners, out, *inputs, pairs, BLOCK_E={block_e}, BLOCK_F={block_f})",
     ]
     return "\n".join(lines) + "\n"

@@ -74,15 +74,17 @@ def test_template_kernels_compile_for_hopper(interpreted_gpu, graph, name):
 
 
 def test_gradient_and_fused_kernels_compile_for_hopper(interpreted_gpu, graph):
-    """The GAT forward (two kernels) and backward, and a UDF's gradient kernels (edge sum included)."""
+    """The GAT forward (two kernels) and backward, and a UDF's gradient kernels (edge sum included; with
+    max, the winner scatter)."""
     feat = torch.randn(N, 2, 8, requires_grad=True)
     attn = torch.randn(2, 8, requires_grad=True)
-    kernel = fg.spmm(graph, mlp, "sum", target="gpu")
     x, w = torch.randn(N, 8, requires_grad=True), torch.randn(8, D, requires_grad=True)
     with aot.compiling() as launches, fg.default_target("gpu"):
         ops.gat_attention(graph, feat, attn, attn).sum().backward()
-        kernel(X=x, W=w).sum().backward()
-    assert len(launches) >= 8 and {launch.kernel for launch in launches} >= {"spmm_kernel", "edge_sum_kernel"}
+        for reducer in ("sum", "max"):
+            fg.spmm(graph, mlp, reducer, target="gpu")(X=x, W=w).sum().backward()
+    kinds = {launch.kernel for launch in launches}
+    assert len(launches) >= 8 and kinds >= {"spmm_kernel", "edge_sum_kernel", "winner_kernel"}
     check(launches, len(launches))
 
 
