@@ -33,7 +33,7 @@ ACCUMULATE = {
     # logsumexp streams (running max ``acc``, sum ``zs`` of exp(x - acc)), one exp per element; equal values
     # (both -inf, or both +inf) add exactly 1, so no inf - inf is ever taken
     "logsumexp": "{{ const T x_ = {x}; const bool up = x_ > acc[{f}]; const T ex = x_ == acc[{f}] ? T(1) : "
-    "std::exp(up ? acc[{f}] - x_ : x_ - acc[{f}]); zs[{f}] = up ? zs[{f}] * ex + T(1) : zs[{f}] + ex; "
+    "fg_exp(up ? acc[{f}] - x_ : x_ - acc[{f}]); zs[{f}] = up ? zs[{f}] * ex + T(1) : zs[{f}] + ex; "
     "acc[{f}] = up ? x_ : acc[{f}]; }}",
 }
 FINALIZE = {
