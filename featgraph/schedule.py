@@ -63,6 +63,8 @@ class Schedule:
         return self
 
     def unroll(self, axis: Var) -> Schedule:
+        """Unroll the (inner) loop; on CPU a loop that is also vectorised is left to the vectoriser, as g++
+        takes no unroll pragma beside ``omp simd``."""
         self.plan(axis).unroll = True
         return self
 

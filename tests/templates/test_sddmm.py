@@ -45,6 +45,8 @@ def test_dot_attention_in_user_edge_order(order, n, e):
         lambda s, out: s.split(out.reduce_axis[0], 4).vectorize(out.reduce_axis[0]),
         lambda s, out: s.vectorize(out.axis[0]).vectorize(out.reduce_axis[0]),  # nested simd is resolved
         lambda s, out: s.reorder(out.reduce_axis[0], out.axis[0]).vectorize(out.axis[0]).vectorize(out.reduce_axis[0]),
+        lambda s, out: s.split(out.reduce_axis[0], 4).vectorize(out.reduce_axis[0]).unroll(out.reduce_axis[0]),
+        lambda s, out: s.vectorize(out.reduce_axis[0]).unroll(out.reduce_axis[0]),  # g++ takes one pragma
     ],
 )
 def test_multi_head_dot(fds):

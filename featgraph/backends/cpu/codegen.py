@@ -183,7 +183,7 @@ def open_loop(loop: Loop, indent: str) -> tuple[list[str], int]:
     if plan.vectorize:
         clause = f" reduction({loop.reduction}:{loop.reduction_var})" if loop.reduction else ""
         pragmas.append(f"#pragma omp simd{clause}")
-    if plan.unroll:
+    if plan.unroll and not plan.vectorize:  # g++ accepts no second pragma beside omp simd
         inner = plan.factor or loop.extent
         pragmas.append(f"#pragma GCC unroll {inner if inner <= 32 else 8}")
     factor = plan.factor

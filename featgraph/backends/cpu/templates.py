@@ -218,14 +218,16 @@ def _tile_rows(op, tile: Tile, statement: str, indent: str) -> list[str]:
 def sddmm_source(spec: KernelSpec) -> str:
     """Edge-parallel: each edge's result stored at its user edge id."""
     row = _row_size(spec)
-    return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = {x};")
+    return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = {x};", "eids")
 
 
 def gas_source(spec: KernelSpec) -> str:
     """Edge-centric SpMM (GAS): edges in COO order, each message added atomically into its destination
     row. Needs no CSR; the summation order, and so the rounding, varies from run to run."""
     row = _row_size(spec)
-    return edge_parallel_source(spec, lambda f, g, x: f"{{\n#pragma omp atomic\nout[v * {row} + {g}] += {x};\n}}")
+    return edge_parallel_source(
+        spec, lambda f, g, x: f"{{\n#pragma omp atomic\nout[v * {row} + {g}] += {x};\n}}", "dsts"
+    )
 
 
 def _row_size(spec: KernelSpec) -> int:
@@ -235,8 +237,25 @@ def _row_size(spec: KernelSpec) -> int:
     return row
 
 
-def edge_parallel_source(spec: KernelSpec, sink) -> str:
-    """One pass per feature tile over an edge list (srcs, dsts, eids), static contiguous chunks per thread."""
+def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
+    """Software prefetch of the rows the edge ``PREFETCH_DISTANCE`` ahead reads (endpoint and edge data)
+    and of the output row it writes (indexed by ``out_rows``): out of CSR order they are random rows, which
+    the hardware prefetchers cannot guess."""
+    ahead = f"[j + {PREFETCH_DISTANCE}]"
+    rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
+    reads = [
+        f"__builtin_prefetch({pointer_name(p)} + (int64_t){rows[kind]}{ahead} * {row_stride(p)}"
+        f" + {tile.lo if tile.lo < row_stride(p) else 0});"
+        for kind in rows
+        for p in indexed_by(spec.op, kind)
+    ]
+    write = f"__builtin_prefetch(out + (int64_t){out_rows}{ahead} * {_row_size(spec)} + {tile.lo}, 1);"
+    return " ".join([*reads, write])
+
+
+def edge_parallel_source(spec: KernelSpec, sink, out_rows: str) -> str:
+    """One pass per feature tile over an edge list (srcs, dsts, eids), static contiguous chunks per thread;
+    ``sink`` writes the output row named by ``out_rows`` ("eids" or "dsts")."""
     op = spec.op
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     lines = _header(spec)
@@ -252,6 +271,7 @@ def edge_parallel_source(spec: KernelSpec, sink) -> str:
             "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
             "  for (int64_t j = 0; j < num_edges; ++j) {",
             "    const int64_t s = srcs[j], v = dsts[j], e = eids[j]; (void)s; (void)v; (void)e;",
+            f"    if (j + {PREFETCH_DISTANCE} < num_edges) {{ {_edge_prefetch(spec, tile, out_rows)} }}",
             *message_block(op, spec.schedule, tile, sink),
             "  }",
             "}",
