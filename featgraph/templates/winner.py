@@ -23,7 +23,7 @@ import torch
 from ..graph import Graph
 from ..schedule import build_schedule
 from ..te.expr import ComputeOp, Var
-from .kernel import Kernel, compute_dtype, edge_list
+from .kernel import Kernel, compute_dtype
 from .spec import KernelSpec
 
 ARG = "fg_arg"  # the forward pass's winners: (num_nodes, *output shape) int64, -1 where no edge won
@@ -49,15 +49,22 @@ class WinnerParams:
 
     @property
     def shared(self) -> bool:
-        """Whether several destinations write the same rows (sources, a dense weight): each extra thread
-        then fills a private copy."""
+        """Whether several destinations write the same rows (sources, a dense weight)."""
         return self.role in ("src", "dense")
+
+    @property
+    def owns_columns(self) -> bool:
+        """Whether each output element writes its own columns: the write index is the output axes, each
+        once (a copy's gradient). Threads can then split the output elements instead of keeping private
+        copies of shared rows."""
+        names = [v.name for v in self.write_index]
+        return sorted(names) == sorted(a.name for a in self.outer) and len(set(names)) == len(names)
 
 
 def private_copy_bytes(params: WinnerParams, dtype: str, target: str, num_threads: int) -> int:
-    """Memory of the per-thread copies a shared role needs on CPU (0 for rows owned by one destination,
-    and on the GPU, which adds atomically)."""
-    if not params.shared or target != "cpu":
+    """Memory of the per-thread copies a shared role needs on CPU (0 for rows owned by one destination or
+    columns owned by one output element, and on the GPU, which adds atomically)."""
+    if not params.shared or params.owns_columns or target != "cpu":
         return 0
     return (num_threads - 1) * math.prod(params.shape) * (8 if dtype == "float64" else 4)
 
@@ -70,7 +77,8 @@ class WinnerKernel(Kernel):
     def __init__(self, graph: Graph, spec: KernelSpec, target: str, *args: Any) -> None:
         super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
-        self._sources = edge_list(graph, "user", index)[0]  # the source of each user edge id
+        # the source of each user edge id: the COO's own sources (no copy for int64 indices)
+        self._sources = graph.cached(("edge-sources", index), lambda: graph.coo()[0].to(index).contiguous())
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:

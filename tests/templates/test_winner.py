@@ -7,7 +7,7 @@ from torch.autograd import gradcheck
 import featgraph as fg
 from featgraph import te
 from featgraph.templates import gradients
-from featgraph.templates.winner import ARG, WinnerKernel
+from featgraph.templates.winner import ARG, WinnerKernel, private_copy_bytes
 from tests.conftest import assert_gpu_target_agrees, random_edges
 from tests.templates.reference import reduce_messages
 
@@ -109,6 +109,21 @@ def test_sites_pinned_differently_fall_back_to_masking(graph):
     assert gradients.winner_terms(kernel, X, "float64") is None
     assert not any(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(X, "float64"))
     assert gradcheck(lambda x: kernel(X=x), (randn(N, 3),))
+
+
+def test_copies_split_columns_between_threads_and_need_no_private_copies(graph):
+    udf, inputs, _ = mlp()
+    kernel = fg.spmm(graph, udf, "max")
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    copy = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
+    (_, part), *_ = copy.gradient_kernels(X, "float64")
+    assert part.spec.params.owns_columns and private_copy_bytes(part.spec.params, "float64", "cpu", 4) == 0
+    xv = next(p for p in kernel.spec.op.placeholders if p.name == "XV")
+    for _, part in kernel.gradient_kernels(xv, "float64"):  # every output element adds into all of x's row
+        assert not part.spec.params.owns_columns
+        assert private_copy_bytes(part.spec.params, "float64", "cpu", 4) == (
+            3 * N * 4 * 8 if part.spec.params.shared else 0
+        )
 
 
 def test_thread_counts_agree_and_runs_repeat_exactly():

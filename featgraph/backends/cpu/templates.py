@@ -14,6 +14,8 @@ arg: num_rows, num_threads, out_size.
 
 from __future__ import annotations
 
+import math
+
 from ...templates.spec import KernelSpec, indexed_by
 from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, tile_size
 
@@ -328,25 +330,26 @@ def edge_sum_source(spec: KernelSpec) -> str:
 
 
 def winner_source(spec: KernelSpec) -> str:
-    """Row-parallel over destinations (static split: every row has the same number of output elements);
-    per output element of the forward, its winning edge ``e`` (if any) evaluates the UDF over the free
-    axes and adds it at the write index. Rows shared between destinations (sources, a dense weight) go to
-    a private copy per extra thread, added in thread order afterwards (deterministic, no atomics)."""
+    """Per output element of the forward, its winning edge ``e`` (if any) evaluates the UDF over the free
+    axes and adds it at the write index. Threads split the destination rows statically (every row has the
+    same number of output elements), or, where each output element writes its own columns of the gradient
+    (a copy's), all rows and split the output elements: no two threads then write one element. Otherwise
+    rows shared between destinations (sources, a dense weight) go to a private copy per extra thread,
+    added in thread order afterwards. Deterministic for a fixed thread count; no atomics."""
     params = spec.params
     op = spec.op
-    arg_flat = "v"
-    for a in params.outer:
-        arg_flat = f"({arg_flat}) * {a.extent} + {a.name}"
+    outer = math.prod(a.extent for a in params.outer)
     dims = params.shape if params.role == "dense" else params.shape[1:]
     flat = "0"
     for var, dim in zip(params.write_index, dims, strict=True):
         flat = f"({flat}) * {dim} + {var.name}"
     row = {"src": "s", "dst": "v", "eid": "e"}.get(params.role)
-    stride = 1
-    for dim in dims:
-        stride *= dim
-    position = flat if row is None else f"{row} * {stride} + {flat}"
-    loops = [f"for (int64_t {a.name} = 0; {a.name} < {a.extent}; ++{a.name})" for a in params.outer]
+    position = flat if row is None else f"{row} * {math.prod(dims)} + {flat}"
+    stride, unflatten = outer, []
+    for a in params.outer:  # the output element's coordinates from its flat index ``o``
+        stride //= a.extent
+        unflatten.append(f"const int64_t {a.name} = (o / {stride}) % {a.extent};")
+    copies = "true" if params.shared and not params.owns_columns else "false"
     lines = _header(spec) + [
         'extern "C" void run(void** ptr, const int64_t* arg) {',
         "  const IDX* __restrict__ sources = (const IDX*)ptr[0];",
@@ -354,18 +357,24 @@ def winner_source(spec: KernelSpec) -> str:
         "  T* __restrict__ out = (T*)ptr[2];",
         *_placeholder_decls(spec, 3),
         "  const int64_t num_rows = arg[0], out_size = arg[2]; const int nthreads = (int)arg[1];",
-        f"  T* partial = {'true' if params.shared else 'false'} && nthreads > 1"
-        " ? new T[(size_t)(nthreads - 1) * out_size]() : nullptr;",
+        f"  T* partial = {copies} && nthreads > 1 ? new T[(size_t)(nthreads - 1) * out_size]() : nullptr;",
         "  #pragma omp parallel num_threads(nthreads)",
         "  {",
-        "    const int t = omp_get_thread_num();",
-        "    T* __restrict__ target = t == 0 || !partial ? out : partial + (int64_t)(t - 1) * out_size;",
-        "    #pragma omp for schedule(static)",
-        "    for (int64_t v = 0; v < num_rows; ++v) {",
-        f"      {' '.join(loops)} {{",
-        f"      const int64_t e = winners[{arg_flat}];",
+        "    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();",
+        "    T* __restrict__ target = t == 0 || !partial ? out : partial + (t - 1) * out_size;",
+        *(
+            [f"    const int64_t o_lo = {outer} * t / nt, o_hi = {outer} * (t + 1) / nt, v_lo = 0, v_hi = num_rows;"]
+            if params.owns_columns
+            else [
+                f"    const int64_t o_lo = 0, o_hi = {outer}, v_lo = num_rows * t / nt, v_hi = num_rows * (t + 1) / nt;"
+            ]
+        ),
+        "    for (int64_t v = v_lo; v < v_hi; ++v) {",
+        "      for (int64_t o = o_lo; o < o_hi; ++o) {",
+        f"      const int64_t e = winners[v * {outer} + o];",
         "      if (e >= 0) {",
         "      const int64_t s = sources[e]; (void)s;",
+        f"      {' '.join(unflatten)}",
         *message_block(op, spec.schedule, Tile(0, op.axis[-1].extent), lambda f, g, x: f"target[{position}] += {x};"),
         "      }",
         "      }",
