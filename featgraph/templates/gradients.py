@@ -49,12 +49,9 @@ def _sites(op: ComputeOp, p: Placeholder) -> list[Load]:
     return sites
 
 
-def _feature_index(p: Placeholder, site: Load) -> tuple[str, tuple[int, ...], tuple[Expr, ...]]:
-    """The site's role, and the dims and index expressions of ``p``'s feature axes (all axes if dense)."""
-    role = _role(site)
-    if role == "dense":
-        return role, p.shape, site.indices
-    return role, p.shape[1:], site.indices[1:]
+def _feature_index(site: Load) -> tuple[Expr, ...]:
+    """The site's index expressions over its placeholder's feature axes (every axis of a dense one)."""
+    return site.indices if _role(site) == "dense" else site.indices[1:]
 
 
 def _bind_axes(p: Placeholder, site: Load, axes: tuple[Var, ...]) -> tuple[dict[int, Var], Expr, list[Var]]:
@@ -63,7 +60,7 @@ def _bind_axes(p: Placeholder, site: Load, axes: tuple[Var, ...]) -> tuple[dict[
     mapping: dict[int, Var] = {}
     indicator: Expr = ONE
     indexed_by: list[Var] = []
-    for t, idx in enumerate(_feature_index(p, site)[2]):
+    for t, idx in enumerate(_feature_index(site)):
         if isinstance(idx, Var) and idx.kind in ("axis", "reduce") and id(idx) not in mapping:
             mapping[id(idx)] = axes[t]
             indexed_by.append(idx)

@@ -94,9 +94,17 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
     def build() -> list[torch.Tensor]:
         ids = graph.edge_order(order)
         src, dst = graph.coo()
+        if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
+            return [edge_sources(graph, index), dst.to(index).contiguous(), ids.to(index)]
         return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
 
     return graph.cached(("edge_list", order, index), build)
+
+
+def edge_sources(graph: Graph, index: torch.dtype) -> torch.Tensor:
+    """The source vertex of each user edge id (the COO's own, no copy for int64 indices), cached on the
+    graph."""
+    return graph.cached(("edge-sources", index), lambda: graph.coo()[0].to(index).contiguous())
 
 
 def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ write index says, per axis of the gradient tensor, which free or outer variable 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import torch
 from ..graph import Graph
 from ..schedule import build_schedule
 from ..te.expr import ComputeOp, Var
-from .kernel import Kernel, compute_dtype
+from .kernel import Kernel, compute_dtype, edge_sources
 from .spec import KernelSpec
 
 ARG = "fg_arg"  # the forward pass's winners: (num_nodes, *output shape) int64, -1 where no edge won
@@ -53,6 +54,12 @@ class WinnerParams:
         return self.role in ("src", "dense")
 
     @property
+    def private_copies(self) -> bool:
+        """Whether the CPU template keeps a copy of the gradient per extra thread: shared rows whose columns
+        several output elements write."""
+        return self.shared and not self.owns_columns
+
+    @property
     def owns_columns(self) -> bool:
         """Whether each output element writes its own columns: the write index is the output axes, each
         once (a copy's gradient). Threads can then split the output elements instead of keeping private
@@ -60,25 +67,35 @@ class WinnerParams:
         names = [v.name for v in self.write_index]
         return sorted(names) == sorted(a.name for a in self.outer) and len(set(names)) == len(names)
 
+    def write_position(self, variable: Callable[[Var], str], row: Callable[[str], str]) -> str:
+        """Where in the gradient tensor (flat) an output element's term lands, as backend source: ``variable``
+        spells a free or outer variable, ``row`` the role's row variable (``s``, ``v`` or ``e``)."""
+        dims = self.shape if self.role == "dense" else self.shape[1:]
+        flat = "0"
+        for var, dim in zip(self.write_index, dims, strict=True):
+            flat = f"({flat}) * {dim} + {variable(var)}"
+        if self.role == "dense":
+            return flat
+        return f"{row({'src': 's', 'dst': 'v', 'eid': 'e'}[self.role])} * {math.prod(dims)} + {flat}"
+
 
 def private_copy_bytes(params: WinnerParams, dtype: str, target: str, num_threads: int) -> int:
     """Memory of the per-thread copies a shared role needs on CPU (0 for rows owned by one destination or
     columns owned by one output element, and on the GPU, which adds atomically)."""
-    if not params.shared or params.owns_columns or target != "cpu":
+    if not params.private_copies or target != "cpu":
         return 0
     return (num_threads - 1) * math.prod(params.shape) * (8 if dtype == "float64" else 4)
 
 
 class WinnerKernel(Kernel):
     """``kernel(fg_arg=winners, **tensors)`` -> the gradient tensor (``params.shape``). On CPU
-    deterministic for a fixed thread count (rows split statically, private copies added in thread order);
-    on the GPU shared rows take atomic adds, whose order (and so the last bits) varies."""
+    deterministic for a fixed thread count (rows or owned columns split statically, private copies added
+    in thread order); on the GPU shared rows take atomic adds, whose order (and so the last bits) varies."""
 
     def __init__(self, graph: Graph, spec: KernelSpec, target: str, *args: Any) -> None:
         super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
-        # the source of each user edge id: the COO's own sources (no copy for int64 indices)
-        self._sources = graph.cached(("edge-sources", index), lambda: graph.coo()[0].to(index).contiguous())
+        self._sources = edge_sources(graph, index)
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:

@@ -7,7 +7,6 @@ message and hands each element to a *sink* (accumulate into a row, or store for 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -315,10 +314,7 @@ def message_block(op: ComputeOp, schedule: Schedule, tile: Tile, sink: Sink) -> 
             per_element += nest(reduce_loops(red, schedule, acc), [f"{acc} = {update.format(acc=acc, x=value)};"], "")
             continue
         space = [out_loops[v.name] if v.kind == "axis" else Loop(v, str(v.start), v.extent, AxisPlan()) for v in free]
-        flat, size = "0", 1
-        for lp in space:
-            flat = f"({flat}) * {lp.extent} + ({lp.var.name} - {lp.lo})"
-            size *= lp.extent
+        flat, size = buffer_index(space)
         slot = f"{acc}[{flat}]"
         names[id(red)] = slot
         if hoisted(schedule, red) and not nested:
@@ -337,20 +333,29 @@ def message_block(op: ComputeOp, schedule: Schedule, tile: Tile, sink: Sink) -> 
     loops = output_loops(op, schedule, tile)
     message, invariants = hoist_invariants(op.body, loops, everywhere=bool(per_element))
     emitter = Emitter(names)
-    for name, e, deps in invariants:  # each over the loops it depends on, before the message's loops
+    for name, access, e, deps in invariants:  # each over the loops it depends on, before the message's loops
         if not deps:
             lines.append(f"      const T {name} = {emitter.value(e)};")
             continue
         vectorised = [*deps[:-1], replace(deps[-1], plan=AxisPlan(vectorize=True))]
-        lines.append(f"      T {name.split('[')[0]}[{math.prod(lp.extent for lp in deps)}];")
-        lines += nest(vectorised, [f"{name} = {emitter.value(e)};"])
+        lines.append(f"      T {name}[{buffer_index(deps)[1]}];")
+        lines += nest(vectorised, [f"{access} = {emitter.value(e)};"])
     body = [*per_element, f"const T msg = {emitter.value(message)};", sink(tile_flat(op, tile), row_flat(op), "msg")]
     return lines + nest(loops, body)
 
 
+def buffer_index(loops: list[Loop]) -> tuple[str, int]:
+    """Row-major position in a buffer over ``loops`` (each from its first value), and the buffer's size."""
+    flat, size = "0", 1
+    for lp in loops:
+        flat = f"({flat}) * {lp.extent} + ({lp.var.name} - {lp.lo})"
+        size *= lp.extent
+    return flat, size
+
+
 def hoist_invariants(
     body: Expr, loops: list[Loop], everywhere: bool = False
-) -> tuple[Expr, list[tuple[str, Expr, list[Loop]]]]:
+) -> tuple[Expr, list[tuple[str, str, Expr, list[Loop]]]]:
     """Loop-invariant code motion over the output loops: each largest arithmetic subexpression (no
     reduction inside) that the innermost loop does not change is computed before the loops, over the loops
     it depends on (a SIMD loop of its own; none: once per edge), and read back. A GAT weight
@@ -358,10 +363,10 @@ def hoist_invariants(
     instead of one per feature. ``everywhere`` (the message reduces per element, so its innermost output
     loop is not the one that vectorises) hoists the subexpressions that vary with every loop too, so they
     still get SIMD loops of their own. Returns the message reading each hoisted value through a ``Var`` named by
-    its C++ access (``invN`` or ``invN[flat]``), and (access, expression, loops) per hoisted value."""
+    its C++ access (``invN`` or ``invN[flat]``), and (name, access, expression, loops) per hoisted value."""
     level = {id(lp.var): n for n, lp in enumerate(loops)}
     innermost = len(loops) - 1
-    found: list[tuple[str, Expr, list[Loop]]] = []
+    found: list[tuple[str, str, Expr, list[Loop]]] = []
 
     def visit(e: Expr) -> Expr:
         if isinstance(e, (Const, Var, Load, Reduce)):
@@ -370,12 +375,10 @@ def hoist_invariants(
             deps = sorted({level[id(v)] for v in free_vars(e) if id(v) in level})
             if not deps or deps[-1] < innermost or everywhere:
                 over = [loops[n] for n in deps]
-                flat = "0"
-                for lp in over:
-                    flat = f"({flat}) * {lp.extent} + ({lp.var.name} - {lp.lo})"
-                name = f"inv{len(found)}" + (f"[{flat}]" if over else "")  # a buffer over the loops, or a scalar
-                found.append((name, e, over))
-                return Var(name, "invariant")
+                name = f"inv{len(found)}"
+                access = f"{name}[{buffer_index(over)[0]}]" if over else name  # a buffer over the loops, or a scalar
+                found.append((name, access, e, over))
+                return Var(access, "invariant")
         if isinstance(e, BinOp):
             return BinOp(e.op, visit(e.a), visit(e.b))
         if isinstance(e, Call):

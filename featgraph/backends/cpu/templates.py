@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from ...te.expr import Placeholder
 from ...templates.spec import KernelSpec, indexed_by
 from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, tile_size
 
@@ -188,11 +189,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
     )
     load = f"acc[q] = out[v * {row} + g];{load_extra}"
     accumulate = _accumulate(reducer, track)
-    prefetch = " ".join(
-        f"__builtin_prefetch({pointer_name(p)} + (int64_t)indices[j + PF] * {row_stride(p)}"
-        f" + {chunk.lo if chunk.lo < row_stride(p) else 0});"
-        for p in indexed_by(op, "src")
-    )
+    prefetch = " ".join(_prefetch_rows(indexed_by(op, "src"), "indices[j + PF]", chunk.lo))
     return [
         "      {",
         f"      constexpr int64_t SIZE = {tile_size(op, chunk)};",
@@ -253,14 +250,18 @@ def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     the hardware prefetchers cannot guess."""
     ahead = f"[j + {PREFETCH_DISTANCE}]"
     rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
-    reads = [
-        f"__builtin_prefetch({pointer_name(p)} + (int64_t){rows[kind]}{ahead} * {row_stride(p)}"
-        f" + {tile.lo if tile.lo < row_stride(p) else 0});"
-        for kind in rows
-        for p in indexed_by(spec.op, kind)
-    ]
+    reads = [line for kind in rows for line in _prefetch_rows(indexed_by(spec.op, kind), rows[kind] + ahead, tile.lo)]
     write = f"__builtin_prefetch(out + (int64_t){out_rows}{ahead} * {_row_size(spec)} + {tile.lo}, 1);"
     return " ".join([*reads, write])
+
+
+def _prefetch_rows(placeholders: tuple[Placeholder, ...], row: str, lo: int) -> list[str]:
+    """Prefetch of each placeholder's row ``row`` at feature offset ``lo`` (the row start where ``lo`` lies
+    beyond a narrower placeholder)."""
+    return [
+        f"__builtin_prefetch({pointer_name(p)} + (int64_t){row} * {row_stride(p)} + {lo if lo < row_stride(p) else 0});"
+        for p in placeholders
+    ]
 
 
 def edge_parallel_source(spec: KernelSpec, sink, out_rows: str) -> str:
@@ -339,17 +340,11 @@ def winner_source(spec: KernelSpec) -> str:
     params = spec.params
     op = spec.op
     outer = math.prod(a.extent for a in params.outer)
-    dims = params.shape if params.role == "dense" else params.shape[1:]
-    flat = "0"
-    for var, dim in zip(params.write_index, dims, strict=True):
-        flat = f"({flat}) * {dim} + {var.name}"
-    row = {"src": "s", "dst": "v", "eid": "e"}.get(params.role)
-    position = flat if row is None else f"{row} * {math.prod(dims)} + {flat}"
+    position = params.write_position(lambda var: var.name, lambda row: row)
     stride, unflatten = outer, []
     for a in params.outer:  # the output element's coordinates from its flat index ``o``
         stride //= a.extent
         unflatten.append(f"const int64_t {a.name} = (o / {stride}) % {a.extent};")
-    copies = "true" if params.shared and not params.owns_columns else "false"
     lines = _header(spec) + [
         'extern "C" void run(void** ptr, const int64_t* arg) {',
         "  const IDX* __restrict__ sources = (const IDX*)ptr[0];",
@@ -357,7 +352,8 @@ def winner_source(spec: KernelSpec) -> str:
         "  T* __restrict__ out = (T*)ptr[2];",
         *_placeholder_decls(spec, 3),
         "  const int64_t num_rows = arg[0], out_size = arg[2]; const int nthreads = (int)arg[1];",
-        f"  T* partial = {copies} && nthreads > 1 ? new T[(size_t)(nthreads - 1) * out_size]() : nullptr;",
+        f"  T* partial = {'true' if params.private_copies else 'false'} && nthreads > 1"
+        " ? new T[(size_t)(nthreads - 1) * out_size]() : nullptr;",
         "  #pragma omp parallel num_threads(nthreads)",
         "  {",
         "    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();",

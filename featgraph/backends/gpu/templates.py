@@ -336,13 +336,10 @@ def winner_source(spec: KernelSpec) -> str:
         spec.op, spec.schedule, TRITON_TYPES[spec.dtype], {"BLOCK_E": block_e, "BLOCK_F": block_f}, "    ",
         lane_vars=params.outer,
     )  # fmt: skip
-    dims = params.shape if params.role == "dense" else params.shape[1:]
-    flat = "0"
-    for var, dim in zip(params.write_index, dims, strict=True):
-        lane = "[:, None]" if any(var is a for a in params.outer) else "[None, :]"
-        flat = f"({flat}) * {dim} + _{var.name}{lane}"
-    row = {"src": "s", "dst": "v", "eid": "e"}.get(params.role)
-    position = flat if row is None else f"{row}[:, None] * {math.prod(dims)} + {flat}"
+    position = params.write_position(  # outer variables vary along the lanes (dim 0), free ones the features
+        lambda var: f"_{var.name}" + ("[:, None]" if any(var is a for a in params.outer) else "[None, :]"),
+        lambda row: f"{row}[:, None]",
+    )
     lines = [
         HEADER,
         "@triton.jit",
