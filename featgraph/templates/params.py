@@ -15,6 +15,23 @@ EDGE_ORDERS = ("hilbert", "user", "csr")
 
 
 CACHE_SLICE_CAP = 32 * 1024**2
+SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+@cache
+def cache_sizes(root: Path = SYSFS_CACHES) -> dict[int, int]:
+    """Bytes of each data (or unified) cache level of CPU 0, from Linux's sysfs; empty where not exposed."""
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    sizes: dict[int, int] = {}
+    for index in root.glob("index*"):
+        try:
+            level, kind = int((index / "level").read_text()), (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if kind != "Instruction" and text:
+            sizes[level] = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+    return sizes
 
 
 @cache
@@ -28,15 +45,8 @@ def l3_cache_bytes() -> int:
     override = os.environ.get("FEATGRAPH_L3_BYTES")
     if override and override.isdigit():
         return int(override)
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"), reverse=True):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-        return min(size, CACHE_SLICE_CAP)
-    return CACHE_SLICE_CAP
+    sizes = cache_sizes()
+    return min(sizes[max(sizes)], CACHE_SLICE_CAP) if sizes else CACHE_SLICE_CAP
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,15 @@ def test_bench_all_writes_every_section_figures_and_json(tmp_path, monkeypatch):
         "--heatmap-dim", "8", "--tune-budget", "2", "--train-models",
     ])  # fmt: skip
     report = (out / "report.md").read_text()
-    for title in ("Table III", "Figure 10", "Roofline", "Table V", "Figure 14", "Tuning"):
+    for title in ("Table III", "Figure 10", "Roofline", "Gather-bound targets", "Table V", "Figure 14", "Tuning"):
         assert f"## {title}" in report
     assert "Table VI" not in report  # no training models asked for
     results = json.loads((out / "all.json").read_text())
     assert set(results["triad_gbps"]) == {"1", "2"}
     assert {r["op"] for r in results["roofline"]} == {"gcn", "attention"}
+    assert all(r["x_streamed"] == r["ms"] / r["streamed_ms"] for r in results["roofline"])
+    # at 1 and 2 threads: 2x torch.sparse at d=8 and 128, 3x and the perfect-reuse one at d=128 only
+    assert len(results["feasibility"]) == 2 * 4
     assert len(results["tuning"]) == 4 and len(results["density"]) == 1
     if plots.available():
         for name in (
@@ -33,7 +36,7 @@ def test_bench_all_writes_every_section_figures_and_json(tmp_path, monkeypatch):
 
 def test_roofline_targets_say_met_or_not():
     def row(graph, d, x_perfect, vs_no_reuse):
-        return suite.RooflineRow("gcn", graph, d, 2, 1.0, 0.1, 2.0, x_perfect, vs_no_reuse)
+        return suite.RooflineRow("gcn", graph, d, 2, 1.0, 0.1, 2.0, 1.5, x_perfect, vs_no_reuse, 0.7)
 
     good = [row("uniform", 128, 3.0, 2.0), row("rand100k", 512, 9.0, 1.5)]
     assert suite.roofline_targets(good).count(": met") == 2

@@ -14,6 +14,19 @@ def test_l3_override_and_cap(monkeypatch):
     params.l3_cache_bytes.cache_clear()
 
 
+def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
+    for name, level, kind, size in [
+        ("index0", 1, "Data", "48K"), ("index1", 1, "Instruction", "32K"),
+        ("index2", 2, "Unified", "2048K"), ("index3", 3, "Unified", "266240K"), ("index4", 4, "Unified", ""),
+    ]:  # fmt: skip
+        folder = tmp_path / name
+        folder.mkdir()
+        for field, value in (("level", level), ("type", kind), ("size", size)):
+            (folder / field).write_text(f"{value}\n")
+    assert params.cache_sizes(tmp_path) == {1: 48 * 1024, 2: 2048 * 1024, 3: 266240 * 1024}
+    assert params.cache_sizes(tmp_path / "missing") == {}
+
+
 def test_partitions_only_for_features_beyond_the_cache_and_long_rows(monkeypatch):
     monkeypatch.setattr(params, "l3_cache_bytes", lambda: 32 * 2**20)
     assert default_num_partitions(10 * 2**20, avg_degree=30) == 1

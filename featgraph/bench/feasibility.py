@@ -1,0 +1,160 @@
+"""The issues' gather-bound speed targets against what this machine can stream: ``featgraph bench feasibility``.
+
+Each target fixes a time: a baseline's time over a factor, or a factor times the perfect-reuse bound. A
+row gives featgraph's time, the target's, and the streamed bound: the no-reuse traffic at the speed this
+machine reads the features' array in order (see ``roofline``). Below the streamed bound a kernel must get
+rows from a faster cache than the one the array lives in: the row says what share of the row reads the
+target needs served that way, and what share a thread's private cache serves when sources are uniformly
+random, as in both benchmark graphs. A target needing more than chance is out of reach of any order of the
+same gathers on this machine; only revisiting output rows (partitions, tiles: the heat map) trades for
+more, and measured no better here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..graph import Graph
+from .kernels import BENCHES, GRAPHS
+from .measure import best_ms
+from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .roofline import read_gbps, reuse_by_chance, reuse_needed, streamed_ms, traffic, triad_gbps
+
+
+@dataclass(frozen=True)
+class Target:
+    """``factor`` faster than ``baseline`` (an implementation of the kernel benchmark), or, without a
+    baseline, within ``factor`` times the perfect-reuse bound; on ``graphs`` (all if empty) at d >= ``min_d``
+    (only ``dims`` if given)."""
+
+    name: str
+    op: str
+    baseline: str | None
+    factor: float
+    graphs: tuple[str, ...] = ()
+    min_d: int = 0
+    dims: tuple[int, ...] = ()
+
+    def applies(self, graph: str, d: int) -> bool:
+        return (not self.graphs or graph in self.graphs) and d >= self.min_d and (not self.dims or d in self.dims)
+
+    def time_ms(self, g: Graph, d: int, threads: int, baseline_ms: float | None) -> float:
+        if self.baseline is None:
+            return self.factor * traffic(self.op, g, d).perfect / triad_gbps(threads) / 1e6
+        if baseline_ms is None:
+            raise ValueError(f"target {self.name!r} needs the time of {self.baseline!r}")
+        return baseline_ms / self.factor
+
+
+TORCH_SPARSE, DGL_GCN = "torch.sparse.mm (CSR)", "DGL copy_u_sum"
+TARGETS = (
+    Target("SpMM sum >= 3x torch.sparse at d=128 (issue 3)", "gcn", TORCH_SPARSE, 3.0, dims=(128,)),
+    Target("SpMM sum >= 2x torch.sparse at every d (issue 3)", "gcn", TORCH_SPARSE, 2.0),
+    Target("GCN fwd+bwd >= 1.5x DGL (issue 4)", "gcn-train", DGL_GCN, 1.5),
+    Target("GCN within 5x of perfect reuse, uniform, d >= 128 (issue 7)", "gcn", None, 5.0, ("uniform",), 128),
+)
+
+
+@dataclass
+class Row:
+    target: str
+    graph: str
+    d: int
+    threads: int
+    ms: float  # featgraph
+    baseline_ms: float | None  # None: the target is a factor of the perfect-reuse bound
+    target_ms: float
+    streamed_ms: float
+    reuse_needed: float
+    reuse_by_chance: float
+
+    @property
+    def verdict(self) -> str:
+        if self.ms <= self.target_ms:
+            return "met"
+        if self.reuse_needed <= self.reuse_by_chance:
+            return "not met; within what streaming and chance reuse allow"
+        return "out of reach here"
+
+
+def evaluate(target: Target, graph: str, g: Graph, d: int, threads: int, ms: float, baseline_ms: float | None) -> Row:
+    """One target row from featgraph's time ``ms`` (and the baseline's) at ``threads`` threads."""
+    bytes_moved = traffic(target.op, g, d)
+    stream = read_gbps(threads, bytes_moved.array)
+    target_ms = target.time_ms(g, d, threads, baseline_ms)
+    return Row(
+        target.name, graph, d, threads, ms, baseline_ms, target_ms, streamed_ms(bytes_moved, stream),
+        reuse_needed(bytes_moved, target_ms, stream), reuse_by_chance(bytes_moved),
+    )  # fmt: skip
+
+
+def rows_from(times: dict[tuple[str, str, int, int, str], float], graphs: dict[str, Graph]) -> list[Row]:
+    """Every target row the measured ``times`` ((op, graph, d, threads, implementation) -> ms) allow."""
+    rows = []
+    for target in TARGETS:
+        for op, graph, d, threads, impl in times:
+            if op != target.op or impl != "featgraph" or not target.applies(graph, d):
+                continue
+            baseline = times.get((op, graph, d, threads, target.baseline)) if target.baseline else None
+            if target.baseline and baseline is None:
+                continue
+            ms = times[(op, graph, d, threads, impl)]
+            rows.append(evaluate(target, graph, graphs[graph], d, threads, ms, baseline))
+    return rows
+
+
+HEADER = markdown_header(
+    "target", "graph", "d", "threads", "featgraph ms", "baseline ms", "target ms", "streamed ms", "reuse needed",
+    "reuse by chance", "verdict",
+)  # fmt: skip
+
+
+def markdown_rows(rows: Iterable[Row]) -> str:
+    return "\n".join(
+        markdown_row([
+            r.target, r.graph, r.d, r.threads, f"{r.ms:.2f}", cell(r.baseline_ms, ".2f"), f"{r.target_ms:.2f}",
+            f"{r.streamed_ms:.2f}",
+            f"{r.reuse_needed:.0%}", f"{r.reuse_by_chance:.0%}", r.verdict,
+        ])
+        for r in rows
+    )  # fmt: skip
+
+
+def measure(op: str, g: Graph, d: int, threads: int, impls: Iterable[str], repeat: int) -> dict[str, float]:
+    """Best times of featgraph and the named baselines of the kernel benchmark's ``op`` (others skipped)."""
+    torch.set_num_threads(threads)
+    available = BENCHES[op](g, d, threads)
+    return {name: best_ms(available[name], repeat) for name in ("featgraph", *impls) if callable(available.get(name))}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    print(f"machine: {machine()}")
+    print("streamed: the no-reuse traffic at the speed this machine reads the features' array in order")
+    graphs: dict[str, Graph] = {}
+    times: dict[tuple[str, str, int, int, str], float] = {}
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
+        graphs[graph_name] = g
+        for op in sorted({t.op for t in TARGETS}):
+            baselines = {t.baseline for t in TARGETS if t.op == op and t.baseline}
+            for d in args.dims:
+                for threads in args.threads:
+                    measured = measure(op, g, d, threads, baselines, args.repeat)
+                    times.update({(op, graph_name, d, threads, impl): ms for impl, ms in measured.items()})
+        graph_rows = rows_from({k: v for k, v in times.items() if k[1] == graph_name}, graphs)
+        print(markdown_rows(graph_rows), flush=True)
+    rows = rows_from(times, graphs)
+    write_json(args.json, [{**asdict(r), "verdict": r.verdict} for r in rows])
+    return rows
