@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
         ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
         ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),
-        ("feasibility", feasibility, "the gather-bound speed targets against what this machine can stream"),
+        ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
         ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),
     ):

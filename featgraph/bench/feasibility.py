@@ -1,13 +1,13 @@
-"""The issues' gather-bound speed targets against what this machine can stream: ``featgraph bench feasibility``.
+"""The issues' gather-bound speed targets against this machine's gather rate: ``featgraph bench feasibility``.
 
 Each target fixes a time: a baseline's time over a factor, or a factor times the perfect-reuse bound. A
-row gives featgraph's time, the target's, and the streamed bound: the no-reuse traffic at the speed this
-machine reads the features' array in order (see ``roofline``). Below the streamed bound a kernel must get
-rows from a faster cache than the one the array lives in: the row says what share of the row reads the
-target needs served that way, and what share a thread's private cache serves when sources are uniformly
-random, as in both benchmark graphs. A target needing more than chance is out of reach of any order of the
-same gathers on this machine; only revisiting output rows (partitions, tiles: the heat map) trades for
-more, and measured no better here.
+row gives featgraph's time, the target's, and the gather bound: the per-edge row reads alone at the rate
+this machine gathers random rows of that width from an array of that size, every other byte free (see
+``roofline``). Below the gather bound a kernel must get rows from a faster cache than the one the array
+lives in: the row says what share of the row reads the target needs served that way, and what share a
+thread's private cache serves when sources are uniformly random, as in both benchmark graphs. A target
+needing more than chance is out of reach of any order of the same gathers on this machine; only revisiting
+output rows (source partitions, feature tiles: the heat map) trades for more, and measured no better here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ..graph import Graph
 from .kernels import BENCHES, GRAPHS
 from .measure import best_ms
 from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
-from .roofline import read_gbps, reuse_by_chance, reuse_needed, streamed_ms, traffic, triad_gbps
+from .roofline import gather_gbps, gather_ms, reuse_by_chance, reuse_needed, traffic, triad_gbps
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class Row:
     ms: float  # featgraph
     baseline_ms: float | None  # None: the target is a factor of the perfect-reuse bound
     target_ms: float
-    streamed_ms: float
+    gather_ms: float
     reuse_needed: float
     reuse_by_chance: float
 
@@ -77,18 +77,18 @@ class Row:
         if self.ms <= self.target_ms:
             return "met"
         if self.reuse_needed <= self.reuse_by_chance:
-            return "not met; within what streaming and chance reuse allow"
+            return "not met; within what gathering and chance reuse allow"
         return "out of reach here"
 
 
 def evaluate(target: Target, graph: str, g: Graph, d: int, threads: int, ms: float, baseline_ms: float | None) -> Row:
     """One target row from featgraph's time ``ms`` (and the baseline's) at ``threads`` threads."""
     bytes_moved = traffic(target.op, g, d)
-    stream = read_gbps(threads, bytes_moved.array)
+    rate = gather_gbps(threads, bytes_moved.array, bytes_moved.row)
     target_ms = target.time_ms(g, d, threads, baseline_ms)
     return Row(
-        target.name, graph, d, threads, ms, baseline_ms, target_ms, streamed_ms(bytes_moved, stream),
-        reuse_needed(bytes_moved, target_ms, stream), reuse_by_chance(bytes_moved),
+        target.name, graph, d, threads, ms, baseline_ms, target_ms, gather_ms(bytes_moved, rate),
+        reuse_needed(bytes_moved, target_ms, rate), reuse_by_chance(bytes_moved),
     )  # fmt: skip
 
 
@@ -108,7 +108,7 @@ def rows_from(times: dict[tuple[str, str, int, int, str], float], graphs: dict[s
 
 
 HEADER = markdown_header(
-    "target", "graph", "d", "threads", "featgraph ms", "baseline ms", "target ms", "streamed ms", "reuse needed",
+    "target", "graph", "d", "threads", "featgraph ms", "baseline ms", "target ms", "gather bound ms", "reuse needed",
     "reuse by chance", "verdict",
 )  # fmt: skip
 
@@ -117,7 +117,7 @@ def markdown_rows(rows: Iterable[Row]) -> str:
     return "\n".join(
         markdown_row([
             r.target, r.graph, r.d, r.threads, f"{r.ms:.2f}", cell(r.baseline_ms, ".2f"), f"{r.target_ms:.2f}",
-            f"{r.streamed_ms:.2f}",
+            f"{r.gather_ms:.2f}",
             f"{r.reuse_needed:.0%}", f"{r.reuse_by_chance:.0%}", r.verdict,
         ])
         for r in rows
@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}")
-    print("streamed: the no-reuse traffic at the speed this machine reads the features' array in order")
+    print("gather bound: the per-edge row reads alone at the rate this machine gathers random rows")
     graphs: dict[str, Graph] = {}
     times: dict[tuple[str, str, int, int, str], float] = {}
     for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, HEADER):

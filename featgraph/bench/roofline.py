@@ -8,11 +8,12 @@ endpoint). A kernel slower than the no-reuse bound wastes bandwidth; one near th
 has nothing left to gain from better locality.
 
 Features often fit a cache level the triad does not measure (the L3 here), so a third time places a row
-against the machine itself: the streamed bound, the no-reuse traffic at the speed this machine reads an
-array of the features' size sequentially, every thread the whole array. A kernel at the streamed bound
-gathers its rows as fast as the machine streams them; going faster takes rows served by a smaller, faster
-cache. ``reuse_needed`` says what share of the row reads a time target needs served that way, and
-``reuse_by_chance`` what a thread's private cache serves when sources are uniformly random.
+against the machine itself: the gather bound, the per-edge row reads alone at the rate this machine
+gathers uniformly random rows of that width from an array of that size (a minimal loop with software
+prefetch, every other byte free). A kernel at the gather bound reads its rows as fast as the machine
+gathers them; going faster takes reads served by a smaller, faster cache. ``reuse_needed`` says what share
+of the row reads a time target needs served that way, and ``reuse_by_chance`` what a thread's private
+cache serves when sources are uniformly random, as in both benchmark graphs.
 """
 
 from __future__ import annotations
@@ -38,36 +39,36 @@ extern "C" void run(void** ptr, const int64_t* arg) {
   for (int64_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
 }
 """
-READ_SOURCE = """
+GATHER_SOURCE = """
 #include <cstdint>
 #include <omp.h>
-static void add_blocks(const float* __restrict__ a, int64_t lo, int64_t hi, float* __restrict__ acc) {
-  for (int64_t b = lo; b < hi; ++b) {
-    #pragma omp simd
-    for (int k = 0; k < 64; ++k) acc[k] += a[b * 64 + k];
-  }
-}
-extern "C" void run(void** ptr, const int64_t* arg) {
+constexpr int64_t WIDTH = {width}, CHUNK = {chunk}, PF = 8;
+extern "C" void run(void** ptr, const int64_t* arg) {{
   const float* __restrict__ a = (const float*)ptr[0];
-  float* __restrict__ sums = (float*)ptr[1];
-  const int64_t blocks = arg[0] / 64, passes = arg[2];
+  const int32_t* __restrict__ rows = (const int32_t*)ptr[1];
+  float* __restrict__ sums = (float*)ptr[2];
+  const int64_t count = arg[0];
   #pragma omp parallel num_threads((int)arg[1])
-  {
-    const int t = omp_get_thread_num();
-    const int64_t start = blocks * t / omp_get_num_threads();
-    float acc[64] = {};
-    for (int64_t p = 0; p < passes; ++p) {
-      add_blocks(a, start, blocks, acc);
-      add_blocks(a, 0, start, acc);
-    }
+  {{
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = count * t / nt, hi = count * (t + 1) / nt;
+    float acc[CHUNK] = {{}};
+    for (int64_t j = lo; j < hi; ++j) {{
+      if (j + PF < hi) __builtin_prefetch(a + (int64_t)rows[j + PF] * WIDTH);
+      const float* __restrict__ r = a + (int64_t)rows[j] * WIDTH;
+      for (int64_t c = 0; c < WIDTH; c += CHUNK) {{
+        #pragma omp simd
+        for (int64_t k = 0; k < CHUNK; ++k) acc[k] += r[c + k];
+      }}
+    }}
     float total = 0;
-    for (int k = 0; k < 64; ++k) total += acc[k];
+    for (int64_t k = 0; k < CHUNK; ++k) total += acc[k];
     sums[t] = total;
-  }
-}
+  }}
+}}
 """
 TRIAD_ELEMENTS = 1 << 25  # three 128 MiB arrays: far beyond any cache slice
-READ_BYTES_PER_THREAD = 1 << 28  # each timed read moves at least this much per thread
+GATHER_BYTES = 1 << 28  # each timed gather reads at least this much (and 65536 rows)
 FLOAT_BYTES = INDEX_BYTES = 4
 MLP_INPUT_WIDTH = 8  # the kernel benchmark's d1
 
@@ -81,28 +82,38 @@ def triad_gbps(threads: int, elements: int = TRIAD_ELEMENTS, repeat: int = 5) ->
     return 3 * FLOAT_BYTES * elements / ms / 1e6
 
 
+def gather_source(width: int) -> str:
+    """The gather loop for rows of ``width`` floats, summed in chunks of up to 64 that divide the row."""
+    chunk = next(c for c in (64, 32, 16, 8, 4, 2, 1) if width % c == 0)
+    return GATHER_SOURCE.format(width=width, chunk=chunk)
+
+
 @cache
-def read_gbps(threads: int, array_bytes: int, repeat: int = 10) -> float:
-    """Best GB/s at which ``threads`` threads each read a whole float array of ``array_bytes`` in order
-    (from whichever cache level or memory holds it), each starting at its own offset. Best of many runs:
-    a shared machine's neighbours halve it at times (seen here: 23-63 GB/s for 25.6 MB, 2 threads)."""
-    elements = max(64, array_bytes // FLOAT_BYTES // 64 * 64)
-    passes = max(1, READ_BYTES_PER_THREAD // (elements * FLOAT_BYTES))
-    a, sums = torch.rand(elements), torch.empty(threads)
-    run = cpu.compile_source(READ_SOURCE)
-    ms = best_ms(lambda: cpu.launch(run, [a, sums], [elements, threads, passes]), repeat)
-    return threads * passes * elements * FLOAT_BYTES / ms / 1e6
+def gather_gbps(threads: int, array_bytes: int, row_bytes: int, repeat: int = 10) -> float:
+    """Best GB/s at which ``threads`` threads read uniformly random rows of ``row_bytes`` (4-byte floats)
+    from an array of ``array_bytes``. Best of many runs: a shared machine's neighbours halve it at times."""
+    width = max(1, row_bytes // FLOAT_BYTES)
+    num_rows = max(1, array_bytes // (width * FLOAT_BYTES))
+    count = max(1 << 16, GATHER_BYTES // (width * FLOAT_BYTES))
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(num_rows, width)
+    rows = torch.randint(0, num_rows, (count,), generator=gen, dtype=torch.int32)
+    sums = torch.empty(threads)
+    run = cpu.compile_source(gather_source(width))
+    ms = best_ms(lambda: cpu.launch(run, [a, rows, sums], [count, threads]), repeat)
+    return count * width * FLOAT_BYTES / ms / 1e6
 
 
 @dataclass(frozen=True)
 class Traffic:
     """Bytes an op must move under perfect reuse and under no reuse; ``gathered`` is the part of the
-    no-reuse traffic that reads feature rows per edge, from an array of ``array`` bytes."""
+    no-reuse traffic that reads feature rows of ``row`` bytes per edge, from an array of ``array`` bytes."""
 
     perfect: int
     no_reuse: int
     gathered: int
     array: int
+    row: int
 
 
 def traffic(op: str, g: Graph, d: int) -> Traffic:
@@ -110,36 +121,39 @@ def traffic(op: str, g: Graph, d: int) -> Traffic:
     ``gcn-train`` (GCN's forward and backward aggregation, two SpMMs over the graph with self loops)."""
     if op == "gcn-train":
         once = traffic("gcn", g.with_self_loops(), d)
-        return Traffic(2 * once.perfect, 2 * once.no_reuse, 2 * once.gathered, once.array)
+        return Traffic(2 * once.perfect, 2 * once.no_reuse, 2 * once.gathered, once.array, once.row)
     n, e = g.num_nodes, g.num_edges
     csr = (n + 1) * INDEX_BYTES + e * INDEX_BYTES
     out = n * d * FLOAT_BYTES
-    features = n * d * FLOAT_BYTES
+    features, row = n * d * FLOAT_BYTES, d * FLOAT_BYTES
     if op in ("gcn", "max"):
-        gathered = e * d * FLOAT_BYTES
-        return Traffic(features + out + csr, gathered + out + csr, gathered, features)
+        gathered = e * row
+        return Traffic(features + out + csr, gathered + out + csr, gathered, features, row)
     if op == "mlp":  # both endpoints' d1-wide rows per edge, the d1 x d weight once
         inputs, weight = n * MLP_INPUT_WIDTH * FLOAT_BYTES, MLP_INPUT_WIDTH * d * FLOAT_BYTES
         gathered = 2 * e * MLP_INPUT_WIDTH * FLOAT_BYTES
-        return Traffic(inputs + weight + out + csr, gathered + weight + out + csr, gathered, inputs)
+        return Traffic(
+            inputs + weight + out + csr, gathered + weight + out + csr, gathered, inputs, MLP_INPUT_WIDTH * FLOAT_BYTES
+        )
     if op == "attention":  # one score per edge, edges as (src, dst) pairs
         edge_data = e * FLOAT_BYTES + 2 * e * INDEX_BYTES
-        gathered = 2 * e * d * FLOAT_BYTES
-        return Traffic(features + edge_data, gathered + edge_data, gathered, features)
+        gathered = 2 * e * row
+        return Traffic(features + edge_data, gathered + edge_data, gathered, features, row)
     raise ValueError(f"no traffic model for op {op!r}")
 
 
-def streamed_ms(bytes_moved: Traffic, stream_gbps: float) -> float:
-    """The no-reuse traffic at the speed the machine streams the features' array."""
-    return bytes_moved.no_reuse / stream_gbps / 1e6
+def gather_ms(bytes_moved: Traffic, gbps: float) -> float:
+    """The per-edge row reads alone at gather rate ``gbps``: no kernel without reuse finishes sooner."""
+    return bytes_moved.gathered / gbps / 1e6
 
 
-def reuse_needed(bytes_moved: Traffic, target_ms: float, stream_gbps: float) -> float:
+def reuse_needed(bytes_moved: Traffic, target_ms: float, gbps: float) -> float:
     """Share of the per-edge row reads a kernel must get from a faster cache, for free, to finish within
-    ``target_ms`` when everything else streams at ``stream_gbps`` (0: streaming suffices; above 1: not
-    even free row reads would do)."""
-    budget = target_ms * 1e6 * stream_gbps - (bytes_moved.no_reuse - bytes_moved.gathered)
-    return max(0.0, 1.0 - budget / bytes_moved.gathered) if bytes_moved.gathered else 0.0
+    ``target_ms`` when the other reads gather at ``gbps`` and every other byte is free (0: gathering
+    suffices)."""
+    if not bytes_moved.gathered:
+        return 0.0
+    return max(0.0, 1.0 - target_ms * 1e6 * gbps / bytes_moved.gathered)
 
 
 def reuse_by_chance(bytes_moved: Traffic) -> float:
@@ -154,20 +168,20 @@ def reuse_by_chance(bytes_moved: Traffic) -> float:
 class Placement:
     """One measured row against its bounds: ``x_perfect`` is measured / perfect-reuse time (>= 1),
     ``vs_no_reuse`` is no-reuse time / measured (above 1: faster than gathering a row per edge from
-    memory), ``x_streamed`` measured / streamed time (near 1: rows gathered as fast as they stream)."""
+    memory), ``x_gather`` measured / gather bound (near 1: rows read as fast as the machine gathers them)."""
 
     perfect_ms: float
     no_reuse_ms: float
-    streamed_ms: float
+    gather_ms: float
     x_perfect: float
     vs_no_reuse: float
-    x_streamed: float
+    x_gather: float
 
 
-def place(op: str, g: Graph, d: int, ms: float, gbps: float, stream_gbps: float) -> Placement:
+def place(op: str, g: Graph, d: int, ms: float, gbps: float, gather_rate: float) -> Placement:
     """Where a row measured at ``ms`` lies between the bounds at triad bandwidth ``gbps``, and against
-    the features streamed at ``stream_gbps``."""
+    its row reads at the machine's gather rate ``gather_rate`` (GB/s)."""
     bytes_moved = traffic(op, g, d)
     perfect, no_reuse = bytes_moved.perfect / gbps / 1e6, bytes_moved.no_reuse / gbps / 1e6
-    streamed = streamed_ms(bytes_moved, stream_gbps)
-    return Placement(perfect, no_reuse, streamed, ms / perfect, no_reuse / ms, ms / streamed)
+    gathered = gather_ms(bytes_moved, gather_rate)
+    return Placement(perfect, no_reuse, gathered, ms / perfect, no_reuse / ms, ms / gathered)

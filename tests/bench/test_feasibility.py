@@ -10,10 +10,10 @@ from featgraph.cli import main
 
 @pytest.fixture
 def machine_rates(monkeypatch):
-    """Fixed bandwidths (1 GB/s triad, 2 GB/s streamed) and a 1000-byte private cache."""
+    """Fixed bandwidths (1 GB/s triad, 2 GB/s gathered) and a 100-byte private cache."""
     monkeypatch.setattr(feasibility, "triad_gbps", lambda threads: 1.0)
-    monkeypatch.setattr(feasibility, "read_gbps", lambda threads, array_bytes: 2.0)
-    monkeypatch.setattr(roofline, "cache_sizes", lambda: {2: 1000})
+    monkeypatch.setattr(feasibility, "gather_gbps", lambda threads, array_bytes, row_bytes: 2.0)
+    monkeypatch.setattr(roofline, "cache_sizes", lambda: {2: 100})
 
 
 def small_graph() -> Graph:
@@ -41,10 +41,10 @@ def test_rows_pair_featgraph_with_its_baseline_and_give_a_verdict(machine_rates)
     g = small_graph()
     graphs = {"uniform": g}
     bytes_moved = roofline.traffic("gcn", g, 128)
-    streamed = bytes_moved.no_reuse / 2e6
+    bound = bytes_moved.gathered / 2e6
     times = {
-        ("gcn", "uniform", 128, 2, "featgraph"): streamed,
-        ("gcn", "uniform", 128, 2, feasibility.TORCH_SPARSE): 2 * streamed,  # 3x: out of reach, 2x: met
+        ("gcn", "uniform", 128, 2, "featgraph"): bound,
+        ("gcn", "uniform", 128, 2, feasibility.TORCH_SPARSE): 2 * bound,  # 3x: out of reach, 2x: met
         ("gcn", "uniform", 64, 2, "featgraph"): 1.0,  # no baseline measured: no torch row at d=64
         ("gcn-train", "uniform", 128, 2, "featgraph"): 1.0,
     }
@@ -53,12 +53,13 @@ def test_rows_pair_featgraph_with_its_baseline_and_give_a_verdict(machine_rates)
     assert set(rows) == {(three_x, 128), (every_d, 128), (perfect, 128)}
     assert rows[every_d, 128].verdict == "met"
     slow = rows[three_x, 128]
-    assert slow.target_ms == pytest.approx(2 * streamed / 3)
+    assert slow.target_ms == pytest.approx(2 * bound / 3)
+    assert slow.gather_ms == pytest.approx(bound)
     assert slow.reuse_needed == pytest.approx(roofline.reuse_needed(bytes_moved, slow.target_ms, 2.0))
-    assert slow.reuse_by_chance == 1000 / bytes_moved.array
+    assert slow.reuse_by_chance == 100 / bytes_moved.array
     assert slow.reuse_needed > slow.reuse_by_chance and slow.verdict == "out of reach here"
     slow.reuse_by_chance = 1.0
-    assert slow.verdict == "not met; within what streaming and chance reuse allow"
+    assert slow.verdict == "not met; within what gathering and chance reuse allow"
 
 
 def test_bench_feasibility_measures_featgraph_and_the_baselines(tmp_path):
@@ -76,4 +77,4 @@ def test_bench_feasibility_measures_featgraph_and_the_baselines(tmp_path):
         if r["baseline_ms"] is not None:
             factor = {three_x: 3.0, every_d: 2.0, dgl: 1.5}[r["target"]]
             assert r["target_ms"] == pytest.approx(r["baseline_ms"] / factor)
-        assert r["verdict"] in ("met", "out of reach here", "not met; within what streaming and chance reuse allow")
+        assert r["verdict"] in ("met", "out of reach here", "not met; within what gathering and chance reuse allow")

@@ -13,11 +13,13 @@ def test_triad_kernel_computes_the_triad_and_reports_bandwidth():
     assert roofline.triad_gbps(1, elements=1 << 16, repeat=1) > 0
 
 
-def test_read_kernel_reads_the_whole_array_on_every_thread_and_reports_bandwidth():
-    a, sums = torch.rand(64 * 100), torch.empty(2)
-    cpu.launch(cpu.compile_source(roofline.READ_SOURCE), [a, sums], [a.numel(), 2, 3])
-    torch.testing.assert_close(sums, torch.full((2,), 3 * a.double().sum().item()), rtol=1e-4, atol=0)
-    assert roofline.read_gbps(2, 1 << 16, repeat=1) > 0
+@pytest.mark.parametrize("width", [8, 24, 128, 192])
+def test_gather_kernel_sums_the_rows_it_is_given_and_reports_bandwidth(width):
+    a, rows, sums = torch.rand(50, width), torch.randint(0, 50, (301,), dtype=torch.int32), torch.empty(2)
+    cpu.launch(cpu.compile_source(roofline.gather_source(width)), [a, rows, sums], [rows.numel(), 2])
+    expected = a.double()[rows.long()].sum().item()
+    assert sums.double().sum().item() == pytest.approx(expected, rel=1e-4)
+    assert roofline.gather_gbps(2, 1 << 16, width * 4, repeat=1) > 0
 
 
 def test_traffic_models_count_rows_once_or_per_edge():
@@ -31,13 +33,14 @@ def test_traffic_models_count_rows_once_or_per_edge():
     assert attention.no_reuse == 2 * e * d * 4 + e * 4 + 2 * e * 4
     mlp = roofline.traffic("mlp", g, d)
     assert mlp.no_reuse - mlp.perfect == (2 * e - n) * roofline.MLP_INPUT_WIDTH * 4
-    assert (gcn.gathered, gcn.array) == (e * d * 4, n * d * 4)
-    assert (attention.gathered, attention.array) == (2 * e * d * 4, n * d * 4)
-    assert (mlp.gathered, mlp.array) == (2 * e * roofline.MLP_INPUT_WIDTH * 4, n * roofline.MLP_INPUT_WIDTH * 4)
+    assert (gcn.gathered, gcn.array, gcn.row) == (e * d * 4, n * d * 4, d * 4)
+    assert (attention.gathered, attention.array, attention.row) == (2 * e * d * 4, n * d * 4, d * 4)
+    width = roofline.MLP_INPUT_WIDTH * 4
+    assert (mlp.gathered, mlp.array, mlp.row) == (2 * e * width, n * width, width)
     looped = roofline.traffic("gcn", g.with_self_loops(), d)
     train = roofline.traffic("gcn-train", g, d)
-    assert (train.perfect, train.no_reuse, train.gathered, train.array) == (
-        2 * looped.perfect, 2 * looped.no_reuse, 2 * looped.gathered, looped.array
+    assert (train.perfect, train.no_reuse, train.gathered, train.array, train.row) == (
+        2 * looped.perfect, 2 * looped.no_reuse, 2 * looped.gathered, looped.array, looped.row
     )  # fmt: skip
     with pytest.raises(ValueError, match="no traffic model"):
         roofline.traffic("gat-train", g, d)
@@ -46,26 +49,27 @@ def test_traffic_models_count_rows_once_or_per_edge():
 def test_place_puts_a_row_between_the_bounds():
     g = Graph(torch.tensor([0, 1]), torch.tensor([1, 0]), 2)
     bytes_moved = roofline.traffic("gcn", g, 8)
-    p = roofline.place("gcn", g, 8, ms=1e-3, gbps=1.0, stream_gbps=4.0)
+    p = roofline.place("gcn", g, 8, ms=1e-3, gbps=1.0, gather_rate=4.0)
     assert p.perfect_ms == pytest.approx(bytes_moved.perfect / 1e6)
     assert p.no_reuse_ms == pytest.approx(bytes_moved.no_reuse / 1e6)
-    assert p.streamed_ms == pytest.approx(bytes_moved.no_reuse / 4e6)
+    assert p.gather_ms == pytest.approx(bytes_moved.gathered / 4e6)
     assert p.x_perfect == pytest.approx(1e-3 / p.perfect_ms)
     assert p.vs_no_reuse == pytest.approx(p.no_reuse_ms / 1e-3)
-    assert p.x_streamed == pytest.approx(1e-3 / p.streamed_ms)
+    assert p.x_gather == pytest.approx(1e-3 / p.gather_ms)
 
 
-def test_reuse_needed_is_the_share_of_row_reads_the_time_budget_cannot_stream():
-    bytes_moved = roofline.Traffic(perfect=300, no_reuse=1000, gathered=800, array=400)
-    # at 1 GB/s (1e6 bytes per ms) a target of 6e-4 ms streams 600 bytes: 200 of them the rest, 400 rows
-    assert roofline.reuse_needed(bytes_moved, 6e-4, 1.0) == pytest.approx(0.5)
-    assert roofline.reuse_needed(bytes_moved, 1e-3, 1.0) == 0.0  # streaming everything fits
-    assert roofline.reuse_needed(bytes_moved, 1e-4, 1.0) > 1.0  # not even free row reads would do
+def test_reuse_needed_is_the_share_of_row_reads_the_time_budget_cannot_gather():
+    bytes_moved = roofline.Traffic(perfect=300, no_reuse=1000, gathered=800, array=400, row=16)
+    # at 1 GB/s (1e6 bytes per ms) a target of 4e-4 ms gathers 400 of the 800 row bytes
+    assert roofline.reuse_needed(bytes_moved, 4e-4, 1.0) == pytest.approx(0.5)
+    assert roofline.reuse_needed(bytes_moved, 8e-4, 1.0) == 0.0  # gathering every row fits
+    assert roofline.reuse_needed(bytes_moved, 1e-4, 2.0) == pytest.approx(0.75)
+    assert roofline.reuse_needed(roofline.Traffic(1, 1, 0, 1, 1), 1e-9, 1.0) == 0.0  # nothing gathered
 
 
 def test_reuse_by_chance_is_the_private_cache_over_the_array(monkeypatch):
     monkeypatch.setattr(roofline, "cache_sizes", lambda: {2: 1000})
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=4000)) == 0.25
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500)) == 1.0
+    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=4000, row=4)) == 0.25
+    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500, row=4)) == 1.0
     monkeypatch.setattr(roofline, "cache_sizes", lambda: {})
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500)) == 0.0
+    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500, row=4)) == 0.0

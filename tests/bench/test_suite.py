@@ -19,7 +19,7 @@ def test_bench_all_writes_every_section_figures_and_json(tmp_path, monkeypatch):
     results = json.loads((out / "all.json").read_text())
     assert set(results["triad_gbps"]) == {"1", "2"}
     assert {r["op"] for r in results["roofline"]} == {"gcn", "attention"}
-    assert all(r["x_streamed"] == r["ms"] / r["streamed_ms"] for r in results["roofline"])
+    assert all(r["x_gather"] == r["ms"] / r["gather_ms"] for r in results["roofline"])
     # at 1 and 2 threads: 2x torch.sparse at d=8 and 128, 3x and the perfect-reuse one at d=128 only
     assert len(results["feasibility"]) == 2 * 4
     assert len(results["tuning"]) == 4 and len(results["density"]) == 1
