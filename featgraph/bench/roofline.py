@@ -12,12 +12,13 @@ against the machine itself: the gather bound, the per-edge row reads alone at th
 gathers uniformly random rows of that width from an array of that size (a minimal loop with software
 prefetch, every other byte free). A kernel at the gather bound reads its rows as fast as the machine
 gathers them; going faster takes reads served by a smaller, faster cache. ``reuse_needed`` says what share
-of the row reads a time target needs served that way, and ``reuse_by_chance`` what a thread's private
-cache serves when sources are uniformly random, as in both benchmark graphs.
+of the row reads a time target needs served that way, and ``reuse_possible`` what a thread's private
+cache can serve when endpoints are uniformly random, as in both benchmark graphs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -156,12 +157,28 @@ def reuse_needed(bytes_moved: Traffic, target_ms: float, gbps: float) -> float:
     return max(0.0, 1.0 - target_ms * 1e6 * gbps / bytes_moved.gathered)
 
 
-def reuse_by_chance(bytes_moved: Traffic) -> float:
-    """Share of uniformly random row reads one thread's private cache (the L2 here) holds: its size over
-    the array's. Sources of both benchmark graphs are uniformly random, so no order of the edges can make
-    a row's reads cluster beyond this without revisiting output rows (see the heat map)."""
+BLOCK_ROWS_PER_EDGE = (1 + math.sqrt(2)) ** 2  # see reuse_possible
+
+
+def reuse_possible(g: Graph, bytes_moved: Traffic) -> float:
+    """Share of an aggregation's row reads one thread's private cache (the L2 here) can serve when the
+    graph's endpoints are uniformly random, as in both benchmark graphs, under the better of two schedules:
+
+    - any order: a row read hits the cache with probability cache / array;
+    - 2D blocks: a slice of ``a`` source rows and ``b`` destination rows filling the cache, with its
+      ``a b E / n^2`` edges, each destination row read and written back once per block. That moves
+      ``(a + 2b) / (a b E / n^2)`` rows per edge, least at ``a = sqrt(2) b``: ``(1 + sqrt 2)^2 n^2 / (R E)``
+      for ``R`` rows in cache. What falls short of one row per edge is reuse.
+
+    Revisiting output rows more often than that (source partitions, feature tiles) gives less: see the
+    heat map."""
+    if not bytes_moved.array:
+        return 1.0
     private = cache_sizes().get(2, 0)
-    return min(1.0, private / bytes_moved.array) if bytes_moved.array else 1.0
+    chance = min(1.0, private / bytes_moved.array)
+    edges_per_cached_row = private / bytes_moved.row * g.num_edges / max(1, g.num_nodes) ** 2
+    blocked = 1.0 - BLOCK_ROWS_PER_EDGE / edges_per_cached_row if edges_per_cached_row else 0.0
+    return max(chance, blocked)
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,15 @@ def test_reuse_needed_is_the_share_of_row_reads_the_time_budget_cannot_gather():
     assert roofline.reuse_needed(roofline.Traffic(1, 1, 0, 1, 1), 1e-9, 1.0) == 0.0  # nothing gathered
 
 
-def test_reuse_by_chance_is_the_private_cache_over_the_array(monkeypatch):
+def test_reuse_possible_is_the_better_of_chance_and_2d_blocks(monkeypatch):
     monkeypatch.setattr(roofline, "cache_sizes", lambda: {2: 1000})
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=4000, row=4)) == 0.25
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500, row=4)) == 1.0
+    sparse = Graph(torch.tensor([0, 1]), torch.tensor([1, 2]), 100)  # 2 edges among 100 vertices
+    assert roofline.reuse_possible(sparse, roofline.Traffic(1, 1, 1, array=4000, row=4)) == 0.25  # chance
+    assert roofline.reuse_possible(sparse, roofline.Traffic(1, 1, 1, array=500, row=4)) == 1.0
+    # 10,000 edges among 100 vertices, 250 rows in cache: 250 edges per cached row, blocks move
+    # (1 + sqrt 2)^2 / 250 of a row per edge
+    dense = Graph(torch.arange(10_000) % 100, torch.arange(10_000) // 100, 100)
+    blocked = roofline.reuse_possible(dense, roofline.Traffic(1, 1, 1, array=400_000, row=4))
+    assert blocked == pytest.approx(1 - (1 + 2**0.5) ** 2 / 250)
     monkeypatch.setattr(roofline, "cache_sizes", lambda: {})
-    assert roofline.reuse_by_chance(roofline.Traffic(1, 1, 1, array=500, row=4)) == 0.0
+    assert roofline.reuse_possible(dense, roofline.Traffic(1, 1, 1, array=500, row=4)) == 0.0
