@@ -74,8 +74,8 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        """"met"; "not met; within reach" where the target needs no more reuse than the graph allows; "out
-        of reach here" where it needs more."""
+        """``met``; ``not met; within reach`` where the target needs no more reuse than the graph allows;
+        ``out of reach here`` where it needs more."""
         if self.ms <= self.target_ms:
             return "met"
         if self.reuse_needed <= self.reuse_possible:
