@@ -7,7 +7,8 @@ this machine gathers random rows of that width from an array of that size, every
 lives in: the row says what share of the row reads the target needs served that way, and what share a
 thread's private cache can serve when endpoints are uniformly random, as in both benchmark graphs (by
 chance, or by 2D blocks of sources and destinations: ``roofline.reuse_possible``). A target needing more
-is out of reach of these gathers on this machine.
+is out of reach here for the known schedules (edge orders, source partitions, feature tiles, 2D blocks);
+a model of those, not a formal I/O lower bound.
 """
 
 from __future__ import annotations
