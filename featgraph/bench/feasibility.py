@@ -23,7 +23,7 @@ from ..graph import Graph
 from .kernels import BENCHES, GRAPHS
 from .measure import best_ms
 from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
-from .roofline import gather_gbps, gather_ms, reuse_needed, reuse_possible, traffic, triad_gbps
+from .roofline import Traffic, gather_gbps, gather_ms, reuse_needed, reuse_possible, traffic, triad_gbps
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ class Target:
     def applies(self, graph: str, d: int) -> bool:
         return (not self.graphs or graph in self.graphs) and d >= self.min_d and (not self.dims or d in self.dims)
 
-    def time_ms(self, g: Graph, d: int, threads: int, baseline_ms: float | None) -> float:
+    def time_ms(self, bytes_moved: Traffic, threads: int, baseline_ms: float | None) -> float:
+        """The target's time for a row that moves ``bytes_moved`` (this target's op)."""
         if self.baseline is None:
-            return self.factor * traffic(self.op, g, d).perfect / triad_gbps(threads) / 1e6
+            return self.factor * bytes_moved.perfect / triad_gbps(threads) / 1e6
         if baseline_ms is None:
             raise ValueError(f"target {self.name!r} needs the time of {self.baseline!r}")
         return baseline_ms / self.factor
@@ -88,7 +89,7 @@ def evaluate(target: Target, graph: str, g: Graph, d: int, threads: int, ms: flo
     """One target row from featgraph's time ``ms`` (and the baseline's) at ``threads`` threads."""
     bytes_moved = traffic(target.op, g, d)
     rate = gather_gbps(threads, bytes_moved.array, bytes_moved.row)
-    target_ms = target.time_ms(g, d, threads, baseline_ms)
+    target_ms = target.time_ms(bytes_moved, threads, baseline_ms)
     return Row(
         target.name, graph, d, threads, ms, baseline_ms, target_ms, gather_ms(bytes_moved, rate),
         reuse_needed(bytes_moved, target_ms, rate), reuse_possible(g, bytes_moved),
@@ -120,8 +121,7 @@ def markdown_rows(rows: Iterable[Row]) -> str:
     return "\n".join(
         markdown_row([
             r.target, r.graph, r.d, r.threads, f"{r.ms:.2f}", cell(r.baseline_ms, ".2f"), f"{r.target_ms:.2f}",
-            f"{r.gather_ms:.2f}",
-            f"{r.reuse_needed:.0%}", f"{r.reuse_possible:.0%}", r.verdict,
+            f"{r.gather_ms:.2f}", f"{r.reuse_needed:.0%}", f"{r.reuse_possible:.0%}", r.verdict,
         ])
         for r in rows
     )  # fmt: skip
@@ -146,18 +146,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}")
     print("gather bound: the per-edge row reads alone at the rate this machine gathers random rows")
-    graphs: dict[str, Graph] = {}
-    times: dict[tuple[str, str, int, int, str], float] = {}
+    rows: list[Row] = []
     for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
-        graphs[graph_name] = g
+        times: dict[tuple[str, str, int, int, str], float] = {}
         for op in sorted({t.op for t in TARGETS}):
             baselines = {t.baseline for t in TARGETS if t.op == op and t.baseline}
             for d in args.dims:
                 for threads in args.threads:
                     measured = measure(op, g, d, threads, baselines, args.repeat)
                     times.update({(op, graph_name, d, threads, impl): ms for impl, ms in measured.items()})
-        graph_rows = rows_from({k: v for k, v in times.items() if k[1] == graph_name}, graphs)
+        graph_rows = rows_from(times, {graph_name: g})
         print(markdown_rows(graph_rows), flush=True)
-    rows = rows_from(times, graphs)
+        rows += graph_rows
     write_json(args.json, [{**asdict(r), "verdict": r.verdict} for r in rows])
     return rows

@@ -195,10 +195,10 @@ class Placement:
     x_gather: float
 
 
-def place(op: str, g: Graph, d: int, ms: float, gbps: float, gather_rate: float) -> Placement:
-    """Where a row measured at ``ms`` lies between the bounds at triad bandwidth ``gbps``, and against
-    its row reads at the machine's gather rate ``gather_rate`` (GB/s)."""
-    bytes_moved = traffic(op, g, d)
+def place(bytes_moved: Traffic, ms: float, gbps: float, gather_rate: float) -> Placement:
+    """Where a row that moves ``bytes_moved`` (``traffic``) and was measured at ``ms`` lies between the
+    bounds at triad bandwidth ``gbps``, and against its row reads at the machine's gather rate
+    ``gather_rate`` (GB/s)."""
     perfect, no_reuse = bytes_moved.perfect / gbps / 1e6, bytes_moved.no_reuse / gbps / 1e6
     gathered = gather_ms(bytes_moved, gather_rate)
     return Placement(perfect, no_reuse, gathered, ms / perfect, no_reuse / ms, ms / gathered)

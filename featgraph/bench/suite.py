@@ -64,7 +64,7 @@ def roofline_rows(rows_by_threads: dict[int, list[kernels.Row]], graphs: dict) -
                 continue
             bytes_moved = traffic(r.op, graphs[r.graph], r.d)
             rate = gather_gbps(threads, bytes_moved.array, bytes_moved.row)
-            p = place(r.op, graphs[r.graph], r.d, r.ms, bandwidth, rate)
+            p = place(bytes_moved, r.ms, bandwidth, rate)
             placed.append(RooflineRow(r.op, r.graph, r.d, threads, r.ms, *asdict(p).values()))
     return placed
 

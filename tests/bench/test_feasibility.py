@@ -31,10 +31,11 @@ def test_targets_apply_to_their_graphs_and_widths():
 def test_target_time_is_the_baseline_over_the_factor_or_a_multiple_of_perfect_reuse(machine_rates):
     g, d = small_graph(), 8
     three_x, *_, perfect = feasibility.TARGETS
-    assert three_x.time_ms(g, d, 2, baseline_ms=9.0) == 3.0
+    bytes_moved = roofline.traffic("gcn", g, d)
+    assert three_x.time_ms(bytes_moved, 2, baseline_ms=9.0) == 3.0
     with pytest.raises(ValueError, match="needs the time of"):
-        three_x.time_ms(g, d, 2, baseline_ms=None)
-    assert perfect.time_ms(g, d, 2, None) == pytest.approx(5 * roofline.traffic("gcn", g, d).perfect / 1e6)
+        three_x.time_ms(bytes_moved, 2, baseline_ms=None)
+    assert perfect.time_ms(bytes_moved, 2, None) == pytest.approx(5 * bytes_moved.perfect / 1e6)
 
 
 def test_rows_pair_featgraph_with_its_baseline_and_give_a_verdict(machine_rates):

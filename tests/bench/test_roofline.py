@@ -49,7 +49,7 @@ def test_traffic_models_count_rows_once_or_per_edge():
 def test_place_puts_a_row_between_the_bounds():
     g = Graph(torch.tensor([0, 1]), torch.tensor([1, 0]), 2)
     bytes_moved = roofline.traffic("gcn", g, 8)
-    p = roofline.place("gcn", g, 8, ms=1e-3, gbps=1.0, gather_rate=4.0)
+    p = roofline.place(bytes_moved, ms=1e-3, gbps=1.0, gather_rate=4.0)
     assert p.perfect_ms == pytest.approx(bytes_moved.perfect / 1e6)
     assert p.no_reuse_ms == pytest.approx(bytes_moved.no_reuse / 1e6)
     assert p.gather_ms == pytest.approx(bytes_moved.gathered / 4e6)
