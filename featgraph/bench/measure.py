@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from ..backends.cpu import buffers
+
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
 
@@ -39,8 +41,10 @@ def peak_extra_mb(fn: Callable[[], object]) -> float | None:
     """Peak resident memory that ``fn`` adds over what the process held before, in MB.
 
     Resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM`` afterwards;
-    None where the kernel does not offer that.
+    None where the kernel does not offer that. The output pool's free buffers are released first, so the
+    outputs ``fn`` makes count, as they would in a process that had not run it before.
     """
+    buffers.release()
     try:
         before = _status_kb("VmRSS")
         CLEAR_REFS.write_text("5")

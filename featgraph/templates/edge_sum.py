@@ -23,7 +23,7 @@ class EdgeSumKernel(SDDMMKernel):
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
-        out = torch.zeros(self.spec.op.shape, dtype=self._compute, device=self.graph.device)
+        out = self._new_output(self.spec.op.shape, self._compute, zero=True)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype), None
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..backends import cpu, gpu, toolchain
+from ..backends.cpu import buffers
 from ..graph import Graph
 from ..schedule import Schedule, build_schedule
 from ..te.expr import ComputeOp, Var
@@ -230,6 +231,13 @@ class Kernel:
 
     def _threads(self) -> int:
         return self.spec.params.num_threads or toolchain.num_threads()
+
+    def _new_output(self, shape: tuple[int, ...], dtype: torch.dtype, zero: bool = False) -> torch.Tensor:
+        """A fresh output tensor on the graph's device; on the CPU a large one reuses a pooled buffer
+        (``backends/cpu/buffers.py``: fresh pages cost a fault each)."""
+        if self.graph.device.type == "cpu":
+            return (buffers.zeros if zero else buffers.empty)(shape, dtype)
+        return (torch.zeros if zero else torch.empty)(shape, dtype=dtype, device=self.graph.device)
 
     def _launch(self, pointers: list[torch.Tensor | None], scalars: list[int]) -> None:
         self._backend.launch(self._run, pointers, scalars)

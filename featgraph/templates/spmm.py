@@ -57,7 +57,7 @@ class SpMMKernel(Kernel):
         inputs = self._bind(tensors)
         n = self.graph.num_nodes
         if self.spec.params.strategy == "gas":
-            out = torch.zeros((n, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
+            out = self._new_output((n, *self.spec.op.shape), self._compute, zero=True)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
                 out = divide_by_in_degree(self.graph, out)
@@ -65,8 +65,8 @@ class SpMMKernel(Kernel):
         argreduce = self.spec.reducer in ("max", "min")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
-        out = torch.empty((n, *self.spec.op.shape), dtype=self._compute, device=self.graph.device)
-        arg = torch.empty((n, *self.spec.op.shape), dtype=torch.int64, device=self.graph.device) if keep_arg else None
+        out = self._new_output((n, *self.spec.op.shape), self._compute)
+        arg = self._new_output((n, *self.spec.op.shape), torch.int64) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
         return out.to(self._out_dtype), arg

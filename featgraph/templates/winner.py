@@ -108,7 +108,7 @@ class WinnerKernel(Kernel):
         if not isinstance(winners, torch.Tensor) or winners.dtype != torch.int64 or tuple(winners.shape) != expected:
             raise TypeError(f"{ARG}: expected an int64 tensor of shape {expected} (the forward's winning edges)")
         inputs = self._bind({k: t for k, t in tensors.items() if k != ARG})
-        out = torch.zeros(params.shape, dtype=self._compute, device=self.graph.device)
+        out = self._new_output(params.shape, self._compute, zero=True)
         pointers = [self._sources, winners.contiguous(), out, *inputs]
         self._launch(pointers, [self.graph.num_nodes, self._threads(), out.numel()])
         return out.to(self._out_dtype), None

@@ -1,5 +1,6 @@
 import torch
 
+from featgraph.backends.cpu import buffers
 from featgraph.bench.measure import best_ms, peak_extra_mb
 
 
@@ -13,3 +14,11 @@ def test_peak_extra_mb_sees_a_large_temporary():
     peak = peak_extra_mb(lambda: torch.ones(50_000_000))  # 200 MB
     if peak is not None:  # None where /proc/self/clear_refs is unavailable
         assert 150 < peak < 400
+
+
+def test_peak_extra_mb_counts_an_output_the_pool_could_have_served():
+    shape = (buffers.GLIBC_MMAP_THRESHOLD_MAX // 4 * 2,)  # 64 MiB of float32: pooled
+    buffers.empty(shape, torch.float32).fill_(1.0)  # dies at once: its buffer stays in the pool, resident
+    peak = peak_extra_mb(lambda: buffers.empty(shape, torch.float32).fill_(1.0))
+    if peak is not None:
+        assert peak > 50

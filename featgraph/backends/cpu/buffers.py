@@ -1,0 +1,138 @@
+"""Recycled memory for the large outputs of CPU kernels.
+
+glibc's ``malloc`` serves a request above 32 MiB (its largest dynamic mmap threshold) with a fresh ``mmap``
+and unmaps it on free, so every large output starts as untouched pages: the kernel that writes it first
+takes a page fault and a kernel-side zeroing for each 4 KiB (measured on the 2-core VM: a fresh
+50,000 x 256 float32 output costs 12 ms more to fill than a reused one, a quarter of that SpMM's time).
+The pool keeps such buffers after their tensors die and hands them out again, as PyTorch's CUDA caching
+allocator does on the GPU. A buffer is free again when nothing but the pool refers to it: every tensor or
+view of it holds the array it was made from (``torch.from_numpy`` keeps that array alive), and the pool
+watches that array through a weak reference, so memory a live tensor uses is never handed out twice.
+
+``FEATGRAPH_POOL_MB`` bounds the free memory kept (default 2048; 0 turns the pool off).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024**2  # smaller requests are already recycled by malloc's own heap
+SIZE_CLASS = 1024**2  # buffers are kept in whole MiB, so near-equal requests share them
+ALIGNMENT = 64  # one cache line: the kernels' vector loads never straddle two at a row start
+DEFAULT_POOL_MB = 2048
+NUMPY_DTYPES = {
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+}
+
+
+def _pool_bytes_from_env() -> int:
+    value = os.environ.get("FEATGRAPH_POOL_MB", str(DEFAULT_POOL_MB))
+    try:
+        megabytes = float(value)
+    except ValueError:
+        raise ValueError(f"FEATGRAPH_POOL_MB must be a number of MiB, got {value!r}") from None
+    if megabytes < 0:
+        raise ValueError(f"FEATGRAPH_POOL_MB must not be negative, got {value!r}")
+    return int(megabytes * 1024**2)
+
+
+@dataclass
+class _Buffer:
+    memory: np.ndarray
+    user: weakref.ref | None = None  # the array last handed out over ``memory``
+
+    @property
+    def free(self) -> bool:
+        return self.user is None or self.user() is None
+
+
+class BufferPool:
+    """Hands out CPU tensors of at least ``min_bytes`` from buffers it keeps; smaller ones come from torch.
+
+    ``max_free_bytes`` bounds the memory held by buffers no tensor uses (least recently used go first)."""
+
+    def __init__(self, max_free_bytes: int, min_bytes: int = GLIBC_MMAP_THRESHOLD_MAX) -> None:
+        self.max_free_bytes = max_free_bytes
+        self.min_bytes = min_bytes
+        self._buffers: list[_Buffer] = []  # least recently used first
+        self._lock = threading.Lock()
+
+    def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised tensor, in a recycled buffer where the request is large enough."""
+        numel = 1
+        for extent in shape:
+            numel *= int(extent)
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        if dtype not in NUMPY_DTYPES or nbytes < self.min_bytes or self.max_free_bytes <= 0:
+            return torch.empty(tuple(shape), dtype=dtype)
+        size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
+        with self._lock:
+            buffer = self._take(size)
+            start = (-buffer.memory.ctypes.data) % ALIGNMENT
+            array = buffer.memory[start : start + nbytes].view(NUMPY_DTYPES[dtype]).reshape(tuple(shape))
+            buffer.user = weakref.ref(array)
+            return torch.from_numpy(array)
+
+    def zeros(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+        return self.empty(shape, dtype).zero_()
+
+    def _take(self, size: int) -> _Buffer:
+        """A free buffer of ``size`` usable bytes, moved to the most recently used end, else a new one."""
+        for n, buffer in enumerate(self._buffers):
+            if buffer.free and buffer.memory.nbytes == size + ALIGNMENT:
+                self._buffers.append(self._buffers.pop(n))
+                return buffer
+        self._trim(self.max_free_bytes - size)
+        buffer = _Buffer(np.empty(size + ALIGNMENT, dtype=np.uint8))
+        self._buffers.append(buffer)
+        return buffer
+
+    def _trim(self, keep_bytes: int) -> None:
+        """Drop the least recently used free buffers until at most ``keep_bytes`` of free ones remain."""
+        excess = sum(b.memory.nbytes for b in self._buffers if b.free) - max(0, keep_bytes)
+        kept = []
+        for buffer in self._buffers:
+            if buffer.free and excess > 0:
+                excess -= buffer.memory.nbytes
+            else:
+                kept.append(buffer)
+        self._buffers = kept
+
+    @property
+    def free_bytes(self) -> int:
+        with self._lock:
+            return sum(b.memory.nbytes for b in self._buffers if b.free)
+
+    def release(self) -> None:
+        """Give every free buffer back to the system (buffers still in use stay until they are free)."""
+        with self._lock:
+            self._trim(0)
+
+
+POOL = BufferPool(_pool_bytes_from_env())
+
+
+def empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor from the process-wide pool."""
+    return POOL.empty(shape, dtype)
+
+
+def zeros(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """A zero-filled CPU tensor from the process-wide pool."""
+    return POOL.zeros(shape, dtype)
+
+
+def release() -> None:
+    """Free the process-wide pool's unused buffers."""
+    POOL.release()

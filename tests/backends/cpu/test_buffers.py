@@ -1,0 +1,125 @@
+"""The output pool never hands out memory a live tensor uses, reuses what is free, and bounds what it keeps."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+import featgraph as fg
+from featgraph.backends.cpu import buffers
+from featgraph.backends.cpu.buffers import BufferPool
+
+MIB = 1024**2
+
+
+@pytest.fixture
+def pool() -> BufferPool:
+    return BufferPool(max_free_bytes=8 * MIB, min_bytes=MIB)
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a_lo, b_lo = a.data_ptr(), b.data_ptr()
+    a_hi, b_hi = a_lo + a.numel() * a.element_size(), b_lo + b.numel() * b.element_size()
+    return a_lo < b_hi and b_lo < a_hi
+
+
+def test_live_tensors_never_share_memory(pool: BufferPool) -> None:
+    tensors = [pool.empty((512, 1024), torch.float32) for _ in range(4)]
+    for n, a in enumerate(tensors):
+        for b in tensors[n + 1 :]:
+            assert not _overlaps(a, b)
+
+
+def test_a_dead_tensors_buffer_is_reused(pool: BufferPool) -> None:
+    a = pool.empty((512, 1024), torch.float32)
+    address = a.data_ptr()
+    del a
+    gc.collect()
+    b = pool.empty((512, 1024), torch.float32)
+    assert b.data_ptr() == address
+    assert b.data_ptr() % buffers.ALIGNMENT == 0
+
+
+def test_a_view_keeps_the_buffer_in_use(pool: BufferPool) -> None:
+    a = pool.empty((512, 1024), torch.float32)
+    a.fill_(7.0)
+    tail, alias = a[100:], a.view(-1)
+    del a
+    gc.collect()
+    b = pool.empty((512, 1024), torch.float32).fill_(-1.0)
+    assert not _overlaps(b, alias)
+    assert torch.all(tail == 7.0) and torch.all(alias == 7.0)
+
+
+def test_a_tensor_saved_by_autograd_keeps_the_buffer_in_use(pool: BufferPool) -> None:
+    weight = torch.randn(1024, requires_grad=True)
+    out = pool.empty((512, 1024), torch.float32).normal_()
+    expected = out.clone()
+    loss = (out * weight).sum()  # autograd saves ``out`` for weight's gradient
+    del out
+    gc.collect()
+    pool.empty((512, 1024), torch.float32).fill_(0.0)
+    loss.backward()
+    torch.testing.assert_close(weight.grad, expected.sum(0))
+
+
+def test_zeros_are_zero_in_a_reused_buffer(pool: BufferPool) -> None:
+    pool.empty((512, 1024), torch.float64).fill_(3.0)  # dies at once, leaving its buffer dirty
+    z = pool.zeros((512, 1024), torch.float64)
+    assert z.dtype == torch.float64 and z.shape == (512, 1024)
+    assert torch.count_nonzero(z) == 0
+
+
+def test_free_memory_stays_within_the_bound(pool: BufferPool) -> None:
+    for width in range(1, 12):  # a different size class each time: nothing is reused
+        pool.empty((width * 256, 1024), torch.float32)
+        assert pool.free_bytes <= pool.max_free_bytes + width * MIB + buffers.ALIGNMENT
+    pool.release()
+    assert pool.free_bytes == 0
+
+
+def test_small_and_non_numpy_requests_come_from_torch(pool: BufferPool) -> None:
+    small = pool.empty((4, 4), torch.float32)
+    bf16 = pool.empty((1024, 1024), torch.bfloat16)
+    assert small.shape == (4, 4) and bf16.dtype == torch.bfloat16 and bf16.shape == (1024, 1024)
+    assert pool.free_bytes == 0 and not pool._buffers
+
+
+def test_a_zero_bound_turns_the_pool_off() -> None:
+    off = BufferPool(max_free_bytes=0, min_bytes=MIB)
+    off.empty((512, 1024), torch.float32)
+    assert not off._buffers
+
+
+def test_the_bound_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEATGRAPH_POOL_MB", "3")
+    assert buffers._pool_bytes_from_env() == 3 * MIB
+    monkeypatch.setenv("FEATGRAPH_POOL_MB", "lots")
+    with pytest.raises(ValueError, match="FEATGRAPH_POOL_MB"):
+        buffers._pool_bytes_from_env()
+
+
+def test_kernel_outputs_from_the_pool_stay_apart_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two live SpMM outputs from pooled buffers: each equals the dense reference after the other is made,
+    and a dead one's buffer serves the next call."""
+    monkeypatch.setattr(buffers, "POOL", BufferPool(max_free_bytes=64 * MIB, min_bytes=1024))
+    gen = torch.Generator().manual_seed(0)
+    n, d = 300, 17
+    src, dst = torch.randint(0, n, (2, 3000), generator=gen)
+    g = fg.Graph(src, dst, n)
+    dense = torch.zeros(n, n).index_put_((dst, src), torch.ones(3000), accumulate=True)
+    kernel = fg.ops.gspmm
+    x1, x2 = torch.randn(n, d, generator=gen), torch.randn(n, d, generator=gen)
+    y1 = kernel(g, "copy_lhs", "sum", x1, None)
+    y2 = kernel(g, "copy_lhs", "sum", x2, None)
+    assert not _overlaps(y1, y2)
+    torch.testing.assert_close(y1, dense @ x1, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(y2, dense @ x2, rtol=1e-4, atol=1e-4)
+    address = y1.data_ptr()
+    del y1
+    gc.collect()
+    y3 = kernel(g, "copy_lhs", "sum", x2, None)
+    assert y3.data_ptr() == address
+    torch.testing.assert_close(y3, dense @ x2, rtol=1e-4, atol=1e-4)
