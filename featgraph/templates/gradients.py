@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from .. import te
+from ..backends.cpu import buffers
 from ..graph import Graph
 from ..te.expr import Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
 from ..te.grad import ONE, ZERO, add, diff, is_zero, mul, substitute, where
@@ -212,7 +213,7 @@ class UdfFunction(torch.autograd.Function):
         saved = ctx.saved_tensors
         tensors = dict(zip(ctx.names, saved[: len(ctx.names)], strict=True))
         out = saved[-1] if len(saved) > len(ctx.names) else None
-        grad = grad_out.contiguous()
+        grad = buffers.contiguous(grad_out)
         if kernel.spec.reducer == "mean":
             grad = divide_by_in_degree(kernel.graph, grad)
         grad_dtype = {v: k for k, v in TORCH_DTYPES.items()}[grad.dtype]

@@ -183,7 +183,7 @@ class Kernel:
                 )
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
-            bound.append(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute).contiguous())
+            bound.append(buffers.contiguous(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute)))
         return bound
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:

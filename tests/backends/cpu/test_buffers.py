@@ -123,3 +123,15 @@ def test_kernel_outputs_from_the_pool_stay_apart_and_correct(monkeypatch: pytest
     y3 = kernel(g, "copy_lhs", "sum", x2, None)
     assert y3.data_ptr() == address
     torch.testing.assert_close(y3, dense @ x2, rtol=1e-4, atol=1e-4)
+
+
+def test_contiguous_copies_an_expanded_tensor_and_keeps_a_contiguous_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(buffers, "POOL", BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB))
+    ones = torch.ones(()).expand(512, 1024)
+    copy = buffers.contiguous(ones)
+    assert copy.is_contiguous() and torch.equal(copy, torch.ones(512, 1024))
+    assert buffers.POOL._buffers  # the copy came from the pool
+    dense = torch.randn(3, 5)
+    assert buffers.contiguous(dense) is dense
+    transposed = torch.randn(5, 3).t()
+    torch.testing.assert_close(buffers.contiguous(transposed), transposed)
