@@ -14,7 +14,8 @@ STRATEGIES = ("gar", "gas")
 EDGE_ORDERS = ("hilbert", "user", "csr")
 
 
-CACHE_SLICE_CAP = 32 * 1024**2
+DEFAULT_L2_BYTES = 1024**2
+EDGES_PER_SEGMENT_VISIT = 12  # a row's visit per source segment must amortise over about this many edges
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -35,18 +36,12 @@ def cache_sizes(root: Path = SYSFS_CACHES) -> dict[int, int]:
 
 
 @cache
-def l3_cache_bytes() -> int:
-    """Last-level cache one core can use: ``$FEATGRAPH_L3_BYTES``, else Linux's figure capped at 32 MiB.
-
-    Virtual machines report the whole socket's L3, shared with every other tenant (seen here: 260 MiB on
-    a 2-core Xeon VM), yet source partitioning already paid off at 100 MB of features there; the cap keeps
-    the heuristic in line with what was measured.
-    """
-    override = os.environ.get("FEATGRAPH_L3_BYTES")
+def l2_cache_bytes() -> int:
+    """The private cache of one core: ``$FEATGRAPH_L2_BYTES``, else Linux's figure, else 1 MiB."""
+    override = os.environ.get("FEATGRAPH_L2_BYTES")
     if override and override.isdigit():
         return int(override)
-    sizes = cache_sizes()
-    return min(sizes[max(sizes)], CACHE_SLICE_CAP) if sizes else CACHE_SLICE_CAP
+    return cache_sizes().get(2, DEFAULT_L2_BYTES)
 
 
 @dataclass(frozen=True)
@@ -105,10 +100,14 @@ def gpu_defaults(target: str) -> dict[str, str]:
 
 
 def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
-    """Segments of about two L3s of source features, only where the features exceed that and rows are
-    long enough to amortise revisiting every row once per segment. Measured here (uniform 50k/1.5M,
-    2 threads): d=512 (100 MB) 124 -> 106 ms with 2 segments, 112 ms with 4, 126 ms with 8; d=256 no gain."""
-    segment = 2 * l3_cache_bytes()
-    if source_feature_bytes <= segment or avg_degree < 16:
+    """Source segments of about two L2s of features, at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of
+    an average row (every row is visited once per segment), none where the features fit two L2s.
+
+    Measured on the 2-core VM (2 MiB L2 per core, 2 threads, with the output pool): the best counts were
+    2 on the uniform graph (average in-degree 30) and 4 on rand100k (48) from d = 32 to 512, e.g. rand100k
+    d = 256 64 -> 51 ms and uniform d = 512 82 -> 71 ms; 8 and 16 lost everywhere. The rule this replaced
+    (segments of two L3s) kept one segment below 64 MiB of features."""
+    segment = 2 * l2_cache_bytes()
+    if source_feature_bytes <= segment:
         return 1
-    return min(16, math.ceil(source_feature_bytes / segment))
+    return max(1, min(16, math.ceil(source_feature_bytes / segment), int(avg_degree // EDGES_PER_SEGMENT_VISIT)))

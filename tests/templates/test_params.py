@@ -4,14 +4,14 @@ from featgraph.templates import params
 from featgraph.templates.params import SDDMMParams, SpMMParams, default_num_partitions
 
 
-def test_l3_override_and_cap(monkeypatch):
-    params.l3_cache_bytes.cache_clear()
-    monkeypatch.setenv("FEATGRAPH_L3_BYTES", "1048576")
-    assert params.l3_cache_bytes() == 1048576
-    params.l3_cache_bytes.cache_clear()
-    monkeypatch.delenv("FEATGRAPH_L3_BYTES")
-    assert 0 < params.l3_cache_bytes() <= params.CACHE_SLICE_CAP
-    params.l3_cache_bytes.cache_clear()
+def test_l2_override_and_default(monkeypatch):
+    params.l2_cache_bytes.cache_clear()
+    monkeypatch.setenv("FEATGRAPH_L2_BYTES", "1048576")
+    assert params.l2_cache_bytes() == 1048576
+    params.l2_cache_bytes.cache_clear()
+    monkeypatch.delenv("FEATGRAPH_L2_BYTES")
+    assert params.l2_cache_bytes() == params.cache_sizes().get(2, params.DEFAULT_L2_BYTES)
+    params.l2_cache_bytes.cache_clear()
 
 
 def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
@@ -27,12 +27,14 @@ def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
     assert params.cache_sizes(tmp_path / "missing") == {}
 
 
-def test_partitions_only_for_features_beyond_the_cache_and_long_rows(monkeypatch):
-    monkeypatch.setattr(params, "l3_cache_bytes", lambda: 32 * 2**20)
-    assert default_num_partitions(10 * 2**20, avg_degree=30) == 1
-    assert default_num_partitions(100 * 2**20, avg_degree=30) == 2
-    assert default_num_partitions(100 * 2**20, avg_degree=4) == 1
-    assert default_num_partitions(10 * 2**30, avg_degree=30) == 16
+def test_partitions_of_two_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
+    monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
+    assert default_num_partitions(4 * 2**20, avg_degree=48) == 1  # fits two L2s
+    assert default_num_partitions(6 * 2**20, avg_degree=48) == 2  # two slices of two L2s
+    assert default_num_partitions(100 * 2**20, avg_degree=30) == 2  # rows of 30: two visits at most
+    assert default_num_partitions(100 * 2**20, avg_degree=48) == 4
+    assert default_num_partitions(100 * 2**20, avg_degree=4) == 1  # short rows: one visit
+    assert default_num_partitions(10 * 2**30, avg_degree=1000) == 16
 
 
 @pytest.mark.parametrize(
