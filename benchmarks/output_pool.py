@@ -13,7 +13,7 @@ import torch
 
 from featgraph.backends.cpu import buffers
 from featgraph.bench.kernels import GRAPHS, bench_gcn_train, op_kernel
-from featgraph.bench.measure import best_ms
+from featgraph.bench.measure import interleaved_best_ms
 from featgraph.bench.report import machine
 
 POOL_ON = 1 << 40  # no practical bound on kept memory while measuring
@@ -21,13 +21,17 @@ POOL_ON = 1 << 40  # no practical bound on kept memory while measuring
 
 def interleaved(fn, repeat: int) -> tuple[float, float]:
     """Best ms of ``fn`` with the pool off and on, the settings alternating run by run."""
-    off, on = [], []
-    for _ in range(repeat):
-        for setting, times in ((0, off), (POOL_ON, on)):
-            buffers.POOL.max_free_bytes = setting
-            times.append(best_ms(fn, repeat=1, warmup=0))
+
+    def under(bound: int):
+        def run():
+            buffers.POOL.max_free_bytes = bound
+            return fn()
+
+        return run
+
+    times = interleaved_best_ms({"off": under(0), "on": under(POOL_ON)}, repeat, warmup=0)
     buffers.release()
-    return min(off), min(on)
+    return times["off"], times["on"]
 
 
 def main() -> None:

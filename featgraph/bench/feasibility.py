@@ -21,7 +21,7 @@ import torch
 
 from ..graph import Graph
 from .kernels import BENCHES, GRAPHS
-from .measure import best_ms
+from .measure import interleaved_best_ms
 from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
 from .roofline import Traffic, gather_gbps, gather_ms, reuse_needed, reuse_possible, traffic, triad_gbps
 
@@ -131,7 +131,9 @@ def measure(op: str, g: Graph, d: int, threads: int, impls: Iterable[str], repea
     """Best times of featgraph and the named baselines of the kernel benchmark's ``op`` (others skipped)."""
     torch.set_num_threads(threads)
     available = BENCHES[op](g, d, threads)
-    return {name: best_ms(available[name], repeat) for name in ("featgraph", *impls) if callable(available.get(name))}
+    return interleaved_best_ms(
+        {name: available[name] for name in ("featgraph", *impls) if callable(available.get(name))}, repeat
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

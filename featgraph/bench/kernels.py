@@ -26,7 +26,7 @@ from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
 from ..templates.kernel import Kernel
 from ..templates.params import EDGE_ORDERS
-from .measure import best_ms, peak_extra_mb
+from .measure import best_ms, interleaved_best_ms, peak_extra_mb
 from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
@@ -307,12 +307,13 @@ def gather_bytes(op: str, g: Graph, d: int) -> int:
 
 def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: int) -> list[Row]:
     impls = BENCHES[op](g, d, threads)
+    times = interleaved_best_ms({name: fn for name, fn in impls.items() if not isinstance(fn, str)}, repeat)
     rows = []
     for name, fn in impls.items():
         if isinstance(fn, str):
             rows.append(Row(op, graph_name, d, name, None, note=fn))
             continue
-        ms = best_ms(fn, repeat)
+        ms = times[name]
         peak = peak_extra_mb(fn) if op in ("mlp", *TRAINING_OPS) else None
         rows.append(Row(op, graph_name, d, name, ms, gbps=gather_bytes(op, g, d) / ms / 1e6, peak_mb=peak))
     ours = rows[0].ms

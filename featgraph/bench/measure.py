@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -17,17 +17,27 @@ STATUS = Path("/proc/self/status")
 def best_ms(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
     """Fastest of ``repeat`` runs after ``warmup`` runs, in milliseconds (waiting for queued GPU work, so
     CUDA kernels are timed to completion)."""
+    return interleaved_best_ms({"fn": fn}, repeat, warmup)["fn"]
+
+
+def interleaved_best_ms(fns: Mapping[str, Callable[[], object]], repeat: int = 5, warmup: int = 1) -> dict[str, float]:
+    """Fastest of ``repeat`` runs of each function, in milliseconds, the functions taking turns run by run.
+
+    On a shared machine a slow spell then hits every implementation of a row alike, so their ratio holds
+    even where the absolute times do not (this VM's times moved by up to 2x within minutes)."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return min(times) * 1e3
+        for name, fn in fns.items():
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(t) * 1e3 for name, t in times.items()}
 
 
 def _status_kb(field: str) -> int | None:

@@ -1,7 +1,7 @@
 import torch
 
 from featgraph.backends.cpu import buffers
-from featgraph.bench.measure import best_ms, peak_extra_mb
+from featgraph.bench.measure import best_ms, interleaved_best_ms, peak_extra_mb
 
 
 def test_best_ms_counts_calls():
@@ -22,3 +22,10 @@ def test_peak_extra_mb_counts_an_output_the_pool_could_have_served():
     peak = peak_extra_mb(lambda: buffers.empty(shape, torch.float32).fill_(1.0))
     if peak is not None:
         assert peak > 50
+
+
+def test_interleaved_best_ms_alternates_the_functions():
+    calls = []
+    times = interleaved_best_ms({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeat=3, warmup=1)
+    assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())
+    assert calls == ["a", "b"] + ["a", "b"] * 3  # warm-up of each, then one run of each per round
