@@ -1,5 +1,7 @@
 import pytest
+import torch
 
+import featgraph as fg
 from featgraph import te
 from featgraph.backends.cpu.codegen import Emitter, Tile, free_vars, message_block, reduces_inner_first, tile_flat
 from featgraph.schedule import Schedule
@@ -69,3 +71,35 @@ def test_with_a_reduction_per_element_the_rest_is_hoisted_too():
     op = te.compute((4,), body)
     code = "\n".join(message_block(op, Schedule(op), Tile(0, 4), lambda f, g, x: f"acc[{f}] += {x};"))
     assert code.index("fg_exp") < code.index("red0 = T(0)")  # the exp loop precedes the per-head reduction
+
+
+@pytest.mark.parametrize("reducer", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("width", [16, 37])
+def test_long_reductions_combine_simd_lanes_by_a_tree(reducer, dtype, width):
+    """A vectorised reduce axis of 16+ elements keeps one partial per lane and halves them (whole lanes,
+    then the remainder): the result matches torch for every reducer, dtype and a width with a remainder."""
+    gen = torch.Generator().manual_seed(width)
+    n, src, dst = 40, *torch.randint(0, 40, (2, 300), generator=gen)
+    g = fg.Graph(src, dst, n)
+    X = te.placeholder((n, width), "float32" if dtype == torch.float32 else "float64", name="X")
+
+    def edgefunc(s, t, e):
+        k = te.reduce_axis((0, width), name="k")
+        return te.compute((1,), lambda i: getattr(te, reducer)(X[s, k] * X[t, k], axis=k))
+
+    kernel = fg.sddmm(g, edgefunc, target="cpu")
+    assert "_l[q + 1]" in kernel.source  # the last halving of the lane tree
+    x = torch.randn(n, width, dtype=dtype, generator=gen)
+    products = x[src] * x[dst]
+    expected = {"sum": products.sum(1), "max": products.amax(1), "min": products.amin(1)}[reducer]
+    torch.testing.assert_close(kernel(X=x).squeeze(1), expected)
+
+
+def test_short_or_split_reductions_keep_the_schedules_loops():
+    X = te.placeholder((10, 8), name="X")
+    k = te.reduce_axis(8)
+    op = te.compute((1,), lambda i: te.sum(X[SRC, k] * X[DST, k], axis=k))
+    s = Schedule(op).vectorize(k)
+    code = "\n".join(message_block(op, s, Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
+    assert "reduction(+:red0)" in code and "_l[" not in code
