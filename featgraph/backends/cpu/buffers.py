@@ -74,7 +74,7 @@ class BufferPool:
         numel = 1
         for extent in shape:
             numel *= int(extent)
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        nbytes = numel * dtype.itemsize
         if dtype not in NUMPY_DTYPES or nbytes < self.min_bytes or self.max_free_bytes <= 0:
             return torch.empty(tuple(shape), dtype=dtype)
         size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
