@@ -16,6 +16,8 @@ EDGE_ORDERS = ("hilbert", "user", "csr")
 
 DEFAULT_L2_BYTES = 1024**2
 EDGES_PER_SEGMENT_VISIT = 12  # a row's visit per source segment must amortise over about this many edges
+WRITE_WINDOW_BYTES = 32 * 1024  # one write bucket's slice of an SDDMM output: about an L1
+MAX_WRITE_BUCKETS = 1024  # write streams one traversal keeps open at once
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -80,15 +82,20 @@ class SpMMParams:
 @dataclass(frozen=True)
 class SDDMMParams:
     """``edge_order`` the order edges are visited in (Hilbert keeps both endpoint rows in cache);
-    ``num_feature_tiles`` passes, each over a slice of the last output axis."""
+    ``num_feature_tiles`` passes, each over a slice of the last output axis; ``write_buckets`` (CPU) > 0
+    stages each edge's result in a buffer grouped into that many slices of user edge ids, then moves the
+    slices into place one at a time (0: written straight at its user edge id)."""
 
     edge_order: str = "hilbert"
     num_feature_tiles: int = 1
     num_threads: int | None = None
+    write_buckets: int = 0
 
     def __post_init__(self) -> None:
         if self.num_feature_tiles < 1:
             raise ValueError("num_feature_tiles must be >= 1")
+        if self.write_buckets < 0:
+            raise ValueError(f"write_buckets must be >= 0, got {self.write_buckets}")
         if self.edge_order not in EDGE_ORDERS:
             raise ValueError(f"edge_order must be one of {EDGE_ORDERS}, got {self.edge_order!r}")
 
@@ -97,6 +104,20 @@ def gpu_defaults(target: str) -> dict[str, str]:
     """Edge templates on the GPU visit edges in the user's order: consecutive lanes then write consecutive
     outputs (coalesced); Hilbert order is for CPU caches."""
     return {"edge_order": "user"} if target == "gpu" else {}
+
+
+def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
+    """Write buckets for an SDDMM whose visit order jumps ``median_jump_bytes`` through its output of
+    ``output_bytes`` from one edge to the next: none where the output fits an L2 or the writes already stay
+    near each other (edges given in a sorted order, as PyG's ``coalesce`` leaves them), else buckets of
+    about ``WRITE_WINDOW_BYTES``.
+
+    Measured on the 2-core VM (dot attention, Hilbert order, uniform graph with its edges shuffled, 6 MB of
+    scores): results written at their user edge ids took 8.4 ms at d=32, one random cache-line fill each;
+    staged in 64, 256 or 1024 buckets 6.0-6.2 ms, the same with the graph's edges sorted 4.2 ms."""
+    if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES:
+        return 0
+    return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
 
 
 def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:

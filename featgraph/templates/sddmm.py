@@ -2,14 +2,49 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, edge_list, template_kernel
-from .params import SDDMMParams, gpu_defaults
+from .kernel import Fds, Kernel, Udf, compute_dtype, edge_list, template_kernel
+from .params import SDDMMParams, default_write_buckets, gpu_defaults
+
+JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
+
+
+def median_write_jump(graph: Graph, order: str) -> int:
+    """Median distance in user edge ids between consecutively visited edges of an ``order`` visit (from up
+    to ``JUMP_SAMPLES`` evenly spread pairs): how far apart an SDDMM's consecutive writes land. Cached."""
+
+    def build() -> int:
+        ids = graph.edge_order(order)
+        if ids.numel() < 2:
+            return 0
+        first = torch.arange(0, ids.numel() - 1, max(1, (ids.numel() - 1) // JUMP_SAMPLES), device=ids.device)
+        return int((ids[first + 1] - ids[first]).abs().median())
+
+    return graph.cached(("write-jump", order), build)
+
+
+def write_staging(graph: Graph, order: str, index: torch.dtype, buckets: int) -> list[torch.Tensor]:
+    """(slots, sources) for an SDDMM visiting edges in ``order`` with ``buckets`` write buckets: the j-th
+    visited edge writes row ``slots[j]`` of a staging buffer whose rows are grouped by bucket of user edge
+    ids (visit order kept within a bucket); output row e then copies staging row ``sources[e]``. Cached."""
+
+    def build() -> list[torch.Tensor]:
+        ids = graph.edge_order(order)
+        rows = torch.arange(ids.numel(), device=ids.device)
+        visit = torch.sort(ids * buckets // max(1, ids.numel()), stable=True).indices  # staging row -> visit
+        slots, sources = torch.empty_like(rows), torch.empty_like(rows)
+        slots[visit] = rows
+        sources[ids[visit]] = rows
+        return [slots.to(index), sources.to(index)]
+
+    return graph.cached(("write-staging", order, index, buckets), build)
 
 
 class SDDMMKernel(Kernel):
@@ -19,11 +54,18 @@ class SDDMMKernel(Kernel):
         super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
         self._edges = edge_list(graph, spec.params.edge_order, index)
+        buckets = spec.params.write_buckets
+        self._staging = write_staging(graph, spec.params.edge_order, index, buckets) if buckets else None
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
-        out = self._new_output((self.graph.num_edges, *self.spec.op.shape), self._compute)
-        self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
+        shape = (self.graph.num_edges, *self.spec.op.shape)
+        out = self._new_output(shape, self._compute)
+        if self._staging is None:
+            self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
+        else:
+            stage = self._new_output(shape, self._compute)
+            self._launch([*self._edges, stage, *self._staging, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype), None
 
 
@@ -33,12 +75,20 @@ def sddmm(
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
     ``template_params``: ``edge_order`` ("hilbert" default, "user", "csr"), ``num_feature_tiles``,
-    ``num_threads``; ``tune=True`` searches those not given and the FDS split factor. The output follows
-    the user's edge order whatever order the kernel visits edges in.
+    ``num_threads``, ``write_buckets`` (CPU; default from ``params.default_write_buckets``); ``tune=True``
+    searches those not given and the FDS split factor. The output follows the user's edge order whatever
+    order the kernel visits edges in.
     """
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
-        return SDDMMParams(**{**gpu_defaults(target), **template_params})
+        params = SDDMMParams(**{**gpu_defaults(target), **template_params})
+        if target == "gpu" and params.write_buckets:
+            raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
+        if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":
+            row_bytes = math.prod(op.shape) * (8 if compute_dtype(op) == "float64" else 4)
+            jump = median_write_jump(graph, params.edge_order)
+            params = replace(params, write_buckets=default_write_buckets(graph.num_edges * row_bytes, jump * row_bytes))
+        return params
 
     fixed = frozenset(template_params)
     return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel, fixed, tune)

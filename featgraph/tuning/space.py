@@ -125,6 +125,8 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
     else:
         found.append(Coordinate(("edge_order",), tuple((o,) for o in EDGE_ORDERS)))
         found.append(Coordinate(("num_feature_tiles",), tuple((t,) for t in tiles)))
+        if spec.params.write_buckets:  # the default stages scattered writes; the search may write directly
+            found.append(Coordinate(("write_buckets",), ((spec.params.write_buckets,), (0,))))
     found = [
         Coordinate(c.names, c.values) for c in found if not all(name in fixed for name in c.names) and len(c.values) > 1
     ]

@@ -1,7 +1,7 @@
 import pytest
 
 from featgraph.templates import params
-from featgraph.templates.params import SDDMMParams, SpMMParams, default_num_partitions
+from featgraph.templates.params import SDDMMParams, SpMMParams, default_num_partitions, default_write_buckets
 
 
 def test_l2_override_and_default(monkeypatch):
@@ -37,6 +37,15 @@ def test_partitions_of_two_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
     assert default_num_partitions(10 * 2**30, avg_degree=1000) == 16
 
 
+def test_write_buckets_of_an_l1_window_for_scattered_outputs_beyond_the_l2(monkeypatch):
+    monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
+    far = 2**20
+    assert default_write_buckets(2 * 2**20, far) == 0  # fits the L2
+    assert default_write_buckets(6 * 2**20, far) == 6 * 2**20 // params.WRITE_WINDOW_BYTES
+    assert default_write_buckets(6 * 2**20, params.WRITE_WINDOW_BYTES) == 0  # writes already near each other
+    assert default_write_buckets(10 * 2**30, far) == params.MAX_WRITE_BUCKETS
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -45,6 +54,7 @@ def test_partitions_of_two_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
         (lambda: SpMMParams(row_order="random"), "row_order"),
         (lambda: SDDMMParams(edge_order="random"), "edge_order"),
         (lambda: SDDMMParams(num_feature_tiles=0), "num_feature_tiles"),
+        (lambda: SDDMMParams(write_buckets=-1), "write_buckets"),
     ],
 )
 def test_bad_parameters(make, message):

@@ -1,3 +1,5 @@
+import importlib
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -6,6 +8,8 @@ from hypothesis import strategies as st
 import featgraph as fg
 from featgraph import te
 from tests.conftest import random_edges
+
+sddmm_module = importlib.import_module("featgraph.templates.sddmm")  # the package exports the function
 
 
 def dot_udf(n: int, d: int, heads: int | None = None, dtype: str = "float32"):
@@ -75,6 +79,68 @@ def test_vector_output_with_edge_data_and_feature_tiles(tiles):
     torch.testing.assert_close(got, (x[src] - x[dst]) * w.unsqueeze(1))
 
 
+@pytest.mark.parametrize("order", ["hilbert", "csr", "user"])
+@pytest.mark.parametrize("buckets", [1, 3, 64, 10_000])
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_staged_writes_land_at_user_edge_ids(order, buckets, tiles):
+    """Staged through write buckets (fewer and more buckets than edges, feature tiles, edge data), every
+    row still lands at its user edge id."""
+    n, d = 70, 13
+    src, dst = random_edges(n, 900, seed=buckets + tiles)
+    g = fg.Graph(src, dst, n)
+    XV = te.placeholder((n, d), dtype="float64", name="XV")
+    EW = te.placeholder((g.num_edges, 2), dtype="float64", name="EW")
+
+    def edgefunc(s, t, e):
+        return te.compute((2, d), lambda h, i: XV[s, i] * XV[t, i] + EW[e, h])
+
+    x, w = torch.randn(n, d, dtype=torch.float64), torch.randn(g.num_edges, 2, dtype=torch.float64)
+    kernel = fg.sddmm(g, edgefunc, edge_order=order, write_buckets=buckets, num_feature_tiles=tiles)
+    assert kernel.spec.params.write_buckets == buckets
+    expected = (x[src] * x[dst]).unsqueeze(1) + w.unsqueeze(2)
+    torch.testing.assert_close(kernel(XV=x, EW=w), expected)
+    torch.testing.assert_close(kernel(XV=x, EW=w), expected)  # a pooled staging buffer reused
+
+
+@pytest.mark.parametrize(("n", "e"), [(0, 0), (4, 0), (3, 1)])
+def test_staged_writes_on_empty_and_single_edge_graphs(n, e):
+    src, dst = random_edges(n, e, seed=5) if n else (torch.zeros(0, dtype=torch.long),) * 2
+    g = fg.Graph(src, dst, n)
+    x = torch.randn(n, 6, dtype=torch.float64)
+    got = fg.sddmm(g, dot_udf(n, 6, dtype="float64"), write_buckets=8)(XV=x)
+    torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
+
+
+def test_write_staging_groups_slots_by_bucket_and_inverts_them():
+    g = fg.Graph(*random_edges(50, 1000, seed=6), 50)
+    ids = g.edge_order("hilbert")
+    slots, sources = sddmm_module.write_staging(g, "hilbert", torch.int64, 8)
+    assert torch.equal(torch.sort(slots).values, torch.arange(1000))  # a permutation of the staging rows
+    staged_ids = torch.empty_like(ids)
+    staged_ids[slots] = ids  # the user edge id each staging row holds
+    assert torch.equal(staged_ids // 125, torch.sort(staged_ids // 125).values)  # rows grouped by bucket
+    assert torch.equal(staged_ids[sources], torch.arange(1000))  # output row e reads e's staging row
+    within = [slots[(ids // 125) == b] for b in range(8)]  # visit order kept inside each bucket
+    assert all(torch.equal(s, torch.sort(s).values) for s in within)
+
+
+def test_default_stages_scattered_writes_only(monkeypatch):
+    monkeypatch.setattr(sddmm_module, "default_write_buckets", lambda output, jump: 7 if jump > 2000 else 0)  # bytes
+    n, e = 400, 20_000
+    src, dst = random_edges(n, e, seed=7)
+    shuffled = fg.Graph(src, dst, n)
+    order = torch.argsort(src * n + dst)  # as PyG's coalesce sorts an edge_index
+    coalesced = fg.Graph(src[order], dst[order], n)
+    assert sddmm_module.median_write_jump(shuffled, "hilbert") > 1000
+    assert sddmm_module.median_write_jump(coalesced, "hilbert") < 200
+    assert sddmm_module.median_write_jump(shuffled, "user") == 1
+    dot = dot_udf(n, 4)
+    assert fg.sddmm(shuffled, dot).spec.params.write_buckets == 7
+    assert fg.sddmm(coalesced, dot).spec.params.write_buckets == 0
+    assert fg.sddmm(shuffled, dot, edge_order="user").spec.params.write_buckets == 0
+    assert fg.sddmm(shuffled, dot, write_buckets=3).spec.params.write_buckets == 3
+
+
 def test_bad_sddmm_arguments():
     g = fg.Graph(*random_edges(10, 30, seed=3), 10)
     with pytest.raises(ValueError, match="edge_order must be one of"):
@@ -82,6 +148,10 @@ def test_bad_sddmm_arguments():
     EW = te.placeholder((29,), name="EW")
     with pytest.raises(ValueError, match="needs 30 rows"):
         fg.sddmm(g, lambda s, t, e: te.compute((1,), lambda i: EW[e]))
+    with pytest.raises(ValueError, match="write_buckets must be >= 0"):
+        fg.sddmm(g, dot_udf(10, 4), write_buckets=-1)
+    with pytest.raises(ValueError, match="write_buckets stages CPU writes"):
+        fg.sddmm(g, dot_udf(10, 4), target="gpu", write_buckets=4)
 
 
 @settings(max_examples=20, deadline=None)

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -77,6 +79,16 @@ def test_sddmm_space_searches_edge_order_and_the_reduce_split():
     space = {c.names: c.values for c in coordinates(kernel)}
     assert set(space) == {("edge_order",), ("split",)}  # output width 1: nothing to tile
     assert space[("split",)] == ((None,), (8,), (32,))
+
+
+def test_sddmm_space_may_turn_staged_writes_off():
+    g = _graph()
+    kernel = sddmm(g, _dot(g, 40), write_buckets=4, edge_order="hilbert")
+    assert {c.names for c in coordinates(kernel)} == {("split",)}  # both fixed by the caller
+    kernel = sddmm(g, _dot(g, 40), edge_order="hilbert")
+    staged = kernel.reconfigured(replace(kernel.spec.params, write_buckets=4), kernel.spec.schedule)
+    space = {c.names: c.values for c in coordinates(staged)}
+    assert space[("write_buckets",)] == ((4,), (0,))
 
 
 def test_moving_to_gas_drops_what_gas_ignores_and_apply_rebuilds():

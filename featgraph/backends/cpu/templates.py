@@ -222,10 +222,32 @@ def _tile_rows(op, tile: Tile, statement: str, indent: str) -> list[str]:
     ]
 
 
+STAGED_POINTERS = 7  # srcs, dsts, eids, staging buffer, slots, sources, output; then the placeholders
+
+
 def sddmm_source(spec: KernelSpec) -> str:
-    """Edge-parallel: each edge's result stored at its user edge id."""
+    """Edge-parallel: each edge's result stored at its user edge id, or, with ``write_buckets``, at its
+    slot of a staging buffer whose rows are grouped by bucket of user edge ids; a last pass then fills
+    each output row from its staging row (``sources``), one bucket's window of the buffer at a time.
+    Writes at user edge ids visited in Hilbert order land on random cache lines, one line fill each."""
     row = _row_size(spec)
-    return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = {x};", "eids")
+    if not spec.params.write_buckets:
+        return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = {x};", "eids")
+    finish = [
+        "  const T* __restrict__ stage = (const T*)ptr[3];",
+        "  const IDX* __restrict__ sources = (const IDX*)ptr[5];",
+        "  T* __restrict__ final_out = (T*)ptr[6];",
+        "  const int64_t num_edges = arg[0];",
+        "  #pragma omp parallel for schedule(static) num_threads(nthreads)",
+        "  for (int64_t e = 0; e < num_edges; ++e) {",
+        f"    const T* __restrict__ from = stage + (int64_t)sources[e] * {row};",
+        "    #pragma omp simd",
+        f"    for (int64_t i = 0; i < {row}; ++i) final_out[e * {row} + i] = from[i];",
+        "  }",
+    ]
+    return edge_parallel_source(
+        spec, lambda f, g, x: f"out[(int64_t)slots[j] * {row} + {g}] = {x};", "slots", STAGED_POINTERS, finish
+    )
 
 
 def gas_source(spec: KernelSpec) -> str:
@@ -264,9 +286,12 @@ def _prefetch_rows(placeholders: tuple[Placeholder, ...], row: str, lo: int) -> 
     ]
 
 
-def edge_parallel_source(spec: KernelSpec, sink, out_rows: str) -> str:
+def edge_parallel_source(
+    spec: KernelSpec, sink, out_rows: str, first_placeholder: int = 4, finish: list[str] | None = None
+) -> str:
     """One pass per feature tile over an edge list (srcs, dsts, eids), static contiguous chunks per thread;
-    ``sink`` writes the output row named by ``out_rows`` ("eids" or "dsts")."""
+    ``sink`` writes the output row named by ``out_rows`` ("eids", "dsts", or "slots": pointer 4);
+    ``finish`` runs after every tile pass."""
     op = spec.op
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     lines = _header(spec)
@@ -277,7 +302,8 @@ def edge_parallel_source(spec: KernelSpec, sink, out_rows: str) -> str:
             "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
             "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
             "  T* __restrict__ out = (T*)ptr[3];",
-            *_placeholder_decls(spec, 4),
+            *(["  const IDX* __restrict__ slots = (const IDX*)ptr[4];"] if out_rows == "slots" else []),
+            *_placeholder_decls(spec, first_placeholder),
             "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
             "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
             "  for (int64_t j = 0; j < num_edges; ++j) {",
@@ -293,6 +319,7 @@ def edge_parallel_source(spec: KernelSpec, sink, out_rows: str) -> str:
         f"  const bool par = {'false' if _parallel_tiles(spec) else 'true'};",
         "  (void)nthreads;",
         *_dispatch(tiles, _parallel_tiles(spec), "ptr, arg, par", "edge_tile"),
+        *(finish or []),
         "}",
     ]
     return "\n".join(lines) + "\n"
