@@ -269,10 +269,13 @@ def _row_size(spec: KernelSpec) -> int:
 def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     """Software prefetch of the rows the edge ``PREFETCH_DISTANCE`` ahead reads (endpoint and edge data)
     and of the output row it writes (indexed by ``out_rows``): out of CSR order they are random rows, which
-    the hardware prefetchers cannot guess."""
+    the hardware prefetchers cannot guess. Staged writes ("slots") fill each bucket's lines one after the
+    other and are not prefetched (measured: dot attention d=32 4.23 -> 3.96 ms without)."""
     ahead = f"[j + {PREFETCH_DISTANCE}]"
     rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
     reads = [line for kind in rows for line in _prefetch_rows(indexed_by(spec.op, kind), rows[kind] + ahead, tile.lo)]
+    if out_rows == "slots":
+        return " ".join(reads)
     write = f"__builtin_prefetch(out + (int64_t){out_rows}{ahead} * {_row_size(spec)} + {tile.lo}, 1);"
     return " ".join([*reads, write])
 
