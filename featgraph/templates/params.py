@@ -112,9 +112,9 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
     near each other (edges given in a sorted order, as PyG's ``coalesce`` leaves them), else buckets of
     about ``WRITE_WINDOW_BYTES``.
 
-    Measured on the 2-core VM (dot attention, Hilbert order, uniform graph with its edges shuffled, 6 MB of
-    scores): results written at their user edge ids took 8.4 ms at d=32, one random cache-line fill each;
-    staged in 64, 256 or 1024 buckets 6.0-6.2 ms, the same with the graph's edges sorted 4.2 ms."""
+    Measured on the 2-core VM (dot attention, Hilbert order, 6 MB of scores, the edges in random order):
+    written at their user edge ids, one random cache-line fill each, d=32 took 8.7 ms on uniform and 17.3 on
+    rand100k; staged, 6.3 and 11.6 ms (64, 256 and 1024 buckets were alike)."""
     if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES:
         return 0
     return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
