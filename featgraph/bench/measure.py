@@ -24,7 +24,11 @@ def interleaved_best_ms(fns: Mapping[str, Callable[[], object]], repeat: int = 5
     """Fastest of ``repeat`` runs of each function, in milliseconds, the functions taking turns run by run.
 
     On a shared machine a slow spell then hits every implementation of a row alike, so their ratio holds
-    even where the absolute times do not (this VM's times moved by up to 2x within minutes)."""
+    even where the absolute times do not (this VM's times moved by up to 2x within minutes). With several
+    functions each timed run follows an untimed run of the same function, so it finds the allocator as a
+    loop calling it would leave it: after another implementation's large buffers, glibc had returned its
+    memory to the kernel, and torch.sparse.mm at d=128 page-faulted its fresh output (26 ms against 19 ms
+    back to back)."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for fn in fns.values():
         for _ in range(warmup):
@@ -32,6 +36,8 @@ def interleaved_best_ms(fns: Mapping[str, Callable[[], object]], repeat: int = 5
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            if len(fns) > 1:
+                fn()
             sync()
             start = time.perf_counter()
             fn()
