@@ -10,7 +10,7 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Kernel, Udf, compute_dtype, edge_list, template_kernel
+from .kernel import TORCH_DTYPES, Fds, Kernel, Udf, compute_dtype, edge_list, template_kernel
 from .params import SDDMMParams, default_write_buckets, gpu_defaults
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
@@ -85,7 +85,7 @@ def sddmm(
         if target == "gpu" and params.write_buckets:
             raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":
-            row_bytes = math.prod(op.shape) * (8 if compute_dtype(op) == "float64" else 4)
+            row_bytes = math.prod(op.shape) * TORCH_DTYPES[compute_dtype(op)].itemsize
             jump = median_write_jump(graph, params.edge_order)
             params = replace(params, write_buckets=default_write_buckets(graph.num_edges * row_bytes, jump * row_bytes))
         return params

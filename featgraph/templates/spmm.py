@@ -12,6 +12,7 @@ from ..backends.gpu.templates import default_rows_per_program, hub_capacity
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import (
+    TORCH_DTYPES,
     Fds,
     Kernel,
     Udf,
@@ -111,7 +112,7 @@ def spmm(
             params.setdefault("num_partitions", 1)  # source partitions are a CPU cache technique
             params.setdefault("rows_per_program", default_rows_per_program(avg_degree, math.prod(op.shape)))
         elif "num_partitions" not in params:
-            itemsize = 8 if compute_dtype(op) == "float64" else 4
+            itemsize = TORCH_DTYPES[compute_dtype(op)].itemsize
             source_bytes = sum(p.shape[0] * row_stride(p) * itemsize for p in indexed_by(op, "src"))
             params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
         return SpMMParams(**params)

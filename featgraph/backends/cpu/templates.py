@@ -118,9 +118,8 @@ def spmm_source(spec: KernelSpec) -> str:
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     argreduce = reducer in BETTER
     lines = _header(spec)
-    itemsize = 4 if spec.dtype == "float32" else 8
     for tile in tiles:
-        chunks = feature_tiles(tile.extent, max(1, tile.extent * itemsize // ROW_CHUNK_BYTES))
+        chunks = feature_tiles(tile.extent, max(1, tile.extent * _element_bytes(spec) // ROW_CHUNK_BYTES))
         # register-sized chunks of the tile, each with its own pass over the row's edges, so the
         # accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks; with max/min's
         # winners beside them 64 and 128 bytes were no better)
@@ -288,12 +287,17 @@ def _prefetch_rows(spec: KernelSpec, placeholders: tuple[Placeholder, ...], row:
     beyond a narrower placeholder), except for arrays of at most ``CACHED_ARRAY_BYTES``: those stay in the
     L2, and the prefetch would cost an index load per edge (measured: a GCN norm per vertex, 200 KB,
     d=32 4.35 -> 4.14 ms without its prefetch)."""
-    itemsize = 8 if spec.dtype == "float64" else 4
     return [
         f"__builtin_prefetch({pointer_name(p)} + (int64_t){row} * {row_stride(p)} + {lo if lo < row_stride(p) else 0});"
         for p in placeholders
-        if p.shape[0] * row_stride(p) * (8 if p.dtype == "int64" else itemsize) > CACHED_ARRAY_BYTES
+        if p.shape[0] * row_stride(p) * _element_bytes(spec, p.dtype == "int64") > CACHED_ARRAY_BYTES
     ]
+
+
+def _element_bytes(spec: KernelSpec, int64: bool = False) -> int:
+    """Bytes per element as the kernel holds it: int64 data as is, floating data in the compute type ``T``
+    (float32 or float64; float16/bfloat16 inputs arrive as float32)."""
+    return 8 if int64 or spec.dtype == "float64" else 4
 
 
 def edge_parallel_source(
