@@ -324,8 +324,9 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: i
 
 def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, parts: int, tiles: int) -> list[Row]:
     """The paper's Figure 11 for GCN aggregation (graph partitioning alone, feature tiling alone, both,
-    versus neither), and the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention.
-    ``ratio`` here is the speedup over the first variant."""
+    versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention, and its Hilbert
+    visit's writes staged in buckets (the default) against direct. ``ratio`` here is the speedup over the
+    first variant."""
     x = torch.randn(g.num_nodes, d)
     gcn = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
     gcn[f"both ({parts} x {tiles})"] = (parts, tiles)
@@ -333,12 +334,17 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
         name: op_kernel("gcn", g, d, threads, num_partitions=p, num_feature_tiles=t) for name, (p, t) in gcn.items()
     }
     orders = {f"edge order {o}": op_kernel("attention", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
+    writes = {
+        "staged writes (default)": op_kernel("attention", g, d, threads),
+        "direct writes (write_buckets=0)": op_kernel("attention", g, d, threads, write_buckets=0),
+    }
     strategies = {
         f"{name} ({strategy})": op_kernel("gcn", g, d, threads, strategy=strategy)
         for name, strategy in (("vertex-centric", "gar"), ("edge-centric", "gas"))
     }
     rows = [Row("csr-build", graph_name, d, "CSR from COO (once per graph)", _csr_build_ms(g, repeat))]
-    for op, group in (("gcn-ablation", kernels), ("attention-order", orders), ("gcn-strategy", strategies)):
+    groups = (("gcn-ablation", kernels), ("attention-order", orders), ("attention-writes", writes))
+    for op, group in (*groups, ("gcn-strategy", strategies)):
         first = len(rows)
         for name, kernel in group.items():
             rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
@@ -381,7 +387,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
         ]
         if args.ablation:
-            jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (128, 512)]
+            jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (32, 128, 512)]
         for job in jobs:
             batch = job()
             print(markdown_rows(batch), flush=True)  # each batch as soon as it is measured

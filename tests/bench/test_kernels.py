@@ -60,5 +60,12 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
     assert len(data["rows"]) == len(rows) > 0
     ours = [r for r in rows if r.impl == "featgraph"]
     assert all(r.ratio == pytest.approx(1.0) for r in ours)
-    assert {r.op for r in rows} == {*kernels.OPS, "gcn-ablation", "attention-order", "gcn-strategy", "csr-build"}
+    assert {r.op for r in rows} == {
+        *kernels.OPS,
+        "gcn-ablation",
+        "attention-order",
+        "attention-writes",
+        "gcn-strategy",
+        "csr-build",
+    }
     assert "| op | graph | d |" in capsys.readouterr().out
