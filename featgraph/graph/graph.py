@@ -51,8 +51,20 @@ def _index_vector(values: Any, what: str) -> torch.Tensor:
     return tensor.to(dtype=torch.int64, memory_format=torch.contiguous_format, copy=True)
 
 
+def _sizes(num_nodes: Any) -> tuple[int, int]:
+    """(num_src, num_dst) from ``num_nodes``: one int for both, a pair for a bipartite graph."""
+    pair = tuple(num_nodes) if isinstance(num_nodes, (tuple, list)) else (num_nodes, num_nodes)
+    if len(pair) != 2 or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in pair):
+        raise ValueError(
+            f"num_nodes must be a non-negative int or a pair (num_src, num_dst) of them, got {num_nodes!r}"
+        )
+    return int(pair[0]), int(pair[1])
+
+
 class Graph:
-    """A directed multigraph on ``num_nodes`` vertices; edge ``e`` goes ``src[e] -> dst[e]``.
+    """A directed multigraph; edge ``e`` goes ``src[e] -> dst[e]``. ``num_nodes`` is one vertex count, or a
+    pair ``(num_src, num_dst)`` for a bipartite graph whose sources and destinations are separate vertex
+    sets (a sampled mini-batch block: its destinations are the first ``num_dst`` of its sources).
 
     Messages flow along edges, so aggregation at vertex ``v`` reduces over its in-edges (PyG's
     convention: ``edge_index[0]`` is the source, ``edge_index[1]`` the destination). Self loops,
@@ -63,7 +75,7 @@ class Graph:
         self,
         src: Any,
         dst: Any,
-        num_nodes: int | None = None,
+        num_nodes: int | tuple[int, int] | None = None,
         edge_weight: Any | None = None,
     ) -> None:
         src_t = _index_vector(src, "src")
@@ -75,28 +87,32 @@ class Graph:
         if src_t.device != dst_t.device:
             raise ValueError(f"src and dst on different devices: {src_t.device} and {dst_t.device}")
         num_edges = src_t.numel()
-        largest = int(torch.maximum(src_t.max(), dst_t.max())) if num_edges else -1
         smallest = int(torch.minimum(src_t.min(), dst_t.min())) if num_edges else 0
         if smallest < 0:
             raise ValueError(f"negative node id {smallest} in the edges")
-        if num_nodes is None:
-            num_nodes = largest + 1
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 0:
-            raise ValueError(f"num_nodes must be a non-negative int, got {num_nodes!r}")
-        num_nodes = int(num_nodes)
-        if largest >= num_nodes:
-            raise ValueError(f"node id {largest} out of range for num_nodes={num_nodes}")
+        largest = (int(src_t.max()), int(dst_t.max())) if num_edges else (-1, -1)
+        sizes = _sizes(num_nodes) if num_nodes is not None else (max(largest) + 1,) * 2
+        if sizes[0] == sizes[1]:
+            if max(largest) >= sizes[0]:
+                raise ValueError(f"node id {max(largest)} out of range for num_nodes={sizes[0]}")
+        else:
+            for role, top, size in zip(("source", "destination"), largest, sizes, strict=True):
+                if top >= size:
+                    raise ValueError(f"{role} id {top} out of range for num_nodes={sizes} (num_src, num_dst)")
         self._src, self._dst = src_t, dst_t
-        self._num_nodes = num_nodes
+        self._num_src, self._num_dst = sizes
         self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
         self._cache: dict[tuple, Any] = {}
 
     @classmethod
-    def _derived(cls, src: torch.Tensor, dst: torch.Tensor, num_nodes: int, edge_weight: torch.Tensor | None) -> Graph:
+    def _derived(
+        cls, src: torch.Tensor, dst: torch.Tensor, sizes: tuple[int, int], edge_weight: torch.Tensor | None
+    ) -> Graph:
         """A graph made from this class's own (already validated, never exposed for writing) tensors:
         shares them instead of copying, so derived graphs (reverse, looped) cost no second copy."""
         graph = cls.__new__(cls)
-        graph._src, graph._dst, graph._num_nodes, graph._edge_weight = src, dst, num_nodes, edge_weight
+        graph._src, graph._dst, graph._edge_weight = src, dst, edge_weight
+        graph._num_src, graph._num_dst = sizes
         graph._cache = {}
         return graph
 
@@ -114,12 +130,44 @@ class Graph:
 
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
-    def from_edge_index(cls, edge_index: Any, num_nodes: int | None = None, edge_weight: Any | None = None) -> Graph:
-        """From PyG's ``edge_index``: a 2 x E integer tensor, row 0 sources, row 1 destinations."""
+    def from_edge_index(
+        cls,
+        edge_index: Any,
+        num_nodes: int | tuple[int, int] | None = None,
+        edge_weight: Any | None = None,
+        size: tuple[int, int] | None = None,
+    ) -> Graph:
+        """From PyG's ``edge_index``: a 2 x E integer tensor, row 0 sources, row 1 destinations; ``size``
+        (PyG's name) or ``num_nodes`` as a pair makes it bipartite: ``(num_src, num_dst)``."""
         index = torch.as_tensor(edge_index)
         if index.dim() != 2 or index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape (2, E), got {tuple(index.shape)}")
-        return cls(index[0], index[1], num_nodes, edge_weight)
+        if size is not None and num_nodes is not None:
+            raise TypeError("from_edge_index takes num_nodes or size, not both")
+        return cls(index[0], index[1], num_nodes if size is None else tuple(size), edge_weight)
+
+    @classmethod
+    def from_csr(
+        cls, indptr: torch.Tensor, indices: torch.Tensor, num_src: int, edge_weight: Any | None = None
+    ) -> Graph:
+        """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
+        sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
+        the graph's own, so kernels build no format for it."""
+        indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
+        if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
+            raise ValueError("indptr must be 1-D with at least one entry and indices 1-D")
+        if int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
+            raise ValueError(
+                f"indptr must rise from 0 to len(indices)={indices.numel()} without falling, got "
+                f"{indptr[0].item()}..{indptr[-1].item()}"
+            )
+        num_dst = indptr.numel() - 1
+        counts = indptr[1:] - indptr[:-1]
+        dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts)
+        graph = cls(indices, dst, (num_src, num_dst), edge_weight)
+        ids = torch.arange(indices.numel(), device=indptr.device)
+        graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
+        return graph
 
     @classmethod
     def from_scipy(cls, matrix: Any, weighted: bool = True) -> Graph:
@@ -145,7 +193,29 @@ class Graph:
     # ---- basic facts --------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
-        return self._num_nodes
+        """The vertex count of a graph with one vertex set; a bipartite graph has two (``num_src_nodes``,
+        ``num_dst_nodes``) and raises here."""
+        if self._num_src != self._num_dst:
+            raise ValueError(
+                f"this graph is bipartite ({self._num_src} sources, {self._num_dst} destinations): "
+                "use num_src_nodes / num_dst_nodes"
+            )
+        return self._num_src
+
+    @property
+    def num_src_nodes(self) -> int:
+        """Rows of source (``src``-indexed) vertex data."""
+        return self._num_src
+
+    @property
+    def num_dst_nodes(self) -> int:
+        """Rows of destination (``dst``-indexed) vertex data, and of an aggregation's output."""
+        return self._num_dst
+
+    @property
+    def is_bipartite(self) -> bool:
+        """Whether sources and destinations are vertex sets of different sizes."""
+        return self._num_src != self._num_dst
 
     @property
     def num_edges(self) -> int:
@@ -162,11 +232,12 @@ class Graph:
     @property
     def index_dtype(self) -> torch.dtype:
         """Index type for kernels: int32 while every id and edge offset fits, else int64."""
-        return index_dtype_for(self._num_nodes, self.num_edges)
+        return index_dtype_for(max(self._num_src, self._num_dst), self.num_edges)
 
     def __repr__(self) -> str:
         weighted = ", weighted" if self._edge_weight is not None else ""
-        return f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device}{weighted})"
+        nodes = (self._num_src, self._num_dst) if self.is_bipartite else self._num_src
+        return f"Graph(num_nodes={nodes}, num_edges={self.num_edges}, device={self.device}{weighted})"
 
     def cached(self, key: tuple, build: Callable[[], Any]) -> Any:
         """Per-graph memo: ``build()`` once per ``key``. Holds the derived formats and the compiled kernels
@@ -183,19 +254,21 @@ class Graph:
 
     def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""
-        return self._compressed("csr", self._dst, self._src, index_dtype)
+        return self._compressed("csr", self._dst, self._src, self._num_dst, index_dtype)
 
     def csc(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
-        return self._compressed("csc", self._src, self._dst, index_dtype)
+        return self._compressed("csc", self._src, self._dst, self._num_src, index_dtype)
 
-    def _compressed(self, name: str, rows: torch.Tensor, cols: torch.Tensor, index_dtype: torch.dtype) -> Compressed:
+    def _compressed(
+        self, name: str, rows: torch.Tensor, cols: torch.Tensor, num_rows: int, index_dtype: torch.dtype
+    ) -> Compressed:
         """Cached per index dtype; a narrow copy does not keep the int64 one alive (kernels read int32)."""
         if index_dtype == torch.int64:
-            return self.cached((name,), lambda: compress(rows, cols, self._num_nodes))
+            return self.cached((name,), lambda: compress(rows, cols, num_rows))
 
         def narrow() -> Compressed:
-            full = self._cache.get((name,)) or compress(rows, cols, self._num_nodes)
+            full = self._cache.get((name,)) or compress(rows, cols, num_rows)
             return full.to(index_dtype)
 
         return self.cached((name, index_dtype), narrow)
@@ -207,13 +280,13 @@ class Graph:
         data = torch.ones(self.num_edges) if edge_values is None else edge_values[edge_ids]
         with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.sparse_csr_tensor(indptr, indices, data, (self._num_nodes, self._num_nodes))
+            return torch.sparse_csr_tensor(indptr, indices, data, (self._num_dst, self._num_src))
 
     def in_degrees(self) -> torch.Tensor:
-        return self.cached(("in_deg",), lambda: torch.bincount(self._dst, minlength=self._num_nodes))
+        return self.cached(("in_deg",), lambda: torch.bincount(self._dst, minlength=self._num_dst))
 
     def out_degrees(self) -> torch.Tensor:
-        return self.cached(("out_deg",), lambda: torch.bincount(self._src, minlength=self._num_nodes))
+        return self.cached(("out_deg",), lambda: torch.bincount(self._src, minlength=self._num_src))
 
     def has_csr(self) -> bool:
         """Whether the CSR is already built (edge-centric kernels avoid building it)."""
@@ -222,7 +295,8 @@ class Graph:
     def reverse(self) -> Graph:
         """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
         return self.cached(
-            ("reverse",), lambda: Graph._derived(self._dst, self._src, self._num_nodes, self._edge_weight)
+            ("reverse",),
+            lambda: Graph._derived(self._dst, self._src, (self._num_dst, self._num_src), self._edge_weight),
         )
 
     def self_loop_edges(self) -> torch.Tensor:
@@ -232,18 +306,20 @@ class Graph:
     def with_self_loops(self, fill_weight: float = 1.0) -> Graph:
         """This graph's edges without its self loops, then one loop per vertex (PyG's ``remove_self_loops``
         followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
-        weighted. Cached, so a layer calling it every epoch builds it once."""
+        weighted. A bipartite graph gets a loop on each destination ``v`` from source ``v`` (its
+        destinations are the first of its sources, as in a sampled block; PyG loops the same
+        ``min(num_src, num_dst)`` ids). Cached, so a layer calling it every epoch builds it once."""
         return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(fill_weight))
 
     def _loops_replaced(self, fill_weight: float) -> Graph:
         keep = self._src != self._dst
-        loops = torch.arange(self._num_nodes, dtype=self._src.dtype, device=self.device)
+        loops = torch.arange(min(self._num_src, self._num_dst), dtype=self._src.dtype, device=self.device)
         weight = None
         if self._edge_weight is not None:
             fill = torch.full((loops.numel(),), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
             weight = torch.cat([self._edge_weight[keep], fill])
         src, dst = torch.cat([self._src[keep], loops]), torch.cat([self._dst[keep], loops])
-        return Graph._derived(src, dst, self._num_nodes, weight)
+        return Graph._derived(src, dst, (self._num_src, self._num_dst), weight)
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:
@@ -255,7 +331,8 @@ class Graph:
         if order == "csc":
             return self.csc().edge_ids
         if order == "hilbert":
-            return self.cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, self._num_nodes))
+            side = max(self._num_src, self._num_dst)
+            return self.cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, side))
         raise ValueError(f"unknown edge order {order!r}; expected one of {EDGE_ORDERS}")
 
     def permute_edge_values(self, values: torch.Tensor, from_order: str, to_order: str) -> torch.Tensor:
@@ -284,7 +361,8 @@ class Graph:
     def source_partitions(self, num_parts: int) -> SourcePartitions:
         """Sources cut into ``num_parts`` equal id ranges, each with its own CSR (cached per count)."""
         return self.cached(
-            ("partitions", num_parts), lambda: partition_sources(self._src, self._dst, self._num_nodes, num_parts)
+            ("partitions", num_parts),
+            lambda: partition_sources(self._src, self._dst, self._num_src, self._num_dst, num_parts),
         )
 
     def hubs(self, threshold: int, capacity: int) -> HubPartition:
@@ -295,15 +373,19 @@ class Graph:
 
     def tc_translation(self, block_width: int = 8) -> TCTranslation:
         """TC-GNN's 16-row-window translation with condensed column blocks (cached per width)."""
-        return self.cached(("tc", block_width), lambda: translate(self._src, self._dst, self._num_nodes, block_width))
+        return self.cached(
+            ("tc", block_width), lambda: translate(self._src, self._dst, self._num_src, self._num_dst, block_width)
+        )
 
     @property
     def fingerprint(self) -> str:
-        """Stable hex digest of the structure (num_nodes and edges in user order), for on-disk caches."""
+        """Stable hex digest of the structure (vertex counts and edges in user order), for on-disk caches."""
 
         def digest() -> str:
             h = hashlib.blake2b(digest_size=16)
-            h.update(np.int64(self._num_nodes).tobytes())
+            h.update(np.int64(self._num_src).tobytes())
+            if self.is_bipartite:  # a square graph's digest stays what it was
+                h.update(np.int64(self._num_dst).tobytes())
             h.update(self._src.cpu().numpy().tobytes())
             h.update(self._dst.cpu().numpy().tobytes())
             return h.hexdigest()

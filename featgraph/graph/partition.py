@@ -18,24 +18,26 @@ from .formats import Compressed, compress
 @dataclass(frozen=True)
 class SourcePartitions:
     """Per-segment CSR: edges of segment ``k`` into destination ``v`` are
-    ``indptr[k * num_nodes + v] : indptr[k * num_nodes + v + 1]``."""
+    ``indptr[k * num_dst + v] : indptr[k * num_dst + v + 1]``."""
 
     num_parts: int
-    boundaries: torch.Tensor  # (K + 1,) source-id cut points, boundaries[0] = 0, boundaries[K] = num_nodes
-    csr: Compressed  # indptr of length K * num_nodes + 1; indices are sources; edge_ids in user order
+    boundaries: torch.Tensor  # (K + 1,) source-id cut points, boundaries[0] = 0, boundaries[K] = num_src
+    csr: Compressed  # indptr of length K * num_dst + 1; indices are sources; edge_ids in user order
 
     def segment_of(self, part: int) -> tuple[int, int]:
         """Source-id range [lo, hi) of one segment."""
         return int(self.boundaries[part]), int(self.boundaries[part + 1])
 
 
-def partition_sources(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, num_parts: int) -> SourcePartitions:
-    """Cut source ids into ``num_parts`` equal ranges and build each range's CSR."""
+def partition_sources(
+    src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, num_parts: int
+) -> SourcePartitions:
+    """Cut source ids into ``num_parts`` equal ranges and build each range's CSR over the destinations."""
     if num_parts < 1:
         raise ValueError(f"num_parts must be >= 1, got {num_parts}")
-    boundaries = torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_nodes, num_parts, rounding_mode="floor")
+    boundaries = torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_src, num_parts, rounding_mode="floor")
     part = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True)
-    csr = compress(part * num_nodes + dst, src, num_parts * num_nodes)
+    csr = compress(part * num_dst + dst, src, num_parts * num_dst)
     return SourcePartitions(num_parts, boundaries, csr)
 
 

@@ -24,7 +24,7 @@ class TCTranslation:
     ``edge_col[e]`` of block ``edge_block[e]``; duplicate edges share a cell.
     """
 
-    num_nodes: int
+    num_rows: int  # destinations, 16 to a window
     block_width: int
     window_block_ptr: torch.Tensor
     block_columns: torch.Tensor
@@ -54,18 +54,21 @@ class TCTranslation:
         return tiles.view(self.num_blocks, WINDOW_ROWS, self.block_width)
 
 
-def translate(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, block_width: int = 8) -> TCTranslation:
-    """Build the translation with vectorised sorting (no per-window Python loop)."""
+def translate(
+    src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, block_width: int = 8
+) -> TCTranslation:
+    """Build the translation with vectorised sorting (no per-window Python loop): windows of 16
+    destinations, columns condensed from the ``num_src`` sources."""
     if block_width not in (8, 16):
         raise ValueError(f"block_width must be 8 or 16, got {block_width}")
     device = src.device
-    num_windows = (num_nodes + WINDOW_ROWS - 1) // WINDOW_ROWS
+    num_windows = (num_dst + WINDOW_ROWS - 1) // WINDOW_ROWS
     window = torch.div(dst, WINDOW_ROWS, rounding_mode="floor")
     # distinct (window, column) pairs in sorted order; inverse maps every edge to its pair
-    keys = window * max(num_nodes, 1) + src
+    keys = window * max(num_src, 1) + src
     pairs, pair_of_edge = torch.unique(keys, sorted=True, return_inverse=True)
-    pair_window = torch.div(pairs, max(num_nodes, 1), rounding_mode="floor")
-    pair_column = pairs - pair_window * max(num_nodes, 1)
+    pair_window = torch.div(pairs, max(num_src, 1), rounding_mode="floor")
+    pair_column = pairs - pair_window * max(num_src, 1)
     columns_per_window = torch.bincount(pair_window, minlength=num_windows)
     first_pair = torch.zeros(num_windows + 1, dtype=torch.int64, device=device)
     torch.cumsum(columns_per_window, 0, out=first_pair[1:])
@@ -81,7 +84,7 @@ def translate(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, block_width:
     block_columns = torch.full((num_blocks, block_width), -1, dtype=torch.int64, device=device)
     block_columns[pair_block, pair_slot] = pair_column
     return TCTranslation(
-        num_nodes=num_nodes,
+        num_rows=num_dst,
         block_width=block_width,
         window_block_ptr=window_block_ptr,
         block_columns=block_columns,

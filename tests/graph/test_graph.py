@@ -2,6 +2,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from featgraph import Graph
@@ -216,3 +217,71 @@ def test_cached_builds_hand_their_freed_temporaries_back():
     g.cached(("temporaries",), _heap_temporaries)  # inside: freed pages go back, the old ones too
     assert _resident_mb() - before < 40
     assert len(kept) == 1
+
+
+def bipartite_edges(num_src: int, num_dst: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    return src, torch.randint(0, num_dst, (num_edges,), generator=gen)
+
+
+@pytest.mark.parametrize(("num_src", "num_dst"), [(11, 4), (3, 9), (6, 0), (0, 5)])
+def test_bipartite_formats_match_scipy(num_src, num_dst):
+    num_edges = 40 if num_src and num_dst else 0
+    src, dst = bipartite_edges(max(num_src, 1), max(num_dst, 1), num_edges, seed=num_src * 10 + num_dst)
+    g = Graph.from_edge_index(torch.stack([src, dst]), size=(num_src, num_dst))
+    assert (g.num_src_nodes, g.num_dst_nodes, g.is_bipartite) == (num_src, num_dst, True)
+    ref = sp.coo_matrix((np.ones(num_edges), (dst.numpy(), src.numpy())), shape=(num_dst, num_src)).tocsr()
+    indptr, indices, edge_ids = g.csr()
+    assert np.array_equal(indptr.numpy(), row_offsets(ref)) and torch.equal(src[edge_ids], indices)
+    csc = g.csc()
+    assert csc.indptr.numel() == num_src + 1 and torch.equal(dst[csc.edge_ids], csc.indices)
+    assert torch.equal(g.in_degrees(), torch.from_numpy(np.asarray(ref.sum(1)).ravel()).long())
+    assert torch.equal(g.out_degrees(), torch.from_numpy(np.asarray(ref.sum(0)).ravel()).long())
+    x = torch.randn(num_src, 3, dtype=torch.float64)
+    torch.testing.assert_close(g.adjacency().to(torch.float64) @ x, torch.from_numpy(ref @ x.numpy()))
+    back = g.reverse()
+    assert (back.num_src_nodes, back.num_dst_nodes) == (num_dst, num_src)
+    parts = g.source_partitions(3)
+    assert parts.csr.indptr.numel() == 3 * num_dst + 1 and int(parts.boundaries[-1]) == num_src
+    with pytest.raises(ValueError, match="bipartite .* use num_src_nodes / num_dst_nodes"):
+        _ = g.num_nodes
+    assert "num_nodes=(" in repr(g) and g.fingerprint != Graph(src, dst, max(num_src, num_dst) or 1).fingerprint
+
+
+def test_bipartite_self_loops_join_each_destination_to_the_source_of_its_id():
+    src, dst = torch.tensor([4, 1, 2, 0]), torch.tensor([1, 1, 2, 0])
+    looped = Graph(src, dst, (5, 3)).with_self_loops()
+    got_src, got_dst = looped.coo()
+    assert got_src.tolist() == [4, 0, 1, 2] and got_dst.tolist() == [1, 0, 1, 2]  # loops replaced, then appended
+    assert (looped.num_src_nodes, looped.num_dst_nodes) == (5, 3)
+
+
+def test_from_csr_keeps_the_given_csr_and_its_order():
+    indptr, indices = torch.tensor([0, 2, 2, 5]), torch.tensor([4, 0, 1, 1, 6])
+    g = Graph.from_csr(indptr, indices, num_src=7)
+    assert (g.num_src_nodes, g.num_dst_nodes, g.num_edges) == (7, 3, 5)
+    csr = g.csr()
+    assert csr.indptr is g.csr().indptr and torch.equal(csr.indptr, indptr) and torch.equal(csr.indices, indices)
+    assert torch.equal(csr.edge_ids, torch.arange(5))
+    src, dst = g.coo()
+    assert torch.equal(src, indices) and dst.tolist() == [0, 0, 2, 2, 2]
+    assert torch.equal(g.csr(torch.int32).indptr, indptr.int())
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Graph(torch.tensor([5]), torch.tensor([0]), (5, 3)), "source id 5 out of range"),
+        (lambda: Graph(torch.tensor([0]), torch.tensor([3]), (5, 3)), "destination id 3 out of range"),
+        (lambda: Graph(torch.tensor([0]), torch.tensor([0]), (5, -1)), "pair"),
+        (lambda: Graph(torch.tensor([0]), torch.tensor([0]), (5, 3, 1)), "pair"),
+        (lambda: Graph.from_edge_index(torch.zeros(2, 1, dtype=torch.long), 2, size=(2, 2)), "num_nodes or size"),
+        (lambda: Graph.from_csr(torch.tensor([1, 2]), torch.tensor([0]), 3), "rise from 0"),
+        (lambda: Graph.from_csr(torch.tensor([0, 2, 1]), torch.tensor([0]), 3), "rise from 0"),
+        (lambda: Graph.from_csr(torch.tensor([0, 1]), torch.tensor([3]), 3), "source id 3 out of range"),
+    ],
+)
+def test_bad_bipartite_input(build, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        build()
