@@ -27,8 +27,8 @@ import torch
 from .. import te
 from ..backends.cpu import buffers
 from ..graph import Graph
-from ..te.expr import Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
-from ..te.grad import ONE, ZERO, add, diff, is_zero, mul, substitute, where
+from ..te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
+from ..te.grad import ZERO, add, diff, is_zero, mul, substitute, where
 from .kernel import TORCH_DTYPES, Kernel, compute_dtype, divide_by_in_degree
 from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
 
@@ -55,24 +55,54 @@ def _feature_index(site: Load) -> tuple[Expr, ...]:
     return site.indices if _role(site) == "dense" else site.indices[1:]
 
 
-def _bind_axes(p: Placeholder, site: Load, axes: tuple[Var, ...]) -> tuple[dict[int, Var], Expr, list[Var]]:
+def _in_range(axis: Var, start: int, extent: int) -> Expr:
+    """An index that equals ``axis`` where it lies in ``[start, start + extent)`` and stays inside that range
+    elsewhere (``start + (axis - start) mod extent``), so a term evaluated at a position outside the range
+    reads nothing out of bounds before it is discarded."""
+    if extent == 1:
+        return Const(start)
+    shifted = BinOp("+", axis, Const(-start % extent)) if start % extent else axis
+    return add(Const(start), BinOp("%", shifted, Const(extent)))
+
+
+def _bind_axes(
+    p: Placeholder, site: Load, axes: tuple[Var, ...], pinned: dict[int, Var] | None = None
+) -> tuple[dict[int, Expr], list[Expr], tuple[Var, ...]]:
     """Bind the site's index to ``p``'s gradient ``axes``: the loop variable indexing each axis maps to it
-    (first use), a constant index becomes an indicator; also the variable each axis is indexed by."""
-    mapping: dict[int, Var] = {}
-    indicator: Expr = ONE
-    indexed_by: list[Var] = []
+    (first use), or to the ``pinned`` variable standing for it (the winner scatter's output positions).
+    Returns that mapping, the conditions under which a gradient position receives the site's term (a
+    constant index, a variable covering part of the axis) and the variable addressing each axis."""
+    pinned = pinned or {}
+    mapping: dict[int, Expr] = {}
+    conditions: list[Expr] = []
+    write: list[Var] = []
     for t, idx in enumerate(_feature_index(site)):
+        axis = axes[t]
         if isinstance(idx, Var) and idx.kind in ("axis", "reduce") and id(idx) not in mapping:
-            mapping[id(idx)] = axes[t]
-            indexed_by.append(idx)
+            if id(idx) in pinned:
+                mapping[id(idx)] = pinned[id(idx)]
+                write.append(pinned[id(idx)])
+                continue
+            start = idx.start if idx.kind == "reduce" else 0
+            stop = start + idx.extent
+            mapping[id(idx)] = axis if (start, stop) == (0, axis.extent) else _in_range(axis, start, idx.extent)
+            conditions += [BinOp(">=", axis, Const(start))] if start > 0 else []
+            conditions += [BinOp("<", axis, Const(stop))] if stop < axis.extent else []
         elif isinstance(idx, Const):
-            indicator = mul(indicator, where(Call("eq", (axes[t], idx)), ONE, ZERO))
-            indexed_by.append(axes[t])
+            conditions.append(Call("eq", (axis, idx)))
         else:
             raise NotImplementedError(
                 f"gradient of {p.name!r}: each index must be one axis used once, or a constant; got {idx}"
             )
-    return mapping, indicator, indexed_by
+        write.append(axis)
+    return mapping, conditions, tuple(write)
+
+
+def _restrict(term: Expr, conditions: list[Expr]) -> Expr:
+    """``term`` where every condition holds, else 0 (a select: the discarded term never multiplies)."""
+    for condition in conditions:
+        term = where(condition, term, ZERO)
+    return term
 
 
 def _gradient_axes(p: Placeholder, role: str) -> tuple[Var, ...]:
@@ -84,29 +114,26 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
     """Per role (src/dst/eid/dense): P's gradient axes and the expression summed into them per edge."""
     spec, graph = kernel.spec, kernel.graph
     op = spec.op
-    out_kind = "dst" if spec.kind == "spmm" else "eid"
-    out_rows = graph.num_nodes if spec.kind == "spmm" else graph.num_edges
-    grad = te.placeholder((out_rows, *op.shape), dtype=grad_dtype, name=GRAD)
-    out_var = Var(out_kind, out_kind)  # graph variables are matched by kind when the gradient UDF is traced
-    winner = None
-    if spec.reducer in ("max", "min"):
-        arg = te.placeholder((graph.num_nodes, *op.shape), dtype="int64", name=ARG)
-        eid = Var("eid", "eid")
-        winner = (arg, eid)
+    row_kind = {"spmm": "dst", "sddmm": "eid"}.get(spec.kind)  # an edge sum's output has no rows
+    rows = () if row_kind is None else (graph.num_nodes if row_kind == "dst" else graph.num_edges,)
+    out_index = () if row_kind is None else (Var(row_kind, row_kind),)
+    grad = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=GRAD)
+    # logsumexp weighs each edge's term by its softmax share exp(msg - out[dst])
+    out = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=OUT) if spec.reducer == "logsumexp" else None
+    # max/min: only the winning edge of each output element contributes
+    arg = te.placeholder((*rows, *op.shape), dtype="int64", name=ARG) if spec.reducer in ("max", "min") else None
     terms: dict[str, tuple[tuple[Var, ...], Expr]] = {}
     for site in _sites(op, p):
         role = _role(site)
         if role not in terms:
             terms[role] = (_gradient_axes(p, role), ZERO)
         axes, total = terms[role]
-        mapping, indicator, _ = _bind_axes(p, site, axes)
-        term = mul(mul(Load(grad, (out_var, *op.axis)), diff(op.body, site)), indicator)
-        if spec.reducer == "logsumexp":
-            out = te.placeholder((graph.num_nodes, *op.shape), dtype=grad_dtype, name=OUT)
-            term = mul(te.exp(op.body - Load(out, (out_var, *op.axis))), term)
-        if winner is not None:
-            arg, eid = winner
-            term = mul(where(Call("eq", (Load(arg, (out_var, *op.axis)), eid)), ONE, ZERO), term)
+        mapping, conditions, _ = _bind_axes(p, site, axes)
+        term = mul(Load(grad, (*out_index, *op.axis)), diff(op.body, site))
+        if out is not None:
+            term = mul(te.exp(op.body - Load(out, (*out_index, *op.axis))), term)
+        if arg is not None:
+            term = _restrict(term, [Call("eq", (Load(arg, (*out_index, *op.axis)), Var("eid", "eid")))])
         summed = {
             id(a): te.reduce_axis((0, a.extent), name=f"o{n}") for n, a in enumerate(op.axis) if id(a) not in mapping
         }
@@ -114,7 +141,7 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
         term = substitute(term, lambda v, rename=rename: rename.get(id(v)))
         if summed:
             term = Reduce("sum", term, tuple(summed.values()))
-        terms[role] = (axes, add(total, term))
+        terms[role] = (axes, add(total, _restrict(term, conditions)))
     return terms
 
 
@@ -132,13 +159,12 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
     for site in _sites(op, p):
         role = _role(site)
         axes = axes_of.setdefault(role, _gradient_axes(p, role))
-        mapping, indicator, indexed_by = _bind_axes(p, site, axes)
-        write = tuple(to_outer.get(id(v), a) for v, a in zip(indexed_by, axes, strict=True))
+        mapping, conditions, write = _bind_axes(p, site, axes, pinned=to_outer)
         if role in found and found[role][0] != write:
             return None
-        term = mul(mul(Load(grad, (Var("dst", "dst"), *outer)), diff(op.body, site)), indicator)
-        rename = {**mapping, **to_outer}  # output axes are fixed per visited element, not summed
-        term = substitute(term, lambda v, rename=rename: rename.get(id(v)))
+        term = mul(Load(grad, (Var("dst", "dst"), *outer)), diff(op.body, site))
+        rename = {**to_outer, **mapping}  # output axes are fixed per visited element, not summed
+        term = _restrict(substitute(term, lambda v, rename=rename: rename.get(id(v))), conditions)
         found[role] = (write, add(found[role][1], term) if role in found else term)
     result = {}
     for role, (write, body) in found.items():

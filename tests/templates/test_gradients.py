@@ -153,3 +153,59 @@ def test_input_seen_only_through_a_condition_gets_zero_gradient(graph):
     x, q = randn(N, 3), randn(N, 3)
     kernel(X=x, Q=q).sum().backward()
     assert torch.equal(q.grad, torch.zeros_like(q)) and x.grad.abs().sum() > 0
+
+
+def test_logsumexp_with_one_placeholder_loaded_twice(graph):
+    """``X[s, i] * X[s, i]``: two load sites of one placeholder share the forward's output in the softmax
+    weight of their terms."""
+    src, dst = graph.coo()
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * X[s, i] - X[t, i]), "logsumexp")
+    x = randn(N, 3)
+    assert gradcheck(lambda a: kernel(X=a), (x,))
+    ours = torch.autograd.grad(kernel(X=x).sin().sum(), x)[0]
+    want = torch.autograd.grad(reduce_messages(x[src] * x[src] - x[dst], dst, N, "logsumexp").sin().sum(), x)[0]
+    torch.testing.assert_close(ours, want)
+
+
+def test_edge_sum_is_differentiable(graph):
+    """The gradient of an edge sum's output (one dense tensor, no rows) reaches vertex, edge and dense data."""
+    src, dst = graph.coo()
+    X, A = te.placeholder((N, 3), dtype="float64", name="X"), te.placeholder((E, 2), dtype="float64", name="A")
+    W = te.placeholder((3, 2), dtype="float64", name="W")
+    kernel = fg.templates.edge_sum(
+        graph, lambda s, t, e: te.compute((2, 3), lambda h, i: X[s, i] * A[e, h] * W[i, h] + X[t, i])
+    )
+    inputs = (randn(N, 3), randn(E, 2), randn(3, 2))
+    assert gradcheck(lambda x, a, w: kernel(X=x, A=a, W=w), inputs)
+    x, a, w = inputs
+    upstream = torch.randn(2, 3, dtype=F64)
+    ours = torch.autograd.grad((kernel(X=x, A=a, W=w) * upstream).sum(), inputs)
+    dense = (x[src].unsqueeze(1) * a.unsqueeze(2) * w.t() + x[dst].unsqueeze(1)).sum(0)
+    for got, want in zip(ours, torch.autograd.grad((dense * upstream).sum(), inputs), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("reducer", ["sum", "max", "logsumexp"])
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_axes_covering_part_of_a_dimension(graph, reducer, target, request):
+    """An output axis narrower than the dimension it indexes, and reduce axes starting above 0, read a
+    block of their placeholder: only that block receives gradient, and the gradient kernels read nothing
+    outside ``fg_grad`` (the subscript checks would refuse them)."""
+    if target == "gpu":
+        request.getfixturevalue("interpreted_gpu")
+    src, dst = graph.coo()
+    X, W = te.placeholder((N, 5), dtype="float64", name="X"), te.placeholder((6, 3), dtype="float64", name="W")
+
+    def msgfunc(s, t, e):
+        k = te.reduce_axis((1, 4), name="k")
+        return te.compute((2,), lambda i: te.sum(X[s, k] * W[k, i] + X[t, i], axis=k) * W[5, i])
+
+    kernel = fg.spmm(graph, msgfunc, reducer, target=target)
+    x, w = randn(N, 5), randn(6, 3)
+    upstream = torch.randn(N, 2, dtype=F64)
+    ours = torch.autograd.grad((kernel(X=x, W=w) * upstream).sum(), (x, w))
+    messages = (x[src, 1:4] @ w[1:4, :2]) + 3 * x[dst, :2]
+    dense = reduce_messages(messages * w[5, :2], dst, N, reducer)
+    for got, want in zip(ours, torch.autograd.grad((dense * upstream).sum(), (x, w)), strict=True):
+        torch.testing.assert_close(got, want)
