@@ -1,7 +1,8 @@
 """The walk over a UDF's expression tree that both backends share; each supplies its syntax.
 
 An expression lowers two ways: as an integer *index* (tensor subscripts: graph variables, axes, integer
-arithmetic, int64 loads) or as a *value* of the compute type (arithmetic, comparisons as 0/1, intrinsics).
+arithmetic with Python's floor division and modulo, int64 loads) or as a *value* of the compute type
+(arithmetic, comparisons as 0/1, intrinsics).
 The tree walk and its rules (which nodes may index, how floor division and modulo of values are formed,
 how integer equality compares ids exactly) live here once; a backend's subclass says how a constant, a
 variable, a load, a cast to the compute type, a 0/1 test, a select, a pairwise max/min, a cast and the
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 from ..te.expr import BinOp, Call, Const, Expr, Load, Reduce, Var, is_integer
 
+# integer floor division and modulo with Python's signs (C++ and Triton round toward zero); every backend's
+# generated code defines these two functions
+INTEGER_DIVISION = {"//": "fg_floordiv", "%": "fg_floormod"}
+
 
 class ExpressionLowering:
-    """Shared tree walk; subclasses set ``FLOOR``, ``INT_DIV``, ``UNARY`` and implement the hooks."""
+    """Shared tree walk; subclasses set ``FLOOR``, ``UNARY`` and implement the hooks."""
 
     FLOOR: str  # the floor function of values, e.g. "std::floor"
-    INT_DIV: str  # integer division in index arithmetic, e.g. "/" (C++) or "//" (Triton)
     UNARY: dict[str, str]  # intrinsic -> format of its one argument ``{0}``
 
     def index(self, e: Expr) -> str:
@@ -30,9 +34,10 @@ class ExpressionLowering:
             return str(e.value)
         if isinstance(e, Var):
             return self.variable(e)
-        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "/", "%"):
-            op = self.INT_DIV if e.op in ("//", "/") else e.op
-            return f"({self.index(e.a)} {op} {self.index(e.b)})"
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+            return f"({self.index(e.a)} {e.op} {self.index(e.b)})"
+        if isinstance(e, BinOp) and e.op in ("//", "%"):  # Python's rounding: each backend defines both
+            return f"{INTEGER_DIVISION[e.op]}({self.index(e.a)}, {self.index(e.b)})"
         raise TypeError(f"unsupported index expression {type(e).__name__}: indices must be integer arithmetic")
 
     def value(self, e: Expr) -> str:

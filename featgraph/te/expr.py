@@ -68,8 +68,14 @@ class Expr:
     def __floordiv__(self, o: ExprLike) -> BinOp:
         return self._bin("//", o)
 
+    def __rfloordiv__(self, o: ExprLike) -> BinOp:
+        return self._bin("//", o, True)
+
     def __mod__(self, o: ExprLike) -> BinOp:
         return self._bin("%", o)
+
+    def __rmod__(self, o: ExprLike) -> BinOp:
+        return self._bin("%", o, True)
 
     def __neg__(self) -> BinOp:
         return BinOp("-", Const(0), self)
@@ -112,6 +118,14 @@ class Var(Expr):
     kind: str
     extent: int = 0  # for axis/reduce variables
     start: int = 0  # reduce axes may start above 0
+
+    @property
+    def label(self) -> str:
+        """The name the user gave: ``te.reduce_axis(..., name="k")`` is held as ``rk_k_<n>``, an axis
+        ``i`` of ``te.compute`` as ``ax_i``."""
+        if self.kind == "reduce":
+            return self.name.removeprefix("rk_").rsplit("_", 1)[0]
+        return self.name.removeprefix("ax_")
 
 
 @dataclass(eq=False)
@@ -187,6 +201,14 @@ class ComputeOp:
     placeholders: tuple[Placeholder, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        for v in free_vars(self.body):
+            if v.kind == "reduce":
+                raise ValueError(
+                    f"reduce axis {v.label!r} is used outside a te.sum, te.max or te.min over it: reduce it, "
+                    "or use an output axis"
+                )
+            if not any(v is a for a in self.axis):
+                raise ValueError(f"axis {v.label!r} belongs to another te.compute")
         seen: dict[str, Placeholder] = {}
         for node in self.body.walk():
             if isinstance(node, Load):
@@ -202,6 +224,19 @@ class ComputeOp:
             if isinstance(node, Reduce):
                 axes.extend(a for a in node.axes if a not in axes)
         return tuple(axes)
+
+
+def free_vars(e: Expr) -> list[Var]:
+    """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself."""
+    if isinstance(e, Var):
+        return [e] if e.kind in ("axis", "reduce") else []
+    inner = free_vars(e.body) if isinstance(e, Reduce) else [v for c in e.children() for v in free_vars(c)]
+    found: list[Var] = []
+    for v in inner:
+        bound = isinstance(e, Reduce) and any(v is a for a in e.axes)
+        if not bound and not any(v is f for f in found):
+            found.append(v)
+    return found
 
 
 def is_integer(e: Expr) -> bool:

@@ -14,6 +14,7 @@ from ..backends import cpu, gpu, toolchain
 from ..backends.cpu import buffers
 from ..graph import Graph
 from ..schedule import Schedule, build_schedule
+from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
 from .spec import KernelSpec, indexed_by, placeholder_roles
 
@@ -74,10 +75,11 @@ def compute_dtype(op: ComputeOp) -> str:
 
 
 def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
-    """Vertex data must have one row per node, edge data one row per edge."""
+    """Source data must have one row per source vertex, destination data one per destination vertex,
+    edge data one per edge."""
     for kind, rows, what in (
-        ("src", graph.num_nodes, "nodes"),
-        ("dst", graph.num_nodes, "nodes"),
+        ("src", graph.num_src_nodes, "source vertices" if graph.is_bipartite else "nodes"),
+        ("dst", graph.num_dst_nodes, "destination vertices" if graph.is_bipartite else "nodes"),
         ("eid", graph.num_edges, "edges"),
     ):
         for p in indexed_by(op, kind):
@@ -114,6 +116,14 @@ def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:
     return values / degree.view(-1, *[1] * (values.dim() - 1))
 
 
+def value_range(t: torch.Tensor) -> tuple[int, int] | None:
+    """(min, max) of an int64 tensor's values, None when it is empty (or not int64: not a subscript)."""
+    if t.dtype != torch.int64 or t.numel() == 0:
+        return None
+    low, high = torch.aminmax(t)
+    return int(low), int(high)
+
+
 class Kernel:
     """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``."""
 
@@ -133,6 +143,7 @@ class Kernel:
             raise ValueError(f"target='cpu' needs a graph on the CPU, this one is on {graph.device}")
         placeholder_roles(spec.op)  # validates how placeholders are indexed
         check_placeholder_rows(spec.op, graph)
+        self._subscripts = SubscriptCheck(spec.op, graph.num_src_nodes, graph.num_dst_nodes, graph.num_edges)
         self.graph = graph
         self.spec = spec
         self.target = target
@@ -184,6 +195,10 @@ class Kernel:
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             bound.append(buffers.contiguous(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute)))
+        if self._subscripts.deferred:
+            self._subscripts.check_data(
+                {p.name: value_range(t) for p, t in zip(self.spec.op.placeholders, bound, strict=True)}
+            )
         return bound
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:

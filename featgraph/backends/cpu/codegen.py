@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ...schedule import AxisPlan, Schedule
-from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, is_integer
+from ...te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, free_vars, is_integer
 from ..expression import ExpressionLowering
 
 GRAPH_VARS = {"src": "s", "dst": "v", "eid": "e"}
@@ -50,6 +50,12 @@ static inline float fg_exp(float x) {
   return x != x ? x : x < -104.0f ? 0.0f : x > 88.72284f ? std::numeric_limits<float>::infinity() : v;
 }
 static inline double fg_exp(double x) { return std::exp(x); }
+// integer // and % as Python rounds them (C++ truncates toward zero); with a divisor and dividend known
+// to be positive g++ folds them to plain / and %
+static inline int64_t fg_floormod(int64_t a, int64_t b) {
+  const int64_t r = a % b; return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+static inline int64_t fg_floordiv(int64_t a, int64_t b) { return (a - fg_floormod(a, b)) / b; }
 static inline T fg_sigmoid(T x) { return T(1) / (T(1) + fg_exp(-x)); }
 // where(c, a, b) with both sides evaluated, as on the GPU: a load inside a C++ conditional is a masked
 // load to g++, which does not vectorise the loop around it (measured: an MLP's weight gradient 10x slower)
@@ -92,7 +98,6 @@ class Emitter(ExpressionLowering):
     reduce_names: dict[int, str]  # id(Reduce) -> C++ expression holding its value
 
     FLOOR = "std::floor"
-    INT_DIV = "/"
     UNARY = {
         **{fn: f"std::{fn}({{0}})" for fn in ("log", "sqrt", "tanh", "abs")},
         "exp": "fg_exp({0})",
@@ -138,19 +143,6 @@ class Emitter(ExpressionLowering):
         seed, element = self.index(e.args[0]), self.index(e.args[1])
         threshold = round(p * (1 << KEEP_BITS))
         return f"(fg_keep((uint64_t)({seed}), {element}, {threshold}ULL) ? T({1.0 / (1.0 - p)!r}) : T(0))"
-
-
-def free_vars(e: Expr) -> list[Var]:
-    """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself."""
-    if isinstance(e, Var):
-        return [e] if e.kind in ("axis", "reduce") else []
-    inner = free_vars(e.body) if isinstance(e, Reduce) else [v for c in e.children() for v in free_vars(c)]
-    found: list[Var] = []
-    for v in inner:
-        bound = isinstance(e, Reduce) and any(v is a for a in e.axes)
-        if not bound and not any(v is f for f in found):
-            found.append(v)
-    return found
 
 
 def reduces_inner_first(body: Expr) -> list[tuple[Reduce, bool]]:

@@ -87,7 +87,6 @@ class Emitter(ExpressionLowering):
     sizes: dict[str, int] = field(default_factory=dict)  # values of the block-size constants
 
     FLOOR = "tl.floor"
-    INT_DIV = "//"
     UNARY = UNARY
 
     def place(self, name: str, dim: int) -> str:

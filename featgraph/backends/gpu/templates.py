@@ -37,6 +37,17 @@ INDENT = "        "
 HEADER = """import torch
 import triton
 import triton.language as tl
+
+
+@triton.jit
+def fg_floormod(a, b):  # integer % as Python rounds it (Triton's takes the dividend's sign, its interpreter not)
+    r = a % b
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+
+
+@triton.jit
+def fg_floordiv(a, b):  # integer // as Python rounds it: an exact division, however the backend rounds
+    return (a - fg_floormod(a, b)) // b
 """
 
 

@@ -3,9 +3,9 @@ import torch
 
 import featgraph as fg
 from featgraph import te
-from featgraph.backends.cpu.codegen import Emitter, Tile, free_vars, message_block, reduces_inner_first, tile_flat
+from featgraph.backends.cpu.codegen import Emitter, Tile, message_block, reduces_inner_first, tile_flat
 from featgraph.schedule import Schedule
-from featgraph.te.expr import Var
+from featgraph.te.expr import Var, free_vars
 
 SRC, DST = Var("src", "src"), Var("dst", "dst")
 
