@@ -218,9 +218,10 @@ def nest(loops: list[Loop], body: list[str], indent: str = "      ") -> list[str
 
 @dataclass(frozen=True)
 class Tile:
-    """The slice [lo, lo + extent) of the last output axis that one template pass computes."""
+    """The slice [lo, lo + extent) of the last output axis that one template pass computes; ``lo`` is a
+    constant, or a C++ expression where a loop over equal chunks computes it."""
 
-    lo: int
+    lo: int | str
     extent: int
 
 

@@ -23,6 +23,7 @@ from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, til
 PREFETCH_DISTANCE = 8
 CACHED_ARRAY_BYTES = 256 * 1024  # gathered arrays this small are not prefetched: they stay in any L2
 ROW_CHUNK_BYTES = 256  # accumulator chunk per pass over a row's edges: 4 cache lines, 4 AVX-512 registers
+MAX_UNROLLED_PASSES = 8  # chunk passes written out one by one (float32 d <= 512); more run as a loop
 IDENTITY = {
     "sum": "T(0)",
     "mean": "T(0)",
@@ -119,21 +120,16 @@ def spmm_source(spec: KernelSpec) -> str:
     argreduce = reducer in BETTER
     lines = _header(spec)
     for tile in tiles:
-        chunks = feature_tiles(tile.extent, max(1, tile.extent * _element_bytes(spec) // ROW_CHUNK_BYTES))
-        # register-sized chunks of the tile, each with its own pass over the row's edges, so the
-        # accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks; with max/min's
-        # winners beside them 64 and 128 bytes were no better)
-        passes = [Tile(tile.lo + c.lo, c.extent) for c in chunks]
         if argreduce:  # tracking the winning edge costs time: only where the arg is asked for
             row_loop_body = [
                 "      if (argidx) {",
-                *[line for c in passes for line in _row_pass(spec, c, track=True)],
+                *_row_passes(spec, tile, track=True),
                 "      } else {",
-                *[line for c in passes for line in _row_pass(spec, c, track=False)],
+                *_row_passes(spec, tile, track=False),
                 "      }",
             ]
         else:
-            row_loop_body = [line for c in passes for line in _row_pass(spec, c, track=False)]
+            row_loop_body = _row_passes(spec, tile, track=False)
         lines += [
             f"static void spmm_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
             "  const IDX* __restrict__ indptr = (const IDX*)ptr[0];",
@@ -181,6 +177,27 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
     init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
     store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
     load_extra = (
+def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
+    """The row's passes over register-sized chunks of the tile, each a pass over the row's edges, so the
+    accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks; with max/min's
+    winners beside them 64 and 128 bytes were no better). Up to ``MAX_UNROLLED_PASSES`` chunks each pass is
+    written out with constant bounds; more run as a loop over equal chunks and a remainder, so the source,
+    and g++'s time and memory, do not grow with the feature size."""
+    count = max(1, tile.extent * _element_bytes(spec) // ROW_CHUNK_BYTES)
+    if count <= MAX_UNROLLED_PASSES:
+        chunks = [Tile(tile.lo + c.lo, c.extent) for c in feature_tiles(tile.extent, count)]
+        return [line for c in chunks for line in _row_pass(spec, c, track)]
+    width = ROW_CHUNK_BYTES // _element_bytes(spec)
+    full, rest = divmod(tile.extent, width)
+    lines = [
+        f"      for (int64_t chunk = 0; chunk < {full}; ++chunk) {{",
+        f"      const int64_t chunk_lo = {tile.lo} + chunk * {width};",
+        *_row_pass(spec, Tile("chunk_lo", width), track),
+        "      }",
+    ]
+    return lines + (_row_pass(spec, Tile(tile.lo + full * width, rest), track) if rest else [])
+
+
         f" am[q] = argidx[v * {row} + g];"
         if argreduce
         else " zs[q] = acc[q] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);"
@@ -282,13 +299,13 @@ def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     return " ".join([*reads, write])
 
 
-def _prefetch_rows(spec: KernelSpec, placeholders: tuple[Placeholder, ...], row: str, lo: int) -> list[str]:
+def _prefetch_rows(spec: KernelSpec, placeholders: tuple[Placeholder, ...], row: str, lo: int | str) -> list[str]:
     """Prefetch of each placeholder's row ``row`` at feature offset ``lo`` (the row start where ``lo`` lies
     beyond a narrower placeholder), except for arrays of at most ``CACHED_ARRAY_BYTES``: those stay in the
     L2, and the prefetch would cost an index load per edge (measured: a GCN norm per vertex, 200 KB,
     d=32 4.35 -> 4.14 ms without its prefetch)."""
     return [
-        f"__builtin_prefetch({pointer_name(p)} + (int64_t){row} * {row_stride(p)} + {lo if lo < row_stride(p) else 0});"
+        f"__builtin_prefetch({pointer_name(p)} + (int64_t){row} * {row_stride(p)} + {_row_offset(lo, row_stride(p))});"
         for p in placeholders
         if p.shape[0] * row_stride(p) * _element_bytes(spec, p.dtype == "int64") > CACHED_ARRAY_BYTES
     ]
@@ -307,6 +324,14 @@ def edge_parallel_source(
     ``sink`` writes the output row named by ``out_rows`` ("eids", "dsts", or "slots": pointer 4);
     ``finish`` runs after every tile pass."""
     op = spec.op
+def _row_offset(lo: int | str, stride: int) -> str:
+    """Feature offset ``lo`` (a constant or a chunk loop's variable) within a row of ``stride`` elements;
+    the row start where ``lo`` lies beyond it."""
+    if isinstance(lo, int):
+        return str(lo if lo < stride else 0)
+    return f"({lo} < {stride} ? {lo} : 0)"
+
+
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     lines = _header(spec)
     for tile in tiles:
