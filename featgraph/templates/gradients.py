@@ -115,7 +115,7 @@ def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str,
     spec, graph = kernel.spec, kernel.graph
     op = spec.op
     row_kind = {"spmm": "dst", "sddmm": "eid"}.get(spec.kind)  # an edge sum's output has no rows
-    rows = () if row_kind is None else (graph.num_nodes if row_kind == "dst" else graph.num_edges,)
+    rows = () if row_kind is None else (graph.num_dst_nodes if row_kind == "dst" else graph.num_edges,)
     out_index = () if row_kind is None else (Var(row_kind, row_kind),)
     grad = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=GRAD)
     # logsumexp weighs each edge's term by its softmax share exp(msg - out[dst])
@@ -151,7 +151,7 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
     P's axes differently (the masked form handles that)."""
     spec, graph = kernel.spec, kernel.graph
     op = spec.op
-    grad = te.placeholder((graph.num_nodes, *op.shape), dtype=grad_dtype, name=GRAD)
+    grad = te.placeholder((graph.num_dst_nodes, *op.shape), dtype=grad_dtype, name=GRAD)
     outer = tuple(Var(f"fo{n}", "outer", a.extent) for n, a in enumerate(op.axis))
     to_outer = {id(a): o for a, o in zip(op.axis, outer, strict=True)}
     axes_of: dict[str, tuple[Var, ...]] = {}

@@ -26,7 +26,7 @@ from .spec import REDUCERS, indexed_by
 
 
 class SpMMKernel(Kernel):
-    """``kernel(**tensors)`` -> (num_nodes, *out_shape); ``kernel.run(..., return_arg=True)`` also gives,
+    """``kernel(**tensors)`` -> (num_dst_nodes, *out_shape); ``kernel.run(..., return_arg=True)`` also gives,
     for max/min, the user edge id that won each output element (-1 where a vertex has no in-edge)."""
 
     def __init__(self, graph: Graph, spec, target: str, *args: Any) -> None:
@@ -56,7 +56,7 @@ class SpMMKernel(Kernel):
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         inputs = self._bind(tensors)
-        n = self.graph.num_nodes
+        n = self.graph.num_dst_nodes
         if self.spec.params.strategy == "gas":
             out = self._new_output((n, *self.spec.op.shape), self._compute, zero=True)
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
@@ -107,7 +107,7 @@ def spmm(
 
     def make_params(op: ComputeOp, target: str) -> SpMMParams:
         params = dict(template_params)
-        avg_degree = graph.num_edges / max(graph.num_nodes, 1)
+        avg_degree = graph.num_edges / max(graph.num_dst_nodes, 1)
         if target == "gpu":
             params.setdefault("num_partitions", 1)  # source partitions are a CPU cache technique
             params.setdefault("rows_per_program", default_rows_per_program(avg_degree, math.prod(op.shape)))

@@ -27,7 +27,7 @@ from ..te.expr import ComputeOp, Var
 from .kernel import Kernel, compute_dtype, edge_sources
 from .spec import KernelSpec
 
-ARG = "fg_arg"  # the forward pass's winners: (num_nodes, *output shape) int64, -1 where no edge won
+ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 where no edge won
 ROLES = ("src", "dst", "eid", "dense")
 PRIVATE_COPY_BUDGET = 1 << 30  # bytes of private copies beyond which the masked gradient is used instead
 
@@ -104,13 +104,13 @@ class WinnerKernel(Kernel):
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         params: WinnerParams = self.spec.params
         winners = tensors.get(ARG)
-        expected = (self.graph.num_nodes, *(a.extent for a in params.outer))
+        expected = (self.graph.num_dst_nodes, *(a.extent for a in params.outer))
         if not isinstance(winners, torch.Tensor) or winners.dtype != torch.int64 or tuple(winners.shape) != expected:
             raise TypeError(f"{ARG}: expected an int64 tensor of shape {expected} (the forward's winning edges)")
         inputs = self._bind({k: t for k, t in tensors.items() if k != ARG})
         out = self._new_output(params.shape, self._compute, zero=True)
         pointers = [self._sources, winners.contiguous(), out, *inputs]
-        self._launch(pointers, [self.graph.num_nodes, self._threads(), out.numel()])
+        self._launch(pointers, [self.graph.num_dst_nodes, self._threads(), out.numel()])
         return out.to(self._out_dtype), None
 
 

@@ -106,7 +106,7 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
     found: list[Coordinate] = []
     if spec.kind == "spmm":
         on_gpu = kernel.target == "gpu"
-        parts = (1,) if on_gpu else tuple(p for p in PARTITIONS if p <= max(kernel.graph.num_nodes, 1))
+        parts = (1,) if on_gpu else tuple(p for p in PARTITIONS if p <= max(kernel.graph.num_src_nodes, 1))
         grid = tuple(
             itertools.product(
                 parts if "num_partitions" not in fixed else (spec.params.num_partitions,),
@@ -143,7 +143,7 @@ def hub_threshold_candidate(kernel: Kernel) -> int:
     if degrees.numel() == 0:
         return 0
     kth = int(torch.topk(degrees, min(capacity, degrees.numel())).values[-1])
-    threshold = max(kth, 4 * math.ceil(kernel.graph.num_edges / kernel.graph.num_nodes), 1)
+    threshold = max(kth, 4 * math.ceil(kernel.graph.num_edges / max(kernel.graph.num_src_nodes, 1)), 1)
     return threshold if int(degrees.max()) >= threshold else 0
 
 
