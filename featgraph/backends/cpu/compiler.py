@@ -1,17 +1,29 @@
 """Compile generated C++ to a shared library once, cache it on disk by source hash, load it with ctypes.
 
-The cache lives in ``$FEATGRAPH_CACHE_DIR`` (default ``~/.cache/featgraph/kernels``). Each library is built
-under a unique temporary name and moved into place with an atomic rename, so processes compiling the same
-kernel at once never see a half-written file.
+The cache lives in ``$FEATGRAPH_CACHE_DIR`` (default ``~/.cache/featgraph/kernels``, created when missing).
+Each library is compiled in a temporary ``.build-<pid>-*`` directory and moved into place with an atomic
+rename, then a stamp beside it (``.stamp``) records its size and SHA-256. A library is checked against its
+stamp before it is loaded: a truncated one would kill the process that maps it (SIGBUS) and a damaged one
+would fail to load on every run, so one that does not match, or has no stamp, is rebuilt with a warning.
+Builds of one library hold a lock file (``.lock``), so processes that need the same new kernel at once
+compile it once; a build directory that a killed compile left behind is removed by a later build. A cache
+that cannot be written still serves the libraries it holds; building a new one there raises
+``CacheDirError`` naming the directory.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -22,6 +34,9 @@ from ..toolchain import cxx_compiler, cxx_version
 FLAGS = (
     "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-fno-loop-unroll-and-jam", "-fno-math-errno",
 )  # fmt: skip
+BUILD_PREFIX = ".build-"  # temporaries in the cache: ``.build-<pid>-<random>``
+STALE_BUILD_S = 600  # a temporary this old whose process is gone was left by a killed build
+MISSING = "missing"
 
 
 class CompilerNotFoundError(RuntimeError):
@@ -32,21 +47,45 @@ class CompileError(RuntimeError):
     pass
 
 
+class CacheDirError(RuntimeError):
+    """The kernel cache directory cannot be created or written."""
+
+
+@contextmanager
+def writing(directory: Path, setting: str = "FEATGRAPH_CACHE_DIR") -> Iterator[None]:
+    """Report a failure to create or write in ``directory`` as a ``CacheDirError`` that names the directory
+    and the environment variable choosing it."""
+    try:
+        yield
+    except OSError as error:
+        raise CacheDirError(
+            f"featgraph cannot write to its cache directory {directory} ({error.strerror or error}): make it "
+            f"writable or set {setting} to a writable directory"
+        ) from error
+
+
 def cache_dir() -> Path:
     root = os.environ.get("FEATGRAPH_CACHE_DIR")
-    path = Path(root) if root else Path.home() / ".cache" / "featgraph" / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
+    path = Path(root).expanduser() if root else Path.home() / ".cache" / "featgraph" / "kernels"
+    with writing(path):
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def _compiler() -> str:
     compiler = cxx_compiler()
-    if compiler is None:
+    if compiler is not None:
+        return compiler
+    requested = os.environ.get("CXX")
+    if requested:
         raise CompilerNotFoundError(
-            "featgraph's CPU backend needs a C++ compiler with OpenMP and none was found on PATH: "
-            "install g++ (Debian/Ubuntu: apt-get install g++) or set CXX to your compiler"
+            f"$CXX is {requested!r}, which is neither an executable file nor a program on PATH: point CXX at a "
+            "C++ compiler with OpenMP (such as g++), or unset it to use g++, c++ or clang++ from PATH"
         )
-    return compiler
+    raise CompilerNotFoundError(
+        "featgraph's CPU backend needs a C++ compiler with OpenMP and none was found on PATH: "
+        "install g++ (Debian/Ubuntu: apt-get install g++) or set CXX to your compiler"
+    )
 
 
 def library_path(source: str) -> Path:
@@ -55,20 +94,115 @@ def library_path(source: str) -> Path:
     return cache_dir() / f"fg_{key}.so"
 
 
-def build(source: str) -> Path:
-    """The compiled library for ``source``, compiling it only when the cache lacks it."""
-    target = library_path(source)
-    if target.exists():
-        return target
+def _fingerprint(data: bytes) -> bytes:
+    """What a stamp records about a library: its size and SHA-256."""
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}".encode()
+
+
+def _defect(library: Path) -> str | None:
+    """Why ``library`` cannot be loaded as it is (``MISSING``, no stamp, other than its stamp records), or None."""
+    try:
+        data = library.read_bytes()
+    except FileNotFoundError:
+        return MISSING
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or error})"
+    try:
+        expected = library.with_suffix(".stamp").read_bytes()
+    except OSError:
+        return "it has no readable stamp recording its size and checksum"
+    if _fingerprint(data) == expected:
+        return None
+    built = expected.split(b" ", 1)[0].decode(errors="replace")
+    if built != str(len(data)):
+        return f"it is {len(data)} bytes, its stamp says {built}"
+    return "its SHA-256 differs from the one recorded when it was built"
+
+
+@contextmanager
+def _build_lock(library: Path) -> Iterator[None]:
+    """Hold the lock that serialises builds of ``library`` across processes (released if the holder dies)."""
+    with writing(library.parent):
+        descriptor = os.open(library.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_builds(directory: Path) -> None:
+    """Remove the ``.build-<pid>-*`` temporaries in ``directory`` that builds killed midway left: older than
+    ``STALE_BUILD_S`` and whose process is gone (both, so a slow build on another machine sharing the cache,
+    or a reused process id, keeps its directory)."""
+    now = time.time()
+    for entry in os.scandir(directory):
+        if not entry.name.startswith(BUILD_PREFIX):
+            continue
+        owner = entry.name[len(BUILD_PREFIX) :].split("-", 1)[0]
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STALE_BUILD_S or (
+                owner.isdigit() and _alive(int(owner))
+            ):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass  # removed by another process first, or not this user's to remove: no reason to fail a build
+
+
+def _compile(source: str, target: Path) -> None:
+    """Compile ``source`` into ``target`` and write its stamp, each by an atomic rename."""
     compiler = _compiler()
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
-        src = Path(tmp) / "kernel.cpp"
-        src.write_text(source)
-        partial = Path(tmp) / target.name
-        result = subprocess.run([compiler, *FLAGS, str(src), "-o", str(partial)], capture_output=True, text=True)
+    directory = target.parent
+    with writing(directory):
+        remove_stale_builds(directory)
+        tmp = Path(tempfile.mkdtemp(dir=directory, prefix=f"{BUILD_PREFIX}{os.getpid()}-"))
+    try:
+        with writing(directory):
+            (tmp / "kernel.cpp").write_text(source)
+        # relative names: the build directory's name stays out of the library
+        command = [compiler, *FLAGS, "kernel.cpp", "-o", target.name]
+        result = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
         if result.returncode != 0:
             raise CompileError(f"C++ compilation failed ({compiler}):\n{result.stderr[-4000:]}")
-        os.replace(partial, target)
+        with writing(directory):
+            data = (tmp / target.name).read_bytes()
+            if not data:
+                raise CompileError(f"C++ compilation failed ({compiler}): it wrote an empty library")
+            stamp = tmp / "stamp"
+            stamp.write_bytes(_fingerprint(data))
+            os.replace(tmp / target.name, target)
+            os.replace(stamp, target.with_suffix(".stamp"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def build(source: str) -> Path:
+    """The compiled library for ``source``: from the cache when it matches its stamp, else compiled (with a
+    warning when a damaged library is replaced)."""
+    target = library_path(source)
+    if _defect(target) is None:
+        return target
+    with _build_lock(target):
+        defect = _defect(target)  # another process may have built it while this one waited
+        if defect is None:
+            return target
+        if defect != MISSING:
+            warnings.warn(f"featgraph is rebuilding the kernel library {target}: {defect}", stacklevel=2)
+        _compile(source, target)
     return target
 
 
