@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import importlib.util
+import numbers
 import os
 import shutil
 import subprocess
+import warnings
 from functools import cache
+
+# more threads than any machine runs: OpenMP aborts the process when it cannot create the threads it is
+# asked for, and a count beyond a C int wraps around to nonsense
+MAX_THREADS = 4096
 
 
 @cache
 def cxx_compiler() -> str | None:
-    """Path of the C++ compiler: ``$CXX`` if set, else the first of g++, c++, clang++ on PATH."""
+    """Absolute path of the C++ compiler: ``$CXX`` if set, else the first of g++, c++, clang++ on PATH."""
     candidates = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
     for name in candidates:
         path = shutil.which(name)
         if path:
-            return path
+            return os.path.abspath(path)  # builds run in their own directory
     return None
 
 
@@ -39,9 +45,27 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def checked_threads(value: object, name: str) -> int:
+    """``value`` as a thread count for the OpenMP kernels, or a ValueError naming the setting ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"{name} must be an integer from 1 to {MAX_THREADS}, got {value!r}")
+    return int(value)
+
+
 def num_threads() -> int:
-    """Threads CPU kernels use: ``$OMP_NUM_THREADS`` if set, else torch's intra-op thread count."""
+    """Threads CPU kernels use: ``$OMP_NUM_THREADS`` if set (its first entry, the outer level, where it lists
+    one per nesting level), else torch's intra-op thread count. A value that is no thread count is
+    reported with a warning and torch's count used, as OpenMP itself ignores it."""
     import torch
 
     env = os.environ.get("OMP_NUM_THREADS")
-    return int(env) if env and env.isdigit() and int(env) > 0 else torch.get_num_threads()
+    if env:
+        try:
+            return checked_threads(int(env.split(",")[0]), "OMP_NUM_THREADS")
+        except ValueError:
+            warnings.warn(
+                f"OMP_NUM_THREADS={env!r} is not a thread count from 1 to {MAX_THREADS}: featgraph's CPU "
+                f"kernels use torch's {torch.get_num_threads()} threads",
+                stacklevel=2,
+            )
+    return torch.get_num_threads()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from ..backends.toolchain import checked_threads
 
 ROW_ORDERS = ("natural", "degree")
 STRATEGIES = ("gar", "gas")
@@ -30,20 +33,31 @@ def cache_sizes(root: Path = SYSFS_CACHES) -> dict[int, int]:
         try:
             level, kind = int((index / "level").read_text()), (index / "type").read_text().strip()
             text = (index / "size").read_text().strip()
+            size = int(text[:-1]) * units[text[-1]] if text[-1:] in units else int(text)
         except (OSError, ValueError):
             continue
-        if kind != "Instruction" and text:
-            sizes[level] = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        if kind != "Instruction" and size > 0:
+            sizes[level] = size
     return sizes
 
 
 @cache
 def l2_cache_bytes() -> int:
-    """The private cache of one core: ``$FEATGRAPH_L2_BYTES``, else Linux's figure, else 1 MiB."""
+    """The private cache of one core: ``$FEATGRAPH_L2_BYTES``, else Linux's figure, else 1 MiB. An override
+    that is no positive number of bytes is reported with a warning and ignored."""
+    measured = cache_sizes().get(2, DEFAULT_L2_BYTES)
     override = os.environ.get("FEATGRAPH_L2_BYTES")
-    if override and override.isdigit():
-        return int(override)
-    return cache_sizes().get(2, DEFAULT_L2_BYTES)
+    if override:
+        try:
+            value = int(override)
+        except ValueError:
+            value = 0
+        if value > 0:
+            return value
+        warnings.warn(
+            f"FEATGRAPH_L2_BYTES={override!r} is not a positive number of bytes: using {measured}", stacklevel=2
+        )
+    return measured
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,8 @@ class SpMMParams:
     def __post_init__(self) -> None:
         if self.num_partitions < 1 or self.num_feature_tiles < 1:
             raise ValueError("num_partitions and num_feature_tiles must be >= 1")
+        if self.num_threads is not None:
+            checked_threads(self.num_threads, "num_threads")
         if self.rows_per_program is not None and self.rows_per_program < 1:
             raise ValueError(f"rows_per_program must be >= 1, got {self.rows_per_program}")
         if self.hub_threshold < 0:
@@ -94,6 +110,8 @@ class SDDMMParams:
     def __post_init__(self) -> None:
         if self.num_feature_tiles < 1:
             raise ValueError("num_feature_tiles must be >= 1")
+        if self.num_threads is not None:
+            checked_threads(self.num_threads, "num_threads")
         if self.write_buckets < 0:
             raise ValueError(f"write_buckets must be >= 0, got {self.write_buckets}")
         if self.edge_order not in EDGE_ORDERS:

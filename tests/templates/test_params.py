@@ -1,6 +1,9 @@
 import pytest
+import torch
 
-from featgraph.templates import params
+import featgraph as fg
+from featgraph import te
+from featgraph.templates import edge_sum, params
 from featgraph.templates.params import SDDMMParams, SpMMParams, default_num_partitions, default_write_buckets
 
 
@@ -14,10 +17,21 @@ def test_l2_override_and_default(monkeypatch):
     params.l2_cache_bytes.cache_clear()
 
 
+@pytest.mark.parametrize("value", ["0", "-4096", "1M", "lots"])
+def test_an_l2_override_that_is_no_size_is_reported_and_ignored(monkeypatch, value):
+    params.l2_cache_bytes.cache_clear()
+    monkeypatch.setenv("FEATGRAPH_L2_BYTES", value)
+    with pytest.warns(UserWarning, match=f"FEATGRAPH_L2_BYTES='{value}' is not a positive number of bytes"):
+        assert params.l2_cache_bytes() == params.cache_sizes().get(2, params.DEFAULT_L2_BYTES)
+    assert default_num_partitions(2**30, avg_degree=48) >= 1  # the heuristic divides by it
+    params.l2_cache_bytes.cache_clear()
+
+
 def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
     for name, level, kind, size in [
         ("index0", 1, "Data", "48K"), ("index1", 1, "Instruction", "32K"),
         ("index2", 2, "Unified", "2048K"), ("index3", 3, "Unified", "266240K"), ("index4", 4, "Unified", ""),
+        ("index5", 5, "Unified", "lotsK"), ("index6", 6, "Unified", "0K"),
     ]:  # fmt: skip
         folder = tmp_path / name
         folder.mkdir()
@@ -55,8 +69,28 @@ def test_write_buckets_of_an_l1_window_for_scattered_outputs_beyond_the_l2(monke
         (lambda: SDDMMParams(edge_order="random"), "edge_order"),
         (lambda: SDDMMParams(num_feature_tiles=0), "num_feature_tiles"),
         (lambda: SDDMMParams(write_buckets=-1), "write_buckets"),
+        (lambda: SpMMParams(num_threads=-1), "num_threads must be an integer from 1 to 4096, got -1"),
+        (lambda: SpMMParams(num_threads=0), "num_threads .* got 0"),
+        (lambda: SpMMParams(num_threads=2.5), "num_threads .* got 2.5"),
+        (lambda: SDDMMParams(num_threads=-1), "num_threads .* got -1"),
+        (lambda: SDDMMParams(num_threads=1 << 32), "num_threads .* got 4294967296"),
+        (lambda: SDDMMParams(num_threads=True), "num_threads .* got True"),
     ],
 )
 def test_bad_parameters(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+@pytest.mark.parametrize("template", [fg.spmm, fg.sddmm, edge_sum], ids=["spmm", "sddmm", "edge_sum"])
+def test_kernels_refuse_a_thread_count_openmp_would_abort_on(template):
+    """OpenMP aborts the whole process on a negative thread count (it allocates for 2^64 threads)."""
+    g = fg.Graph(torch.tensor([0, 1]), torch.tensor([1, 2]), 3)
+    XV = te.placeholder((3, 4), name="XV")
+
+    def copy(src, dst, eid):
+        return te.compute((4,), lambda i: XV[src, i])
+
+    reducer = ("sum",) if template is fg.spmm else ()
+    with pytest.raises(ValueError, match="num_threads must be an integer from 1"):
+        template(g, copy, *reducer, num_threads=-1)

@@ -15,6 +15,7 @@ reference, so memory a live tensor uses is never handed out twice.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -38,13 +39,13 @@ NUMPY_DTYPES = {
 
 
 def _pool_bytes_from_env() -> int:
-    value = os.environ.get("FEATGRAPH_POOL_MB", str(DEFAULT_POOL_MB))
+    value = os.environ.get("FEATGRAPH_POOL_MB") or str(DEFAULT_POOL_MB)  # set but empty: the default
     try:
         megabytes = float(value)
     except ValueError:
         raise ValueError(f"FEATGRAPH_POOL_MB must be a number of MiB, got {value!r}") from None
-    if megabytes < 0:
-        raise ValueError(f"FEATGRAPH_POOL_MB must not be negative, got {value!r}")
+    if not 0 <= megabytes < math.inf:
+        raise ValueError(f"FEATGRAPH_POOL_MB must be a finite number of MiB >= 0, got {value!r}")
     return int(megabytes * 1024**2)
 
 

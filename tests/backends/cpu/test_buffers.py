@@ -96,9 +96,12 @@ def test_a_zero_bound_turns_the_pool_off() -> None:
 def test_the_bound_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEATGRAPH_POOL_MB", "3")
     assert buffers._pool_bytes_from_env() == 3 * MIB
-    monkeypatch.setenv("FEATGRAPH_POOL_MB", "lots")
-    with pytest.raises(ValueError, match="FEATGRAPH_POOL_MB"):
-        buffers._pool_bytes_from_env()
+    monkeypatch.setenv("FEATGRAPH_POOL_MB", "")
+    assert buffers._pool_bytes_from_env() == buffers.DEFAULT_POOL_MB * MIB
+    for value in ("lots", "-1", "inf", "nan"):  # int(inf) and int(nan) would fail without naming the setting
+        monkeypatch.setenv("FEATGRAPH_POOL_MB", value)
+        with pytest.raises(ValueError, match=f"FEATGRAPH_POOL_MB must be a .*number of MiB.*, got '{value}'"):
+            buffers._pool_bytes_from_env()
 
 
 def test_kernel_outputs_from_the_pool_stay_apart_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:

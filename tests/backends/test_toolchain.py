@@ -1,0 +1,34 @@
+"""What the machine offers: thread counts from the environment, validated before OpenMP sees them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph.backends import toolchain
+
+
+@pytest.mark.parametrize(("value", "threads"), [("3", 3), (" 2 ", 2), ("3,2", 3)])
+def test_omp_num_threads_sets_the_kernels_threads(monkeypatch, value, threads):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    assert toolchain.num_threads() == threads
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "lots", "99999999999"])
+def test_an_omp_num_threads_that_is_no_thread_count_is_reported_and_ignored(monkeypatch, value):
+    """libgomp ignores such a value with a warning of its own; passed on as a count, it would abort."""
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.warns(UserWarning, match=f"OMP_NUM_THREADS='{value}' is not a thread count from 1 to 4096"):
+        assert toolchain.num_threads() == torch.get_num_threads()
+
+
+def test_unset_omp_num_threads_follows_torch(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert toolchain.num_threads() == torch.get_num_threads()
+
+
+@pytest.mark.parametrize("value", [0, -1, toolchain.MAX_THREADS + 1, 1.0, "2", True, None])
+def test_checked_threads_names_the_setting(value):
+    with pytest.raises(ValueError, match=f"my_threads must be an integer from 1 to 4096, got {value!r}"):
+        toolchain.checked_threads(value, "my_threads")
+    assert toolchain.checked_threads(toolchain.MAX_THREADS, "my_threads") == toolchain.MAX_THREADS
