@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -52,6 +53,22 @@ def synthetic_inputs(kernel: Kernel, seed: int = 0) -> dict[str, torch.Tensor]:
     return inputs
 
 
+def _from_record(kernel: Kernel, name: str, record: dict[str, Any]) -> Kernel | None:
+    """``kernel`` configured as the stored ``record`` says, or None (reported) when the record does not
+    describe a configuration of this kernel, e.g. one written in another version's format."""
+    try:
+        config = Config.from_json(kernel.spec.kind, record["config"])
+        result = TuneResult(
+            config, float(record["ms"]), float(record["default_ms"]), int(record["tried"]), from_cache=True
+        )
+        tuned = apply(kernel, config)
+    except (KeyError, TypeError, ValueError) as error:
+        store.discard(name, f"not a configuration of this kernel: {type(error).__name__} {error}")
+        return None
+    tuned.tuning = result
+    return tuned
+
+
 def tune(
     kernel: Kernel,
     inputs: dict[str, torch.Tensor] | None = None,
@@ -73,10 +90,9 @@ def tune(
     name = store.key(kernel, threads)
     record = store.load(name) if use_cache else None
     if record is not None:
-        config = Config.from_json(kernel.spec.kind, record["config"])
-        tuned = apply(kernel, config)
-        tuned.tuning = TuneResult(config, record["ms"], record["default_ms"], record["tried"], from_cache=True)
-        return tuned
+        tuned = _from_record(kernel, name, record)
+        if tuned is not None:
+            return tuned
 
     def measure(candidate: Kernel) -> float:
         return best_ms(lambda: candidate.evaluate(tensors, want_arg=False), repeat)

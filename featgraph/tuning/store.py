@@ -1,7 +1,10 @@
 """Tuning results on disk, keyed by graph, op, shapes, dtype, target and machine.
 
 One JSON file per key in ``$FEATGRAPH_TUNE_DIR`` (default ``~/.cache/featgraph/tuning``), written to a
-temporary name and renamed into place, so concurrent tuners never leave a half-written record.
+temporary name and renamed into place, so concurrent tuners never leave a half-written record. A record
+that cannot be read or used (damaged, or in another version's format) is reported with a warning and
+treated as absent, so the kernel is tuned again and the record replaced; a directory that cannot be
+written is reported with a warning too, and the tuned kernel is still returned.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import os
 import platform
 import tempfile
+import warnings
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -25,9 +29,7 @@ from .space import with_split
 
 def tune_dir() -> Path:
     root = os.environ.get("FEATGRAPH_TUNE_DIR")
-    path = Path(root) if root else Path.home() / ".cache" / "featgraph" / "tuning"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "featgraph" / "tuning"
 
 
 @cache
@@ -56,16 +58,41 @@ def key(kernel: Kernel, threads: int) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
+def record_path(name: str) -> Path:
+    return tune_dir() / f"{name}.json"
+
+
+def discard(name: str, reason: str) -> None:
+    """Report that the record ``name`` cannot be used and why; tuning afresh will replace it."""
+    warnings.warn(f"featgraph ignores the tuning record {record_path(name)} ({reason}) and tunes afresh", stacklevel=3)
+
+
 def load(name: str) -> dict[str, Any] | None:
-    """The stored record, or None when there is none (or it cannot be read)."""
+    """The stored record, or None when there is none (or it cannot be read, which is reported)."""
     try:
-        return json.loads((tune_dir() / f"{name}.json").read_text())
-    except (OSError, ValueError):
+        record = json.loads(record_path(name).read_text())
+    except (FileNotFoundError, NotADirectoryError):  # nothing stored (a directory that is not one: see save)
         return None
+    except (OSError, ValueError) as error:
+        discard(name, f"unreadable: {error}")
+        return None
+    if not isinstance(record, dict):
+        discard(name, "not a JSON object")
+        return None
+    return record
 
 
 def save(name: str, record: dict[str, Any]) -> None:
+    """Store ``record`` under ``name``; a directory that cannot be written is reported with a warning."""
     directory = tune_dir()
-    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=".tmp-", suffix=".json", delete=False) as f:
-        json.dump(record, f, indent=1)
-    os.replace(f.name, directory / f"{name}.json")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=".tmp-", suffix=".json", delete=False) as f:
+            json.dump(record, f, indent=1)
+        os.replace(f.name, directory / f"{name}.json")
+    except OSError as error:
+        warnings.warn(
+            f"featgraph cannot store the tuning result in {directory} ({error.strerror or error}): make it "
+            "writable or set FEATGRAPH_TUNE_DIR to a writable directory",
+            stacklevel=3,
+        )

@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -102,12 +104,44 @@ def test_given_inputs_are_used_and_left_alone(case):
     assert torch.equal(x, before) and kernel.tuning.tried > 1
 
 
-def test_a_corrupt_record_is_ignored(case, tune_dir):
-    g, _, _ = case
+STALE_RECORDS = {
+    "not JSON": "{not json",
+    "not an object": "[1, 2]",
+    "config without params": json.dumps({"config": {"split": None}, "ms": 1.0, "default_ms": 1.0, "tried": 1}),
+    "unknown parameter": json.dumps(
+        {"config": {"params": {"tiles": 2}, "split": None}, "ms": 1.0, "default_ms": 1.0, "tried": 1}
+    ),
+    "invalid value": json.dumps(
+        {"config": {"params": {"num_partitions": 0}, "split": None}, "ms": 1.0, "default_ms": 1.0, "tried": 1}
+    ),
+    "no timing": json.dumps({"config": {"params": {}, "split": None}}),
+}
+
+
+@pytest.mark.parametrize("text", STALE_RECORDS.values(), ids=STALE_RECORDS.keys())
+def test_an_unusable_record_is_reported_searched_afresh_and_replaced(case, tune_dir, text):
+    g, src, dst = case
     kernel = _copy_u(D, "sum", g)
     tune_dir.mkdir(parents=True, exist_ok=True)
-    (tune_dir / f"{store.key(kernel, kernel._threads())}.json").write_text("{not json")
-    assert not tune(kernel, progress=False).tuning.from_cache
+    path = tune_dir / f"{store.key(kernel, kernel._threads())}.json"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match=f"ignores the tuning record {path}"):
+        tuned = tune(kernel, budget_s=0, progress=False)
+    assert not tuned.tuning.from_cache
+    assert Config.from_json("spmm", json.loads(path.read_text())["config"]) == tuned.tuning.config
+    x = torch.randn(N, D)
+    np.testing.assert_allclose(tuned(XV=x).numpy(), adjacency(src, dst, N) @ x.numpy(), rtol=1e-5, atol=1e-5)
+    assert tune(kernel, budget_s=0, progress=False).tuning.from_cache
+
+
+def test_a_store_that_cannot_be_written_is_reported_and_the_kernel_still_tuned(case, tmp_path, monkeypatch):
+    g, _, _ = case
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("FEATGRAPH_TUNE_DIR", str(not_a_dir))
+    with pytest.warns(UserWarning, match=f"cannot store the tuning result in {not_a_dir} .*FEATGRAPH_TUNE_DIR"):
+        tuned = tune(_copy_u(D, "sum", g), budget_s=0, progress=False)
+    assert tuned.tuning is not None and not tuned.tuning.from_cache
 
 
 def test_synthetic_inputs_match_the_placeholders(case):
