@@ -1,0 +1,348 @@
+"""The neighbour sampler's compiled code: one C++/OpenMP source, compiled once through the CPU backend's disk
+cache, with three operations behind its ``run`` entry point.
+
+- ``PREPARE`` (once per sampler, weighted only): per vertex the number of in-edges of positive weight, and
+  with replacement the running sum of the weights along each CSR row.
+- ``COUNT`` (per hop): how many in-edges each frontier vertex keeps (``min(k, deg)``, ``k`` with
+  replacement, every edge for ``k = -1``), prefix-summed into the block's ``indptr``, so the sample writes
+  into arrays of the right size.
+- ``SAMPLE`` (per hop): each frontier vertex draws its in-edges into its block row, in parallel; then the
+  block's sources are relabelled: the frontier keeps ids ``0..F-1`` and every other source gets the next id
+  in order of its first appearance among the block's edges. The first appearance of a vertex is the
+  smallest edge position claiming it (an atomic max on a dense global -> local map that the caller keeps and
+  that every call leaves as it found it, all -1), and ids follow a prefix count of first appearances, so
+  the relabelling is parallel and the same for any thread count.
+
+Randomness: vertex ``v`` at hop ``h`` draws from its own splitmix64 stream seeded by ``(seed, h, v)`` (the
+finaliser ``fg_keep`` hashes with), so a batch depends on the seed alone, not on which thread sampled which
+vertex.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ..backends import cpu
+from ..graph.formats import Compressed
+
+PREPARE, COUNT, SAMPLE = 0, 1, 2
+UNCLAIMED = -1  # the global -> local map's entry for a vertex outside the current block
+
+SOURCE = r"""
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+#include <omp.h>
+
+static const uint64_t FG_GOLDEN = 0x9e3779b97f4a7c15ULL;
+// splitmix64's finaliser (the one fg_keep hashes with): a bijection of 64-bit words
+static inline uint64_t fg_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// one vertex's random stream at one hop: splitmix64 from a start hashed out of (seed, hop, vertex)
+struct Stream {
+  uint64_t state;
+  Stream(uint64_t seed, int64_t hop, int64_t vertex)
+      : state(fg_mix(fg_mix(fg_mix(seed) + (uint64_t)hop) + (uint64_t)vertex)) {}
+  uint64_t next() { state += FG_GOLDEN; return fg_mix(state); }
+  // uniform in [0, n): the high word of a 64 x 64-bit product (Lemire), biased by at most n / 2^64
+  int64_t below(int64_t n) { return (int64_t)(((unsigned __int128)next() * (uint64_t)n) >> 64); }
+  double unit() { return (double)(next() >> 11) * 0x1.0p-53; }             // [0, 1)
+  double open_unit() { return (double)((next() >> 11) + 1) * 0x1.0p-53; }  // (0, 1]
+};
+
+// k distinct offsets of [0, d), ascending, uniformly among the k-subsets. Floyd's algorithm (k draws, each
+// kept sorted by a binary search and a shift) while k is small against d; otherwise selection sampling
+// (Knuth's algorithm S: one pass over d, each offset kept with probability needed / remaining).
+static void uniform_distinct(Stream& rng, int64_t d, int64_t k, int64_t* out) {
+  if (k * (k / 32 + 4) < d) {
+    int64_t n = 0;
+    for (int64_t j = d - k; j < d; ++j) {
+      const int64_t t = rng.below(j + 1);
+      int64_t* at = std::lower_bound(out, out + n, t);
+      if (at != out + n && *at == t) {
+        out[n] = j;  // every offset taken so far is below j: j goes last
+      } else {
+        std::copy_backward(at, out + n, out + n + 1);
+        *at = t;
+      }
+      ++n;
+    }
+  } else {
+    int64_t needed = k;
+    for (int64_t i = 0; i < d && needed > 0; ++i)
+      if (rng.below(d - i) < needed) { *out++ = i; --needed; }
+  }
+}
+
+// k distinct positions of [b, e) with probability proportional to their positive weights, ascending: the k
+// smallest exponential keys -log(u) / w (Efraimidis and Spirakis' A-Res), kept in a max-heap of size k
+static void weighted_distinct(Stream& rng, const double* weight, int64_t b, int64_t e, int64_t k, int64_t* out,
+                              std::vector<std::pair<double, int64_t>>& heap) {
+  heap.clear();
+  for (int64_t p = b; p < e; ++p) {
+    if (!(weight[p] > 0)) continue;
+    const double key = -std::log(rng.open_unit()) / weight[p];
+    if ((int64_t)heap.size() < k) {
+      heap.emplace_back(key, p);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (key < heap.front().first) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = {key, p};
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) out[i] = heap[i].second;
+  std::sort(out, out + k);
+}
+
+// thread t's share [lo, hi) of n items, in thread order
+static inline void share(int64_t n, int t, int nt, int64_t& lo, int64_t& hi) {
+  lo = n * t / nt;
+  hi = n * (t + 1) / nt;
+}
+
+// turn per-thread totals sums[1..nt] into each thread's starting offset sums[t] (sums[0] = 0)
+static inline void offsets(std::vector<int64_t>& sums, int nt) {
+  for (int t = 0; t < nt; ++t) sums[t + 1] += sums[t];
+}
+
+// the first appearance wins: entry -2 - j for edge j, the largest such code (smallest j) kept; frontier
+// vertices hold their local id (>= 0) and are left alone
+static inline void claim(int64_t* local, int64_t u, int64_t j) {
+  const int64_t code = -2 - j;
+  int64_t seen = __atomic_load_n(&local[u], __ATOMIC_RELAXED);
+  while ((seen == -1 || seen < code) &&
+         !__atomic_compare_exchange_n(&local[u], &seen, code, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+// ptr: indptr, weight, positive_degree (out), cumulative (out or null); arg: op, num_nodes, threads
+static void prepare(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const double* weight = (const double*)ptr[1];
+  int64_t* positive = (int64_t*)ptr[2];
+  double* cumulative = (double*)ptr[3];
+  const int64_t n = arg[1];
+  #pragma omp parallel for schedule(dynamic, 256) num_threads((int)arg[2])
+  for (int64_t v = 0; v < n; ++v) {
+    int64_t count = 0;
+    double sum = 0;
+    for (int64_t p = indptr[v]; p < indptr[v + 1]; ++p) {
+      count += weight[p] > 0;
+      sum += weight[p];
+      if (cumulative) cumulative[p] = sum;
+    }
+    positive[v] = count;
+  }
+}
+
+// ptr: indptr, frontier, positive_degree (null: unweighted), block_indptr (out, F + 1);
+// arg: op, F, fanout, replace, threads
+static void count(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* frontier = (const int64_t*)ptr[1];
+  const int64_t* positive = (const int64_t*)ptr[2];
+  int64_t* block_indptr = (int64_t*)ptr[3];
+  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3];
+  const int threads = (int)arg[4];
+  std::vector<int64_t> sums(threads + 1, 0);
+  block_indptr[0] = 0;
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t lo, hi, running = 0;
+    share(num_frontier, t, nt, lo, hi);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t v = frontier[i];
+      const int64_t available = positive ? positive[v] : indptr[v + 1] - indptr[v];
+      const int64_t kept = fanout < 0 ? available : replace ? (available > 0 ? fanout : 0)
+                                                            : std::min(fanout, available);
+      running += kept;
+      block_indptr[i + 1] = running;
+    }
+    sums[t + 1] = running;
+    #pragma omp barrier
+    #pragma omp single
+    offsets(sums, nt);
+    for (int64_t i = lo; i < hi; ++i) block_indptr[i + 1] += sums[t];
+  }
+}
+
+// ptr: indptr, indices, edge_ids, weight (null: uniform), positive_degree, cumulative (with replacement),
+// frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
+// node_ids (out, F + block edges), num_block_nodes (out, 1);
+// arg: op, F, fanout, replace, threads, seed, hop
+static void sample(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* indices = (const int64_t*)ptr[1];
+  const int64_t* edge_ids = (const int64_t*)ptr[2];
+  const double* weight = (const double*)ptr[3];
+  const int64_t* positive = (const int64_t*)ptr[4];
+  const double* cumulative = (const double*)ptr[5];
+  const int64_t* frontier = (const int64_t*)ptr[6];
+  const int64_t* block_indptr = (const int64_t*)ptr[7];
+  int64_t* local = (int64_t*)ptr[8];
+  int64_t* sources = (int64_t*)ptr[9];
+  int64_t* picked = (int64_t*)ptr[10];  // CSR positions first, user edge ids once the row is drawn
+  int64_t* node_ids = (int64_t*)ptr[11];
+  int64_t* num_block_nodes = (int64_t*)ptr[12];
+  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3];
+  const int threads = (int)arg[4];
+  const uint64_t seed = (uint64_t)arg[5];
+  const int64_t hop = arg[6], num_edges = block_indptr[num_frontier];
+  std::vector<int64_t> firsts(threads + 1, 0);
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::vector<std::pair<double, int64_t>> heap;
+    #pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_frontier; ++i) {
+      local[frontier[i]] = i;
+      node_ids[i] = frontier[i];
+    }
+    #pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < num_frontier; ++i) {
+      const int64_t lo = block_indptr[i], k = block_indptr[i + 1] - lo;
+      if (k == 0) continue;
+      const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1], d = e - b;
+      int64_t* out = picked + lo;
+      Stream rng(seed, hop, v);
+      if (replace && fanout >= 0) {
+        if (weight) {
+          const double total = cumulative[e - 1], below_total = std::nextafter(total, 0.0);
+          for (int64_t q = 0; q < k; ++q) {
+            const double r = std::min(rng.unit() * total, below_total);
+            out[q] = std::upper_bound(cumulative + b, cumulative + e, r) - cumulative;
+          }
+        } else {
+          for (int64_t q = 0; q < k; ++q) out[q] = b + rng.below(d);
+        }
+      } else if (weight && k < positive[v]) {
+        weighted_distinct(rng, weight, b, e, k, out, heap);
+      } else if (weight) {
+        for (int64_t p = b; p < e; ++p)
+          if (weight[p] > 0) *out++ = p;
+      } else if (k < d) {
+        uniform_distinct(rng, d, k, out);
+        for (int64_t q = 0; q < k; ++q) out[q] += b;
+      } else {
+        std::iota(out, out + k, b);
+      }
+      for (int64_t j = lo; j < lo + k; ++j) {
+        const int64_t p = picked[j], u = indices[p];
+        sources[j] = u;
+        picked[j] = edge_ids[p];
+        claim(local, u, j);
+      }
+    }
+    int64_t lo, hi;
+    share(num_edges, t, nt, lo, hi);
+    int64_t mine = 0;
+    for (int64_t j = lo; j < hi; ++j) mine += __atomic_load_n(&local[sources[j]], __ATOMIC_RELAXED) == -2 - j;
+    firsts[t + 1] = mine;
+    #pragma omp barrier
+    #pragma omp single
+    offsets(firsts, nt);
+    int64_t next = num_frontier + firsts[t];
+    for (int64_t j = lo; j < hi; ++j) {
+      const int64_t u = sources[j];
+      if (__atomic_load_n(&local[u], __ATOMIC_RELAXED) == -2 - j) {
+        __atomic_store_n(&local[u], next, __ATOMIC_RELAXED);
+        node_ids[next++] = u;
+      }
+    }
+    #pragma omp barrier
+    #pragma omp for schedule(static)
+    for (int64_t j = 0; j < num_edges; ++j) sources[j] = local[sources[j]];
+    const int64_t num_nodes = num_frontier + firsts[nt];
+    #pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_nodes; ++i) local[node_ids[i]] = -1;
+    #pragma omp single nowait
+    *num_block_nodes = num_nodes;
+  }
+}
+
+extern "C" void run(void** ptr, const int64_t* arg) {
+  switch (arg[0]) {
+    case 0: prepare(ptr, arg); break;
+    case 1: count(ptr, arg); break;
+    default: sample(ptr, arg); break;
+  }
+}
+"""
+
+
+class WeightTables(NamedTuple):
+    """Per-edge sampling weights laid out for the compiled sampler (all in CSR order)."""
+
+    weight: torch.Tensor  # float64
+    positive_degree: torch.Tensor  # per vertex: in-edges of positive weight, the only ones ever drawn
+    cumulative: torch.Tensor | None  # running sums along each row, for draws with replacement
+
+
+class Hop(NamedTuple):
+    """One hop's block: ``indptr`` over the frontier, ``sources`` relabelled (frontier first), the user
+    ``edge_ids`` of the block's edges and the global ``node_ids`` of its sources."""
+
+    indptr: torch.Tensor
+    sources: torch.Tensor
+    edge_ids: torch.Tensor
+    node_ids: torch.Tensor
+
+
+def _run() -> object:
+    return cpu.compile_source(SOURCE)
+
+
+def weight_tables(indptr: torch.Tensor, csr_weight: torch.Tensor, replace: bool, threads: int) -> WeightTables:
+    """``csr_weight`` (float64, CSR order, finite, non-negative) with its per-vertex positive counts and, for
+    draws with replacement, its running sums per row."""
+    num_nodes = indptr.numel() - 1
+    positive = torch.empty(num_nodes, dtype=torch.int64)
+    cumulative = torch.empty_like(csr_weight) if replace else None
+    cpu.launch(_run(), [indptr, csr_weight, positive, cumulative], [PREPARE, num_nodes, threads])
+    return WeightTables(csr_weight, positive, cumulative)
+
+
+def sample_hop(
+    csr: Compressed,
+    frontier: torch.Tensor,
+    fanout: int,
+    replace: bool,
+    weights: WeightTables | None,
+    local: torch.Tensor,
+    seed: int,
+    hop: int,
+    threads: int,
+) -> Hop:
+    """Draw up to ``fanout`` in-edges (-1: all) of every ``frontier`` vertex (distinct int64 ids) from the
+    graph's int64 ``csr`` and relabel the block. ``local`` is the sampler's global -> local map, all
+    ``UNCLAIMED``; it is left so."""
+    run = _run()
+    num_frontier = frontier.numel()
+    positive = None if weights is None else weights.positive_degree
+    indptr = torch.empty(num_frontier + 1, dtype=torch.int64)
+    cpu.launch(run, [csr.indptr, frontier, positive, indptr], [COUNT, num_frontier, fanout, int(replace), threads])
+    num_edges = int(indptr[-1])
+    sources = torch.empty(num_edges, dtype=torch.int64)
+    edge_ids = torch.empty(num_edges, dtype=torch.int64)
+    node_ids = torch.empty(num_frontier + num_edges, dtype=torch.int64)
+    num_nodes = torch.empty(1, dtype=torch.int64)
+    weight, cumulative = (None, None) if weights is None else (weights.weight, weights.cumulative)
+    pointers = [csr.indptr, csr.indices, csr.edge_ids, weight, positive, cumulative, frontier, indptr, local]
+    cpu.launch(
+        run,
+        [*pointers, sources, edge_ids, node_ids, num_nodes],
+        [SAMPLE, num_frontier, fanout, int(replace), threads, seed, hop],
+    )
+    # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
+    return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())

@@ -1,0 +1,204 @@
+"""GraphSAGE-style neighbour sampling into bipartite blocks, DGL's mini-batch layout, with PyG's flat form.
+
+Hop ``h`` (hop 0 starts at the seeds) draws up to ``fanouts[h]`` in-neighbours of every frontier vertex; its
+block is a bipartite ``Graph`` whose destinations are the frontier and whose sources are the frontier (a
+prefix) followed by the vertices it reached first, in order of first appearance. The next hop's frontier is
+this block's sources, so a layer reading the block's source rows finds its destinations' rows first, and
+each block's local ids are a prefix of the input block's. Sampling and relabelling run in featgraph's
+compiled code (``kernel.py``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from ..backends import toolchain
+from ..graph import Graph
+from . import kernel
+
+SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
+
+
+class Block(NamedTuple):
+    """One hop's bipartite block: ``graph`` (destinations = the first ``graph.num_dst_nodes`` sources, CSR
+    built in), the global id of each source ``n_id`` and the global edge id of each block edge ``e_id``
+    (block edge order). A layer runs as ``layer(h[...], block.graph)`` on source rows ``h`` of ``n_id``."""
+
+    graph: Graph
+    n_id: torch.Tensor
+    e_id: torch.Tensor
+
+
+class EdgeIndexBatch(NamedTuple):
+    """PyG's ``NeighborLoader`` layout: one ``edge_index`` (row 0 sources, row 1 destinations) over the
+    union of all hops, in local ids of ``n_id`` (seeds first, then vertices in the order hops reached them);
+    ``e_id`` the global id of each edge; the first ``batch_size`` vertices are the seeds."""
+
+    edge_index: torch.Tensor
+    n_id: torch.Tensor
+    e_id: torch.Tensor
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class MiniBatch:
+    """Blocks ordered as a model consumes them: ``blocks[0]`` the input layer's (the last hop), ``blocks[-1]``
+    the seeds' (hop 0)."""
+
+    blocks: list[Block]
+    seeds: torch.Tensor
+
+    @property
+    def input_nodes(self) -> torch.Tensor:
+        """Global ids of the vertices whose features the first layer reads (``blocks[0]``'s sources)."""
+        return self.blocks[0].n_id
+
+    @property
+    def batch_size(self) -> int:
+        return self.seeds.numel()
+
+    def to_edge_index(self) -> EdgeIndexBatch:
+        """The flat form: each vertex's sampled in-edges once, from the hop that first expanded it (the seeds
+        at hop 0, a vertex first reached at hop ``h`` at hop ``h + 1``), as PyG samples. A block re-samples
+        its prefix of earlier destinations, so those rows are left out; a block's rows are its CSR, so the
+        rest is a suffix of its edges."""
+        edges, edge_ids = [], []
+        expanded = 0  # destinations of the previous hop: already expanded
+        for block in reversed(self.blocks):
+            indptr, sources, _ = block.graph.csr()
+            start = int(indptr[expanded])
+            counts = indptr[expanded + 1 :] - indptr[expanded:-1]
+            dst = torch.repeat_interleave(torch.arange(expanded, block.graph.num_dst_nodes), counts)
+            edges.append(torch.stack([sources[start:], dst]))
+            edge_ids.append(block.e_id[start:])
+            expanded = block.graph.num_dst_nodes
+        return EdgeIndexBatch(torch.cat(edges, dim=1), self.input_nodes, torch.cat(edge_ids), self.batch_size)
+
+
+def _checked_fanouts(fanouts: Any) -> tuple[int, ...]:
+    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
+        raise ValueError(f"fanouts must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
+    for fanout in fanouts:
+        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not (fanout > 0 or fanout == -1):
+            raise ValueError(f"fanouts must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
+    return tuple(int(f) for f in fanouts)
+
+
+def _checked_weight(weight: Any, num_edges: int) -> torch.Tensor:
+    """``weight`` as a float64 copy in user edge order: a real per-edge tensor, finite and non-negative."""
+    tensor = torch.as_tensor(weight)
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise TypeError(f"weight must hold real numbers, got dtype {tensor.dtype}")
+    if tensor.shape != (num_edges,):
+        raise ValueError(f"weight must have one entry per edge, shape ({num_edges},), got {tuple(tensor.shape)}")
+    tensor = tensor.detach().to(device="cpu", dtype=torch.float64)
+    if not bool(torch.isfinite(tensor).all()):
+        raise ValueError("weight holds non-finite values (nan or inf)")
+    if bool((tensor < 0).any()):
+        raise ValueError(f"weight holds negative values (smallest {tensor.min().item()}); weights are >= 0")
+    return tensor
+
+
+def _checked_seeds(seeds: Any, num_nodes: int) -> torch.Tensor:
+    """``seeds`` as a fresh int64 CPU vector of distinct vertex ids of the graph."""
+    tensor = torch.as_tensor(seeds)
+    if tensor.dim() != 1:
+        raise ValueError(f"seeds must be 1-D, got shape {tuple(tensor.shape)}")
+    if tensor.numel() == 0:  # before the dtype: torch.as_tensor([]) is float32
+        raise ValueError("seeds is empty: a mini-batch needs at least one seed vertex")
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"seeds must hold integer vertex ids, got dtype {tensor.dtype}")
+    tensor = tensor.to(device="cpu", dtype=torch.int64, copy=True)
+    low, high = int(tensor.min()), int(tensor.max())
+    if low < 0 or high >= num_nodes:
+        bad = low if low < 0 else high
+        raise ValueError(f"seeds holds vertex id {bad}, out of range for a graph of {num_nodes} vertices")
+    unique = torch.unique(tensor)
+    if unique.numel() != tensor.numel():
+        counts = torch.bincount(torch.searchsorted(unique, tensor))
+        raise ValueError(
+            f"seeds holds vertex {int(unique[counts.argmax()])} more than once: a block's destinations are "
+            "distinct vertices"
+        )
+    return tensor
+
+
+def _checked_seed(seed: int | None) -> int:
+    if seed is None:  # from torch's generator, so torch.manual_seed reproduces a run
+        return int(torch.randint(0, SEED_LIMIT - 1, (1,)))
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an int from 0 to 2**63 - 1 or None, got {seed!r}")
+    return int(seed)
+
+
+class NeighborSampler:
+    """Samples mini-batches of bipartite blocks from ``graph`` (one vertex set, on the CPU).
+
+    ``fanouts[h]``: in-neighbours drawn per vertex at hop ``h`` (hop 0 from the seeds, PyG's
+    ``num_neighbors`` order; ``blocks[-1 - h]`` is its block), -1 for all of them. Draws are uniform without
+    replacement by default, with replacement when ``replace``; with a per-edge ``weight`` (user edge order,
+    non-negative) each draw picks an edge with probability proportional to its weight, so zero-weight edges
+    are never drawn (and ``-1`` keeps the positive ones). ``num_threads`` defaults to the CPU kernels' count.
+    A batch depends only on the seeds and ``seed``. One sampler samples one batch at a time (calls from
+    several threads wait for each other: the relabelling map is shared).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        fanouts: Sequence[int],
+        replace: bool = False,
+        weight: Any | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        if not isinstance(graph, Graph):
+            raise TypeError(f"graph must be a featgraph Graph, got {type(graph).__name__}")
+        if graph.is_bipartite:
+            raise ValueError(
+                f"graph is bipartite ({graph.num_src_nodes} sources, {graph.num_dst_nodes} destinations): "
+                "sampling needs one vertex set, since each hop's sources become the next hop's destinations"
+            )
+        if graph.device.type != "cpu":
+            raise ValueError(f"graph is on {graph.device}; the neighbour sampler runs on the CPU")
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {replace!r}")
+        self.graph = graph
+        self.fanouts = _checked_fanouts(fanouts)
+        self.replace = replace
+        self.num_threads = None if num_threads is None else toolchain.checked_threads(num_threads, "num_threads")
+        self._csr = graph.csr()
+        self._weights = None
+        if weight is not None:
+            csr_weight = _checked_weight(weight, graph.num_edges)[self._csr.edge_ids]
+            self._weights = kernel.weight_tables(self._csr.indptr, csr_weight, replace, self._threads())
+        self._local = torch.full((graph.num_src_nodes,), kernel.UNCLAIMED, dtype=torch.int64)
+        self._lock = threading.Lock()
+
+    def _threads(self) -> int:
+        return self.num_threads if self.num_threads is not None else toolchain.num_threads()
+
+    def sample(self, seeds: Any, seed: int | None = None) -> MiniBatch:
+        """The mini-batch of ``seeds`` (distinct vertex ids): one block per fan-out. ``seed`` fixes the draws
+        (None: drawn from torch's generator); the same seeds and seed give the same batch on any number of
+        threads."""
+        seeds = _checked_seeds(seeds, self.graph.num_src_nodes)
+        seed = _checked_seed(seed)
+        threads = self._threads()
+        weight = self.graph.edge_weight
+        blocks, frontier = [], seeds
+        with self._lock:
+            for hop, fanout in enumerate(self.fanouts):
+                drawn = kernel.sample_hop(
+                    self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads
+                )
+                edge_weight = None if weight is None else weight[drawn.edge_ids]
+                block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight)
+                blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
+                frontier = drawn.node_ids
+        return MiniBatch(blocks[::-1], seeds)

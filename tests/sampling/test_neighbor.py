@@ -1,0 +1,201 @@
+"""Mini-batches against an independent reference: blocks are the graph's edges relabelled frontier first,
+counts per destination, reproducibility, PyG's flat form, awkward graphs and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph import Graph, datasets
+from featgraph.sampling import MiniBatch, NeighborSampler
+from tests.conftest import random_edges
+from tests.sampling.reference import assert_same_batch, check_minibatch
+
+
+def skewed_graph() -> Graph:
+    return datasets.rmat(11, 8, seed=5)
+
+
+def some_seeds(num_nodes: int, count: int, seed: int = 0) -> torch.Tensor:
+    return torch.randperm(num_nodes, generator=torch.Generator().manual_seed(seed))[:count]
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+@pytest.mark.parametrize("fanouts", [[15, 10, 5], [3, -1], [-1]], ids=["15-10-5", "3-all", "all"])
+def test_blocks_are_the_graph_edges_relabelled_frontier_first(fanouts, replace):
+    graph = skewed_graph()
+    seeds = some_seeds(graph.num_nodes, 64)
+    batch = NeighborSampler(graph, fanouts, replace=replace).sample(seeds, seed=1)
+    check_minibatch(graph, batch, seeds, fanouts, replace)
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+def test_weighted_blocks_draw_only_positive_edges(replace):
+    graph = skewed_graph()
+    weight = torch.rand(graph.num_edges, generator=torch.Generator().manual_seed(2))
+    weight[weight < 0.3] = 0
+    seeds = some_seeds(graph.num_nodes, 100)
+    batch = NeighborSampler(graph, [8, 4], replace=replace, weight=weight).sample(seeds, seed=3)
+    positive = torch.bincount(graph.coo()[1], weights=(weight > 0).double(), minlength=graph.num_nodes).long()
+    check_minibatch(graph, batch, seeds, [8, 4], replace, available=positive)
+    assert all(bool((weight[block.e_id] > 0).all()) for block in batch.blocks)
+
+
+@pytest.mark.parametrize("num_nodes, num_edges", [(1, 0), (7, 0), (7, 3), (40, 200), (257, 3000)], ids=lambda v: str(v))
+def test_isolated_vertices_self_loops_duplicate_edges_and_edgeless_graphs(num_nodes, num_edges):
+    src, dst = random_edges(num_nodes, num_edges, seed=num_nodes)
+    graph = Graph(src, dst, num_nodes)
+    # the last vertex is isolated: random_edges leaves the top quarter of the ids without edges
+    seeds = torch.cat([some_seeds(num_nodes - 1, num_nodes // 3), torch.tensor([num_nodes - 1])])
+    for replace in (False, True):
+        batch = NeighborSampler(graph, [4, 3], replace=replace).sample(seeds, seed=0)
+        check_minibatch(graph, batch, seeds, [4, 3], replace)
+
+
+def test_duplicate_edges_are_separate_draws_and_self_loops_keep_the_destination():
+    graph = Graph(torch.tensor([1, 1, 1, 0]), torch.tensor([0, 0, 0, 0]), 2)  # 1 -> 0 three times, a loop
+    block = NeighborSampler(graph, [-1]).sample([0], seed=0).blocks[0]
+    assert torch.equal(block.e_id, torch.tensor([0, 1, 2, 3]))
+    assert torch.equal(block.n_id, torch.tensor([0, 1]))
+    assert torch.equal(block.graph.coo()[0], torch.tensor([1, 1, 1, 0]))
+
+
+def test_same_seed_same_batch_other_seed_other_batch_any_thread_count():
+    graph = skewed_graph()
+    seeds = some_seeds(graph.num_nodes, 300)
+    one = NeighborSampler(graph, [10, 5], num_threads=1).sample(seeds, seed=42)
+    two = NeighborSampler(graph, [10, 5], num_threads=2)
+    assert_same_batch(one, two.sample(seeds, seed=42))
+    assert_same_batch(one, two.sample(seeds, seed=42))
+    other = two.sample(seeds, seed=43)
+    assert not torch.equal(other.blocks[-1].e_id, one.blocks[-1].e_id)
+
+
+def test_seed_none_follows_torch_manual_seed():
+    sampler = NeighborSampler(skewed_graph(), [5])
+    torch.manual_seed(0)
+    first = sampler.sample(torch.arange(100))
+    torch.manual_seed(0)
+    assert_same_batch(first, sampler.sample(torch.arange(100)))
+
+
+def test_block_edge_weights_are_the_graph_weights_of_its_edges():
+    src, dst = random_edges(60, 400, seed=1)
+    graph = Graph(src, dst, 60, edge_weight=torch.rand(400, dtype=torch.float64))
+    batch = NeighborSampler(graph, [5, 5]).sample(torch.arange(0, 40, 3), seed=0)
+    check_minibatch(graph, batch, torch.arange(0, 40, 3), [5, 5])  # compares block.graph.edge_weight
+
+
+def test_caller_tensors_are_not_modified_nor_aliased():
+    graph = skewed_graph()
+    seeds = some_seeds(graph.num_nodes, 50)
+    weight = torch.rand(graph.num_edges)
+    seeds_before, weight_before = seeds.clone(), weight.clone()
+    batch = NeighborSampler(graph, [5, 5], weight=weight).sample(seeds, seed=0)
+    assert torch.equal(seeds, seeds_before) and torch.equal(weight, weight_before)
+    batch.seeds.add_(1)
+    assert torch.equal(seeds, seeds_before)
+
+
+def test_flat_form_expands_each_vertex_once_as_pyg_does():
+    graph = skewed_graph()
+    seeds = some_seeds(graph.num_nodes, 40)
+    fanouts = [6, 4, 2]
+    batch = NeighborSampler(graph, fanouts).sample(seeds, seed=9)
+    flat = batch.to_edge_index()
+    assert flat.batch_size == 40 and torch.equal(flat.n_id[:40], seeds)
+    assert torch.equal(flat.n_id, batch.input_nodes)
+    src, dst = graph.coo()
+    assert torch.equal(flat.n_id[flat.edge_index[0]], src[flat.e_id])
+    assert torch.equal(flat.n_id[flat.edge_index[1]], dst[flat.e_id])
+    assert torch.unique(flat.e_id).numel() == flat.e_id.numel()
+    # the vertex at local id i was reached at hop h when it lies between hop h-1's and hop h's frontier sizes;
+    # it is expanded once, at hop h + 1 with fanouts[h + 1], and the last hop's vertices not at all
+    sizes = [0] + [block.graph.num_dst_nodes for block in reversed(batch.blocks)] + [flat.n_id.numel()]
+    fanout_of = torch.zeros(flat.n_id.numel(), dtype=torch.int64)
+    for hop, fanout in enumerate(fanouts):
+        fanout_of[sizes[hop] : sizes[hop + 1]] = fanout
+    degree = graph.in_degrees()[flat.n_id]
+    expected = torch.minimum(degree, fanout_of)  # 0 for the leaves
+    assert torch.equal(torch.bincount(flat.edge_index[1], minlength=flat.n_id.numel()), expected)
+    # a vertex's flat edges are its row in the block of the hop that expanded it
+    for hop, block in enumerate(reversed(batch.blocks)):
+        rows = torch.arange(sizes[hop], sizes[hop + 1])
+        in_block = torch.isin(block.graph.coo()[1], rows)
+        in_flat = torch.isin(flat.edge_index[1], rows)
+        assert torch.equal(block.e_id[in_block], flat.e_id[in_flat])
+
+
+def test_minibatch_orders_blocks_input_layer_first():
+    graph = skewed_graph()
+    batch = NeighborSampler(graph, [3, 2]).sample(torch.arange(10), seed=0)
+    assert isinstance(batch, MiniBatch)
+    assert batch.blocks[-1].graph.num_dst_nodes == 10
+    assert batch.blocks[0].graph.num_dst_nodes == batch.blocks[1].graph.num_src_nodes
+    assert torch.equal(batch.blocks[0].n_id[: batch.blocks[1].n_id.numel()], batch.blocks[1].n_id)
+
+
+# ---- bad input -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fanouts", [[], [0], [-2], [1.5], [True], "15", 15, [3, None]])
+def test_bad_fanouts_are_named(fanouts):
+    with pytest.raises(ValueError, match="fanouts"):
+        NeighborSampler(skewed_graph(), fanouts)
+
+
+@pytest.mark.parametrize(
+    "seeds, error, match",
+    [
+        ([], ValueError, "seeds is empty"),
+        ([0, 2048], ValueError, "vertex id 2048, out of range"),
+        ([-1, 3], ValueError, "vertex id -1, out of range"),
+        ([3, 5, 3], ValueError, "vertex 3 more than once"),
+        ([[1, 2]], ValueError, "seeds must be 1-D"),
+        ([1.0, 2.0], TypeError, "seeds must hold integer"),
+        ([True], TypeError, "seeds must hold integer"),
+    ],
+)
+def test_bad_seeds_are_named(seeds, error, match):
+    with pytest.raises(error, match=match):
+        NeighborSampler(skewed_graph(), [3]).sample(seeds, seed=0)
+
+
+def test_seeds_on_a_graph_without_vertices_are_out_of_range():
+    with pytest.raises(ValueError, match="out of range for a graph of 0 vertices"):
+        NeighborSampler(Graph(torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64), 0), [2]).sample(
+            [0]
+        )
+
+
+@pytest.mark.parametrize(
+    "weight, error, match",
+    [
+        (torch.ones(5), ValueError, "one entry per edge"),
+        (-torch.ones(16384), ValueError, "negative"),
+        (torch.full((16384,), float("nan")), ValueError, "non-finite"),
+        (torch.full((16384,), float("inf")), ValueError, "non-finite"),
+        (torch.ones(16384, dtype=torch.bool), TypeError, "real numbers"),
+    ],
+)
+def test_bad_weights_are_named(weight, error, match):
+    graph = skewed_graph()
+    assert graph.num_edges == 16384
+    with pytest.raises(error, match=match):
+        NeighborSampler(graph, [3], weight=weight)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.5, True])
+def test_bad_random_seed_is_named(seed):
+    with pytest.raises(ValueError, match="seed must be an int"):
+        NeighborSampler(skewed_graph(), [3]).sample([0], seed=seed)
+
+
+def test_bad_sampler_settings_are_named():
+    graph = skewed_graph()
+    with pytest.raises(ValueError, match="num_threads"):
+        NeighborSampler(graph, [3], num_threads=0)
+    with pytest.raises(TypeError, match="replace must be a bool"):
+        NeighborSampler(graph, [3], replace="yes")
+    with pytest.raises(TypeError, match="featgraph Graph"):
+        NeighborSampler(torch.zeros(2, 5, dtype=torch.int64), [3])
+    with pytest.raises(ValueError, match="bipartite"):
+        NeighborSampler(Graph(torch.tensor([0, 4]), torch.tensor([1, 0]), (5, 2)), [3])
