@@ -12,6 +12,7 @@ from ..graph import Graph
 from . import synthetic
 from .bundle import bundle_path, features_of
 from .dataset import Dataset
+from .planted import products_like
 
 PLANETOID_SOURCE = "Planetoid (Yang, Cohen, Salakhutdinov, ICML 2016), MIT licence; standard GCN split"
 
@@ -43,6 +44,8 @@ _CATALOG = [
     DatasetInfo("uniform-50k", 50_000, 1_500_000, 0, 0, "synthetic: uniform random, avg in-degree 30, seed 0"),
     DatasetInfo("rand100k-small", 50_000, 2_400_000, 0, 0, "synthetic: rand-100K shape at vertex x0.5, degree x0.1"),
     DatasetInfo("rmat-16", 65_536, 1_048_576, 0, 0, "synthetic: R-MAT scale 16, edge factor 16"),
+    DatasetInfo("products-like", 2_449_029, 61_859_140, 100, 47, "synthetic: ogbn-products' shape, planted labels"),
+    DatasetInfo("products-like-small", 48_981, 1_237_182, 100, 47, "synthetic: products-like at scale 0.02"),
 ]
 _BY_NAME = {info.name: info for info in _CATALOG}
 
@@ -50,6 +53,10 @@ _SYNTHETIC: dict[str, Callable[[int], Graph]] = {
     "uniform-50k": lambda seed: synthetic.uniform(50_000, 30, seed=seed),
     "rand100k-small": lambda seed: synthetic.rand100k(0.5, 0.1, seed=seed),
     "rmat-16": lambda seed: synthetic.rmat(16, 16, seed=seed),
+}
+_PLANTED: dict[str, Callable[[int], Dataset]] = {
+    "products-like": lambda seed: products_like(1.0, seed=seed),
+    "products-like-small": lambda seed: products_like(0.02, seed=seed),
 }
 
 
@@ -71,12 +78,15 @@ def _random_features(num_nodes: int, dim: int, seed: int) -> torch.Tensor:
 def load(name: str, feature_dim: int = 64, seed: int = 0) -> Dataset:
     """Load a dataset by name (see ``available()``).
 
-    Cora and Citeseer come with their bag-of-words features, labels and the standard split. The other
-    graphs have no features: they get ``feature_dim`` standard-normal features drawn with ``seed``, and no
+    Cora and Citeseer come with their bag-of-words features, labels and the standard split; the
+    products-like graphs with planted labels, features and ogbn-products' split sizes. The other graphs
+    have no features: they get ``feature_dim`` standard-normal features drawn with ``seed``, and no
     labels. Undirected sources are loaded with both directions of every edge.
     """
     if name not in _BY_NAME:
         raise KeyError(f"unknown dataset {name!r}; available: {', '.join(_BY_NAME)}")
+    if name in _PLANTED:
+        return _PLANTED[name](seed)
     if name in _SYNTHETIC:
         graph = _SYNTHETIC[name](seed)
         return Dataset(name, graph, _random_features(graph.num_nodes, feature_dim, seed))

@@ -1,0 +1,67 @@
+import pytest
+import torch
+
+from featgraph.datasets.planted import (
+    PRODUCTS_CLASSES,
+    PRODUCTS_EDGES,
+    PRODUCTS_FEATURES,
+    PRODUCTS_NODES,
+    products_like,
+)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return products_like(0.005, seed=3)
+
+
+def nearest_centroid_accuracy(features: torch.Tensor, labels: torch.Tensor, train: torch.Tensor, test: torch.Tensor):
+    centroids = torch.stack([features[train][labels[train] == c].mean(0) for c in range(PRODUCTS_CLASSES)])
+    guess = torch.cdist(features[test], centroids).argmin(1)
+    return (guess == labels[test]).float().mean().item()
+
+
+def test_shape_follows_products_at_scale(small):
+    g = small.graph
+    assert g.num_nodes == round(PRODUCTS_NODES * 0.005)
+    assert abs(g.num_edges - PRODUCTS_EDGES * 0.005) <= 2
+    assert small.features.shape == (g.num_nodes, PRODUCTS_FEATURES) and small.num_classes == PRODUCTS_CLASSES
+    assert torch.equal(torch.bincount(small.labels, minlength=PRODUCTS_CLASSES) > 0, torch.ones(47, dtype=torch.bool))
+    src, dst = g.coo()
+    forward = torch.sort(src * g.num_nodes + dst).values
+    assert torch.equal(forward, torch.sort(dst * g.num_nodes + src).values)  # every edge in both directions
+    degrees = g.in_degrees().float()
+    assert degrees.max() > 10 * degrees.mean()  # a power-law tail, not a uniform graph
+
+
+def test_split_is_disjoint_and_covers_every_vertex(small):
+    parts = torch.cat([small.train_idx, small.val_idx, small.test_idx])
+    assert torch.equal(torch.sort(parts).values, torch.arange(small.graph.num_nodes))
+    n = small.graph.num_nodes
+    assert small.train_idx.numel() == round(0.08 * n) and small.val_idx.numel() == round(0.016 * n)
+
+
+def test_labels_are_planted_where_neighbours_reveal_them(small):
+    src, dst = small.graph.coo()
+    assert abs((small.labels[src] == small.labels[dst]).float().mean().item() - 0.8) < 0.05
+    x, y = small.features, small.labels
+    n = small.graph.num_nodes
+    summed = torch.zeros_like(x).index_add_(0, dst, x[src])
+    aggregated = x + summed / small.graph.in_degrees().clamp(min=1).unsqueeze(1)
+    alone = nearest_centroid_accuracy(x, y, small.train_idx, small.test_idx)
+    with_neighbours = nearest_centroid_accuracy(aggregated, y, small.train_idx, small.test_idx)
+    assert 1 / PRODUCTS_CLASSES * 3 < alone < with_neighbours - 0.1, (alone, with_neighbours, n)
+
+
+def test_same_seed_same_dataset():
+    a, b, c = products_like(0.001, seed=1), products_like(0.001, seed=1), products_like(0.001, seed=2)
+    assert torch.equal(torch.stack(a.graph.coo()), torch.stack(b.graph.coo())) and torch.equal(a.features, b.features)
+    assert not torch.equal(a.labels, c.labels)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"), [({"scale": 0}, "scale"), ({"scale": 2}, "scale"), ({"homophily": 1.5}, "homophily")]
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        products_like(**kwargs)
