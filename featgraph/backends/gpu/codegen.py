@@ -180,7 +180,9 @@ class Emitter(ExpressionLowering):
         return self.reduce_values[id(e)]
 
     def constant(self, value: float) -> str:
-        return repr(float(value))
+        """A scalar of the compute type: a bare Python float is a float32 constant to Triton, so in a float64
+        kernel ``tl.where(c, 1.0, 0.2)`` would round 0.2 to float32."""
+        return f"tl.full([], {float(value)!r}, {self.dtype})"
 
     def as_value(self, integer: str) -> str:
         return f"({integer}).to({self.dtype})"
@@ -211,7 +213,7 @@ class Emitter(ExpressionLowering):
             f"{self.indent}z{n} = (z{n} ^ (z{n} >> 27)) * 0x94D049BB133111EB",
             f"{self.indent}z{n} = (z{n} ^ (z{n} >> 31)) >> 40",
         ]
-        return f"tl.where(z{n} >= {threshold}, {1.0 / (1.0 - p)!r}, 0.0).to({self.dtype})"
+        return f"tl.where(z{n} >= {threshold}, {self.constant(1.0 / (1.0 - p))}, {self.constant(0.0)})"
 
     def fresh(self) -> int:
         self.counter[0] += 1
