@@ -40,6 +40,7 @@ SOURCE = r"""
 #include <omp.h>
 
 static const uint64_t FG_GOLDEN = 0x9e3779b97f4a7c15ULL;
+static const int64_t ROW_GROUP = 64;  // frontier vertices per unit of work
 // splitmix64's finaliser (the one fg_keep hashes with): a bijection of 64-bit words
 static inline uint64_t fg_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -209,40 +210,49 @@ static void sample(void** ptr, const int64_t* arg) {
       local[frontier[i]] = i;
       node_ids[i] = frontier[i];
     }
-    #pragma omp for schedule(dynamic, 64)
-    for (int64_t i = 0; i < num_frontier; ++i) {
-      const int64_t lo = block_indptr[i], k = block_indptr[i + 1] - lo;
-      if (k == 0) continue;
-      const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1], d = e - b;
-      int64_t* out = picked + lo;
-      Stream rng(seed, hop, v);
-      if (replace && fanout >= 0) {
-        if (weight) {
-          const double total = cumulative[e - 1], below_total = std::nextafter(total, 0.0);
-          for (int64_t q = 0; q < k; ++q) {
-            const double r = std::min(rng.unit() * total, below_total);
-            out[q] = std::upper_bound(cumulative + b, cumulative + e, r) - cumulative;
+    // rows in groups: a group's draws first, then its edges' gathers (independent loads that overlap, each
+    // prefetching the map entry it will claim), then the claims (a locked compare-exchange waits for every
+    // load before it, so claiming in the gather loop left one cache miss in flight at a time)
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t group = 0; group < num_frontier; group += ROW_GROUP) {
+      const int64_t group_end = std::min(group + ROW_GROUP, num_frontier);
+      for (int64_t i = group; i < group_end; ++i) __builtin_prefetch(&indptr[frontier[i]]);
+      for (int64_t i = group; i < group_end; ++i) {
+        const int64_t k = block_indptr[i + 1] - block_indptr[i];
+        if (k == 0) continue;
+        const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1], d = e - b;
+        int64_t* out = picked + block_indptr[i];
+        Stream rng(seed, hop, v);
+        if (replace && fanout >= 0) {
+          if (weight) {
+            const double total = cumulative[e - 1], below_total = std::nextafter(total, 0.0);
+            for (int64_t q = 0; q < k; ++q) {
+              const double r = std::min(rng.unit() * total, below_total);
+              out[q] = std::upper_bound(cumulative + b, cumulative + e, r) - cumulative;
+            }
+          } else {
+            for (int64_t q = 0; q < k; ++q) out[q] = b + rng.below(d);
           }
+        } else if (weight && k < positive[v]) {
+          weighted_distinct(rng, weight, b, e, k, out, heap);
+        } else if (weight) {
+          for (int64_t p = b; p < e; ++p)
+            if (weight[p] > 0) *out++ = p;
+        } else if (k < d) {
+          uniform_distinct(rng, d, k, out);
+          for (int64_t q = 0; q < k; ++q) out[q] += b;
         } else {
-          for (int64_t q = 0; q < k; ++q) out[q] = b + rng.below(d);
+          std::iota(out, out + k, b);
         }
-      } else if (weight && k < positive[v]) {
-        weighted_distinct(rng, weight, b, e, k, out, heap);
-      } else if (weight) {
-        for (int64_t p = b; p < e; ++p)
-          if (weight[p] > 0) *out++ = p;
-      } else if (k < d) {
-        uniform_distinct(rng, d, k, out);
-        for (int64_t q = 0; q < k; ++q) out[q] += b;
-      } else {
-        std::iota(out, out + k, b);
       }
-      for (int64_t j = lo; j < lo + k; ++j) {
+      const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
+      for (int64_t j = lo; j < hi; ++j) {
         const int64_t p = picked[j], u = indices[p];
         sources[j] = u;
         picked[j] = edge_ids[p];
-        claim(local, u, j);
+        __builtin_prefetch(&local[u], 1);
       }
+      for (int64_t j = lo; j < hi; ++j) claim(local, sources[j], j);
     }
     int64_t lo, hi;
     share(num_edges, t, nt, lo, hi);
