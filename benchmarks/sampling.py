@@ -1,0 +1,138 @@
+"""Neighbour sampling throughput: featgraph's compiled sampler against a vectorised torch sampler and DGL.
+
+python benchmarks/sampling.py [--scale 18] [--fanouts 15 10 5] [--batch 1024] [--batches 8] [--repeat 3]
+
+The graph is R-MAT (power-law in-degrees, ``2**scale`` vertices, 16 edges each: 4.2M edges at scale 18).
+Every implementation samples the same seed batches into DGL-style blocks (hop 0 from the seeds, each block's
+sources the frontier first, then new vertices in order of first appearance) and builds each block's
+``featgraph.Graph``; DGL builds its own blocks (``sample_neighbors`` + ``to_block`` per hop), where it imports
+(the bench extra). Rows are timed in turns, best of ``--repeat``; seeds/s = batch size / time per batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import torch
+
+from featgraph import Graph, datasets
+from featgraph.bench.measure import interleaved_best_ms
+from featgraph.bench.report import machine, markdown_row
+from featgraph.graph.interop import import_dgl
+from featgraph.sampling import Block, NeighborSampler
+
+
+class TorchSampler:
+    """Uniform sampling without replacement in vectorised torch: every in-edge of the frontier gets a random
+    key, a sort by (row, key) shuffles each row, and its first ``fanout`` positions are kept; the relabelling
+    marks the frontier in a dense map and orders the other sources by their first position."""
+
+    def __init__(self, graph: Graph, fanouts: list[int]) -> None:
+        self.indptr, self.indices, self.edge_ids = graph.csr()
+        self.fanouts = fanouts
+        self.local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)
+
+    def hop(self, frontier: torch.Tensor, fanout: int, gen: torch.Generator) -> Block:
+        start = self.indptr[frontier]
+        degree = self.indptr[frontier + 1] - start
+        kept = degree if fanout == -1 else degree.clamp(max=fanout)
+        row_start = torch.cumsum(degree, 0) - degree
+        rows = torch.repeat_interleave(torch.arange(frontier.numel()), degree)
+        offset = torch.arange(rows.numel()) - row_start[rows]
+        order = torch.argsort(rows + torch.rand(rows.numel(), generator=gen, dtype=torch.float64))
+        # rows stay grouped in the shuffle, so position i holds rank offset[i] of its row: keep the first kept[v]
+        chosen = order[offset < kept[rows]]
+        picked = start[rows[chosen]] + offset[chosen]
+        sources, e_id = self.indices[picked], self.edge_ids[picked]
+        num_frontier = frontier.numel()
+        self.local[frontier] = torch.arange(num_frontier)
+        outside = sources[self.local[sources] < 0]
+        unique, inverse = torch.unique(outside, return_inverse=True)
+        first = torch.full((unique.numel(),), outside.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inverse, torch.arange(outside.numel()), "amin")
+        new = unique[torch.argsort(first)]
+        self.local[new] = torch.arange(num_frontier, num_frontier + new.numel())
+        block_sources = self.local[sources]
+        n_id = torch.cat([frontier, new])
+        self.local[n_id] = -1
+        indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(kept, 0)])
+        return Block(Graph.from_csr(indptr, block_sources, n_id.numel()), n_id, e_id)
+
+    def sample(self, seeds: torch.Tensor, seed: int) -> list[Block]:
+        gen = torch.Generator().manual_seed(seed)
+        blocks, frontier = [], seeds
+        for fanout in self.fanouts:
+            blocks.append(self.hop(frontier, fanout, gen))
+            frontier = blocks[-1].n_id
+        return blocks[::-1]
+
+
+def dgl_sampler(graph: Graph, fanouts: list[int]) -> Callable[[torch.Tensor], list] | None:
+    """DGL's block sampling (``dgl.dataloading.NeighborSampler``'s loop), or None where DGL does not import."""
+    dgl = import_dgl()
+    if dgl is None:
+        return None
+    dgl_graph = dgl.graph(graph.coo(), num_nodes=graph.num_nodes)
+    dgl_graph.create_formats_()
+
+    def sample(seeds: torch.Tensor) -> list:
+        blocks = []
+        for fanout in fanouts:
+            block = dgl.to_block(dgl.sampling.sample_neighbors(dgl_graph, seeds, fanout), seeds)
+            seeds = block.srcdata[dgl.NID]
+            blocks.insert(0, block)
+        return blocks
+
+    return sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=int, default=18)
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    graph = datasets.rmat(args.scale, 16)
+    degree = graph.in_degrees()
+    seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))
+    batches = seeds[: args.batches * args.batch].view(args.batches, args.batch)
+    threads = torch.get_num_threads()
+    ours = NeighborSampler(graph, args.fanouts)
+    ours_one = NeighborSampler(graph, args.fanouts, num_threads=1)
+    reference = TorchSampler(graph, args.fanouts)
+    dgl = dgl_sampler(graph, args.fanouts)
+    rows: dict[str, Callable[[], object]] = {
+        f"featgraph ({threads} threads)": lambda: [ours.sample(b, seed=i) for i, b in enumerate(batches)],
+        "featgraph (1 thread)": lambda: [ours_one.sample(b, seed=i) for i, b in enumerate(batches)],
+        f"torch, vectorised ({threads} threads)": lambda: [reference.sample(b, i) for i, b in enumerate(batches)],
+    }
+    if dgl is not None:
+        rows["DGL sample_neighbors + to_block"] = lambda: [dgl(b) for b in batches]
+
+    print(f"machine: {machine()}")
+    print(
+        f"graph: R-MAT scale {args.scale}, {graph.num_nodes} vertices, {graph.num_edges} edges, in-degree "
+        f"max {int(degree.max())}, mean {graph.num_edges / graph.num_nodes:.1f}"
+    )
+    batch = ours.sample(batches[0], seed=0)
+    sizes = ", ".join(
+        f"{b.graph.num_dst_nodes} -> {b.graph.num_src_nodes} ({b.graph.num_edges} edges)" for b in batch.blocks
+    )
+    print(f"fanouts {args.fanouts}, batch {args.batch}; one batch's blocks (input layer first): {sizes}")
+    if dgl is None:
+        print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
+    times = interleaved_best_ms(rows, repeat=args.repeat)
+    base = times[next(iter(rows))]
+    print(markdown_row(["sampler", "ms / batch", "seeds / s", "time / featgraph's"]))
+    print(markdown_row(["---"] * 4))
+    for name, ms in times.items():
+        per_batch = ms / args.batches
+        print(markdown_row([name, f"{per_batch:.2f}", f"{args.batch / per_batch * 1e3:,.0f}", f"{ms / base:.2f}x"]))
+
+
+if __name__ == "__main__":
+    main()
