@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from featgraph import Graph, datasets
+from featgraph.backends import toolchain
 from featgraph.bench.measure import interleaved_best_ms
 from featgraph.bench.report import machine, markdown_row
 from featgraph.graph.interop import import_dgl
@@ -24,26 +25,50 @@ from featgraph.sampling import Block, NeighborSampler
 
 
 class TorchSampler:
-    """Uniform sampling without replacement in vectorised torch: every in-edge of the frontier gets a random
-    key, a sort by (row, key) shuffles each row, and its first ``fanout`` positions are kept; the relabelling
-    marks the frontier in a dense map and orders the other sources by their first position."""
+    """Uniform sampling without replacement in vectorised torch (no loop over vertices). Rows of at most
+    their fan-out are kept whole; rows of at most twice their fan-out are shuffled (a random key per edge,
+    sorted within the row) and cut; longer rows draw their fan-out with replacement and redraw repeats until
+    their offsets are distinct (a redraw is uniform, so the set is a uniform k-subset by symmetry; at most
+    half the row taken, a few rounds). The relabelling marks the frontier in a dense map and orders the
+    other sources by their first position."""
 
     def __init__(self, graph: Graph, fanouts: list[int]) -> None:
         self.indptr, self.indices, self.edge_ids = graph.csr()
         self.fanouts = fanouts
         self.local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)
 
+    @staticmethod
+    def offsets(degree: torch.Tensor, kept: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row, offset in the row) of every kept edge, row after row."""
+        row = torch.repeat_interleave(torch.arange(kept.numel()), kept)
+        offset = torch.arange(row.numel()) - (torch.cumsum(kept, 0) - kept)[row]  # rank in the row: whole rows
+        shuffled = (kept < degree) & (degree <= 2 * kept)
+        rows = shuffled.nonzero().squeeze(1)
+        row_degree = degree[rows]
+        edge_row = torch.repeat_interleave(rows, row_degree)
+        edge_offset = torch.arange(edge_row.numel()) - (torch.cumsum(row_degree, 0) - row_degree).repeat_interleave(
+            row_degree
+        )
+        order = torch.argsort(edge_row + torch.rand(edge_row.numel(), generator=gen, dtype=torch.float64))
+        # the sort keeps rows grouped, so position i of the shuffle is rank edge_offset[i] of its row
+        offset[shuffled[row]] = edge_offset[order[edge_offset < kept[edge_row]]]
+        drawn = (degree > 2 * kept)[row].nonzero().squeeze(1)
+        todo, width = drawn, int(degree.max()) + 1 if degree.numel() else 1
+        while todo.numel():
+            draw = torch.rand(todo.numel(), generator=gen, dtype=torch.float64) * degree[row[todo]]
+            offset[todo] = torch.minimum(draw.long(), degree[row[todo]] - 1)
+            key, order = torch.sort(row[drawn] * width + offset[drawn], stable=True)
+            repeat = torch.zeros(drawn.numel(), dtype=torch.bool)
+            repeat[order[1:]] = key[1:] == key[:-1]
+            todo = drawn[repeat]
+        return row, offset
+
     def hop(self, frontier: torch.Tensor, fanout: int, gen: torch.Generator) -> Block:
         start = self.indptr[frontier]
         degree = self.indptr[frontier + 1] - start
         kept = degree if fanout == -1 else degree.clamp(max=fanout)
-        row_start = torch.cumsum(degree, 0) - degree
-        rows = torch.repeat_interleave(torch.arange(frontier.numel()), degree)
-        offset = torch.arange(rows.numel()) - row_start[rows]
-        order = torch.argsort(rows + torch.rand(rows.numel(), generator=gen, dtype=torch.float64))
-        # rows stay grouped in the shuffle, so position i holds rank offset[i] of its row: keep the first kept[v]
-        chosen = order[offset < kept[rows]]
-        picked = start[rows[chosen]] + offset[chosen]
+        row, offset = self.offsets(degree, kept, gen)
+        picked = start[row] + offset
         sources, e_id = self.indices[picked], self.edge_ids[picked]
         num_frontier = frontier.numel()
         self.local[frontier] = torch.arange(num_frontier)
@@ -100,16 +125,20 @@ def main() -> None:
     degree = graph.in_degrees()
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))
     batches = seeds[: args.batches * args.batch].view(args.batches, args.batch)
-    threads = torch.get_num_threads()
+    threads = toolchain.num_threads()  # what the sampler runs on ($OMP_NUM_THREADS, else torch's count)
     ours = NeighborSampler(graph, args.fanouts)
-    ours_one = NeighborSampler(graph, args.fanouts, num_threads=1)
     reference = TorchSampler(graph, args.fanouts)
     dgl = dgl_sampler(graph, args.fanouts)
+    plural = "s" if threads > 1 else ""
     rows: dict[str, Callable[[], object]] = {
-        f"featgraph ({threads} threads)": lambda: [ours.sample(b, seed=i) for i, b in enumerate(batches)],
-        "featgraph (1 thread)": lambda: [ours_one.sample(b, seed=i) for i, b in enumerate(batches)],
-        f"torch, vectorised ({threads} threads)": lambda: [reference.sample(b, i) for i, b in enumerate(batches)],
+        f"featgraph ({threads} thread{plural})": lambda: [ours.sample(b, seed=i) for i, b in enumerate(batches)]
     }
+    if threads > 1:
+        ours_one = NeighborSampler(graph, args.fanouts, num_threads=1)
+        rows["featgraph (1 thread)"] = lambda: [ours_one.sample(b, seed=i) for i, b in enumerate(batches)]
+    rows[f"torch, vectorised ({torch.get_num_threads()} torch threads)"] = lambda: [
+        reference.sample(b, i) for i, b in enumerate(batches)
+    ]
     if dgl is not None:
         rows["DGL sample_neighbors + to_block"] = lambda: [dgl(b) for b in batches]
 
