@@ -1,0 +1,118 @@
+"""What both mini-batch loaders share: the full graph and its sampler, built once; an epoch's seed vertices cut
+into batches (shuffled by a torch ``Generator``), each batch sampled with its own seed; batches made ahead
+in a background thread. Subclasses say what one batch looks like (``_make``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import torch
+
+from ..backends import toolchain
+from ..graph import Graph
+from ..sampling import MiniBatch, NeighborSampler
+from ..sampling.neighbor import SEED_LIMIT
+from .prefetch import prefetched
+from .source import (
+    LoaderSource,
+    checked_count,
+    checked_fanouts,
+    checked_flag,
+    checked_input_nodes,
+    checked_seed,
+)
+
+BatchType = TypeVar("BatchType")
+
+
+class SeedLoader(Generic[BatchType]):
+    """Iterates mini-batches of the seed vertices ``input_nodes``, each seed once per epoch.
+
+    ``seed`` makes the sequence of batches reproducible: two loaders with the same seed (and arguments) give
+    the same batches, epoch after epoch, whatever ``prefetch`` and ``num_workers`` are; with ``seed=None``
+    each epoch draws its seed from torch's generator, so ``torch.manual_seed`` reproduces a run.
+    ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``prefetch``:
+    batches a background thread prepares ahead of the one in use (0: each is made when asked for).
+    """
+
+    def __init__(
+        self,
+        source: LoaderSource,
+        fanouts: Any,
+        fanouts_name: str,
+        batch_size: int,
+        shuffle: bool,
+        input_nodes: Any,
+        replace: bool,
+        seed: int | None,
+        num_workers: int,
+        prefetch: int,
+        drop_last: bool,
+        weight_attr: str | None,
+    ) -> None:
+        self.source = source
+        self.batch_size = checked_count(batch_size, "batch_size", 1)
+        self.shuffle = checked_flag(shuffle, "shuffle")
+        self.drop_last = checked_flag(drop_last, "drop_last")
+        self.prefetch = checked_count(prefetch, "prefetch", 0)
+        self.input_nodes = checked_input_nodes(input_nodes, source.graph.num_nodes)
+        self.seed = checked_seed(seed)
+        threads = checked_count(num_workers, "num_workers", 0)
+        threads = toolchain.checked_threads(threads, "num_workers") if threads else None
+        weight = None
+        if weight_attr is not None:
+            if weight_attr not in source.edge_attrs:
+                raise ValueError(
+                    f"weight_attr {weight_attr!r} names no per-edge tensor of the data "
+                    f"(per-edge tensors: {sorted(source.edge_attrs)})"
+                )
+            weight = source.edge_attrs[weight_attr]
+        self.sampler = NeighborSampler(
+            source.graph,
+            checked_fanouts(fanouts, fanouts_name),
+            replace=checked_flag(replace, "replace"),
+            weight=weight,
+            num_threads=threads,
+        )
+        self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
+
+    @property
+    def graph(self) -> Graph:
+        """The full graph the batches are sampled from."""
+        return self.source.graph
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        full, rest = divmod(self.input_nodes.numel(), self.batch_size)
+        return full + int(rest > 0 and not self.drop_last)
+
+    def __iter__(self) -> Iterator[BatchType]:
+        # every random draw of the epoch happens here, in order, so the batches do not depend on the
+        # background thread's timing
+        generator = self._generator
+        if generator is None:
+            generator = torch.Generator().manual_seed(int(torch.randint(0, SEED_LIMIT - 1, (1,))))
+        count = self.input_nodes.numel()
+        order = torch.randperm(count, generator=generator) if self.shuffle else torch.arange(count)
+        positions = list(order.split(self.batch_size))[: len(self)]
+        seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
+        return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
+
+    def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
+        positions, seed = job
+        return self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
+
+    def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
+        """One batch from the sampled ``batch`` of seeds ``input_nodes[positions]``."""
+        raise NotImplementedError
+
+
+def gathered(values: Any, index: torch.Tensor) -> Any:
+    """``values[index]`` along the first dimension: of a tensor (on its device), a numpy array or a list."""
+    if isinstance(values, torch.Tensor):
+        return values.index_select(0, index.to(values.device))
+    if isinstance(values, np.ndarray):
+        return values[index.numpy()]
+    return [values[i] for i in index.tolist()]

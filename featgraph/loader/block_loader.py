@@ -1,0 +1,94 @@
+"""``BlockLoader``: mini-batches as one bipartite block per layer, DGL's ``DataLoader`` shape.
+
+A batch unpacks as ``input_nodes, seeds, blocks``: ``blocks[0]`` is the input layer's block, whose sources
+are ``input_nodes``; each block's destinations are the next block's sources, a prefix of its own, so each
+layer computes only the rows the next layer reads, and the last block's destinations are the seeds. A model
+runs ``for block, layer in zip(blocks, layers): h = layer((h, h[:block.graph.num_dst_nodes]), block.graph)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..sampling import Block, MiniBatch
+from .base import SeedLoader, gathered
+from .source import loader_source
+
+
+@dataclass(frozen=True)
+class BlockBatch:
+    """``input_nodes`` (global ids of the first block's sources), ``seeds`` and ``blocks`` (input layer
+    first); ``x`` holds ``x[input_nodes]`` and ``y`` ``y[seeds]`` when the loader has them, else None.
+    Unpacks as DGL's ``(input_nodes, seeds, blocks)``; ``input_id``: the seeds' positions in the loader's
+    ``input_nodes``."""
+
+    input_nodes: torch.Tensor
+    seeds: torch.Tensor
+    blocks: list[Block]
+    input_id: torch.Tensor
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.input_nodes, self.seeds, self.blocks))
+
+    @property
+    def batch_size(self) -> int:
+        return self.seeds.numel()
+
+
+class BlockLoader(SeedLoader[BlockBatch]):
+    """Mini-batches of ``graph_or_data``'s vertices as per-layer blocks, ``fanouts[h]`` in-neighbours drawn
+    per vertex at hop ``h`` from the seeds (-1: all; ``blocks[-1 - h]`` is hop ``h``'s block).
+
+    ``graph_or_data``: a featgraph ``Graph`` (with ``x``/``y`` given here if the batches should carry them),
+    a featgraph ``Dataset`` or a PyG ``Data``. The other arguments are ``NeighborLoader``'s.
+    """
+
+    def __init__(
+        self,
+        graph_or_data: Any,
+        fanouts: Sequence[int],
+        batch_size: int = 1024,
+        *,
+        shuffle: bool = True,
+        input_nodes: Any = None,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        x: Any = None,
+        y: Any = None,
+    ) -> None:
+        super().__init__(
+            loader_source(graph_or_data, x, y),
+            fanouts,
+            "fanouts",
+            batch_size,
+            shuffle,
+            input_nodes,
+            replace,
+            seed,
+            num_workers,
+            prefetch,
+            drop_last,
+            weight_attr,
+        )
+
+    def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:
+        attrs = self.source.node_attrs
+        x, y = attrs.get("x"), attrs.get("y")
+        return BlockBatch(
+            batch.input_nodes,
+            batch.seeds,
+            batch.blocks,
+            positions,
+            None if x is None else gathered(x, batch.input_nodes),
+            None if y is None else gathered(y, batch.seeds),
+        )

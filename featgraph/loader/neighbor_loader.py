@@ -1,0 +1,135 @@
+"""``NeighborLoader``: PyG's loader of the same name, on featgraph's compiled sampler.
+
+Each batch is laid out as PyG's: a ``Data`` (or, without PyG, a ``Batch`` with the same attribute names)
+over the sampled vertices ``n_id`` (the ``batch_size`` seeds first) with every per-vertex tensor sliced by
+``n_id``, one ``edge_index`` in local ids holding each sampled vertex's in-edges once, every per-edge tensor
+sliced by ``e_id``, and ``input_id``, ``num_sampled_nodes``, ``num_sampled_edges`` per hop. An unchanged
+PyG model trains on it: ``model(batch.x, batch.edge_index)[:batch.batch_size]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import torch
+
+from ..sampling import MiniBatch
+from .base import SeedLoader, gathered
+from .source import loader_source
+
+
+class Batch:
+    """A mini-batch when PyG is not installed: PyG ``Data``'s attribute names (``x``, ``y``,
+    ``edge_index``, ``n_id``, ``e_id``, ``batch_size``, ...), item access and ``to(device)``."""
+
+    def __init__(self, **attrs: Any) -> None:
+        self.__dict__.update(attrs)
+
+    def keys(self) -> list[str]:
+        return list(self.__dict__)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.__dict__[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.__dict__
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """A batch whose tensors are on ``device`` (other values shared)."""
+        return Batch(
+            **{
+                key: value.to(device, non_blocking=non_blocking) if isinstance(value, torch.Tensor) else value
+                for key, value in self.__dict__.items()
+            }
+        )
+
+    def __repr__(self) -> str:
+        parts = [
+            f"{key}={list(value.shape)}" if isinstance(value, torch.Tensor) else f"{key}={value!r}"
+            for key, value in self.__dict__.items()
+        ]
+        return f"Batch({', '.join(parts)})"
+
+
+@cache
+def pyg_data_class() -> type | None:
+    """PyG's ``Data`` where PyG is installed, else None: featgraph itself needs no PyG."""
+    try:
+        from torch_geometric.data import Data
+    except ImportError:
+        return None
+    return Data
+
+
+class NeighborLoader(SeedLoader[Any]):
+    """Mini-batches of ``data``'s vertices with sampled ``num_neighbors[h]`` in-neighbours per vertex at
+    hop ``h`` (-1: all), PyG's ``NeighborLoader`` interface and batch layout.
+
+    ``data``: a PyG ``Data``, a featgraph ``Dataset``, or a featgraph ``Graph`` with ``x`` and ``y`` given
+    here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch,
+    ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
+    ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
+    ``num_workers`` and ``prefetch`` as in ``SeedLoader``. The full graph and its CSR are built once, here.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Sequence[int] = (15, 10),
+        *,
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        input_nodes: Any = None,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        x: Any = None,
+        y: Any = None,
+    ) -> None:
+        super().__init__(
+            loader_source(data, x, y),
+            num_neighbors,
+            "num_neighbors",
+            batch_size,
+            shuffle,
+            input_nodes,
+            replace,
+            seed,
+            num_workers,
+            prefetch,
+            drop_last,
+            weight_attr,
+        )
+        self.batch_class = pyg_data_class() or Batch
+
+    def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:
+        flat = batch.to_edge_index()
+        n_id, e_id, edge_index = flat.n_id, flat.e_id, flat.edge_index
+        # vertices reached at each hop (seeds first) and the edges into each hop's vertices: the flat edges run
+        # hop by hop, each hop's grouped by destination, so their destinations ascend
+        num_sampled_nodes = [flat.batch_size] + [
+            block.graph.num_src_nodes - block.graph.num_dst_nodes for block in reversed(batch.blocks)
+        ]
+        reached = torch.tensor(num_sampled_nodes).cumsum(0)  # vertices reached by the end of each hop
+        edge_ends = torch.searchsorted(edge_index[1], reached)
+        num_sampled_edges = torch.diff(edge_ends, prepend=torch.zeros(1, dtype=torch.int64))[:-1]
+        source = self.source
+        attrs: dict[str, Any] = dict(source.graph_attrs)
+        attrs.update({key: gathered(value, n_id) for key, value in source.node_attrs.items()})
+        attrs.update({key: gathered(value, e_id) for key, value in source.edge_attrs.items()})
+        attrs.update(
+            edge_index=edge_index,
+            n_id=n_id,
+            e_id=e_id,
+            num_nodes=n_id.numel(),
+            batch_size=flat.batch_size,
+            input_id=positions,
+            num_sampled_nodes=num_sampled_nodes,
+            num_sampled_edges=num_sampled_edges.tolist(),
+        )
+        return self.batch_class(**attrs)

@@ -1,0 +1,155 @@
+"""What a loader samples from, and the checks of the arguments every loader shares.
+
+A loader takes a PyG ``Data`` (``edge_index`` and any per-vertex, per-edge and graph-level values), a featgraph
+``Dataset`` (its graph, features as ``x``, labels as ``y``) or a featgraph ``Graph`` with ``x``/``y`` given
+alongside. Each becomes one ``LoaderSource``: the full ``Graph``, built once, and the tensors a batch slices
+by its vertex ids (``n_id``) and edge ids (``e_id``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..datasets import Dataset
+from ..graph import Graph, interop
+from ..sampling.neighbor import SEED_LIMIT
+
+
+@dataclass(frozen=True)
+class LoaderSource:
+    """The full ``graph`` (one vertex set, on the CPU), tensors with one row per vertex (``node_attrs``, e.g.
+    ``x``, ``y``, masks) and per edge in the graph's edge order (``edge_attrs``, e.g. ``edge_weight``,
+    ``edge_attr``), and graph-level values every batch carries unchanged (``graph_attrs``)."""
+
+    graph: Graph
+    node_attrs: dict[str, Any]  # tensors, or numpy arrays and lists a PyG Data holds per vertex
+    edge_attrs: dict[str, Any]
+    graph_attrs: dict[str, Any]
+
+
+def _is_pyg_data(data: Any) -> bool:
+    """A PyG ``Data`` (or any object laid out like one), recognised without importing PyG."""
+    return all(hasattr(data, name) for name in ("edge_index", "is_node_attr", "is_edge_attr", "items"))
+
+
+def _from_pyg(data: Any) -> LoaderSource:
+    if data.edge_index is None:
+        raise ValueError("data has no edge_index: the loaders sample from a PyG Data's edge_index")
+    # the sampler runs on the CPU; per-vertex and per-edge data stay where they are, gathered there
+    edges = interop.from_pyg(data)
+    graph = Graph(**{key: value.cpu() if isinstance(value, torch.Tensor) else value for key, value in edges.items()})
+    node_attrs, edge_attrs, graph_attrs = {}, {}, {}
+    for key, value in data.items():
+        if key in ("edge_index", "num_nodes"):
+            continue
+        if key in ("x", "y") and isinstance(value, torch.Tensor) and value.dim() > 0:
+            node_attrs[key] = value  # checked against the vertex count below, never taken for a graph-level value
+        elif data.is_node_attr(key):
+            node_attrs[key] = value
+        elif data.is_edge_attr(key):
+            edge_attrs[key] = value
+        else:
+            graph_attrs[key] = value
+    return LoaderSource(graph, node_attrs, edge_attrs, graph_attrs)
+
+
+def _tensors(**tensors: Any) -> dict[str, torch.Tensor]:
+    """The given tensors (None left out) as torch tensors."""
+    return {key: torch.as_tensor(value) for key, value in tensors.items() if value is not None}
+
+
+def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> LoaderSource:
+    """``data`` (a PyG ``Data``, a featgraph ``Dataset`` or ``Graph``) as a ``LoaderSource``; ``x`` and ``y``
+    (one row per vertex) go with a ``Graph`` only, the others carry their own."""
+    if isinstance(data, Graph):
+        source = LoaderSource(data, _tensors(x=x, y=y), _tensors(edge_weight=data.edge_weight), {})
+    elif x is not None or y is not None:
+        raise TypeError(f"x and y are passed only with a featgraph Graph; a {type(data).__name__} brings its own")
+    elif isinstance(data, Dataset):
+        return loader_source(data.graph, data.features, data.labels)
+    elif _is_pyg_data(data):
+        source = _from_pyg(data)
+    else:
+        raise TypeError(f"data must be a PyG Data, a featgraph Dataset or a featgraph Graph, got {type(data).__name__}")
+    graph = source.graph
+    if graph.is_bipartite:
+        raise ValueError(
+            f"the graph is bipartite ({graph.num_src_nodes} sources, {graph.num_dst_nodes} destinations); "
+            "loaders sample graphs with one vertex set"
+        )
+    per_vertex, per_edge = ("vertex", source.node_attrs, graph.num_nodes), ("edge", source.edge_attrs, graph.num_edges)
+    for kind, attrs, rows in (per_vertex, per_edge):
+        for key, value in attrs.items():
+            shape = tuple(value.shape) if hasattr(value, "shape") else (len(value),)
+            if len(shape) == 0 or shape[0] != rows:
+                raise ValueError(f"{key} must have one row per {kind} ({rows}), got shape {shape}")
+    return source
+
+
+def checked_fanouts(fanouts: Any, name: str) -> list[int]:
+    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of positive ints or -1."""
+    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
+        raise ValueError(f"{name} must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
+    for fanout in fanouts:
+        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not (fanout > 0 or fanout == -1):
+            raise ValueError(f"{name} must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
+    return [int(fanout) for fanout in fanouts]
+
+
+def checked_count(value: Any, name: str, smallest: int) -> int:
+    """``value`` as an int of at least ``smallest``, or an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < smallest:
+        raise ValueError(f"{name} must be an int >= {smallest}, got {value!r}")
+    return int(value)
+
+
+def checked_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def checked_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an int from 0 to 2**63 - 1 or None, got {seed!r}")
+    return int(seed)
+
+
+def checked_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor:
+    """The seed vertices of an epoch as a fresh int64 CPU vector of distinct ids: ``input_nodes`` is a vector
+    of vertex ids, a boolean mask over the vertices, or None for every vertex."""
+    if input_nodes is None:
+        if num_nodes == 0:
+            raise ValueError("the graph has no vertices: there is nothing to sample")
+        return torch.arange(num_nodes)
+    nodes = torch.as_tensor(input_nodes)
+    if nodes.dim() != 1:
+        raise ValueError(f"input_nodes must be 1-D (vertex ids or a boolean mask), got shape {tuple(nodes.shape)}")
+    if nodes.dtype == torch.bool:
+        if nodes.numel() != num_nodes:
+            raise ValueError(
+                f"input_nodes is a boolean mask of {nodes.numel()} entries, but the graph has {num_nodes} vertices"
+            )
+        nodes = nodes.cpu().nonzero().flatten()
+        if nodes.numel() == 0:
+            raise ValueError("input_nodes is a boolean mask that selects no vertex")
+    if nodes.numel() == 0:  # before the dtype: torch.as_tensor([]) is float32
+        raise ValueError("input_nodes is empty: an epoch needs at least one seed vertex")
+    if nodes.is_floating_point() or nodes.is_complex():
+        raise TypeError(f"input_nodes must hold integer vertex ids or be a boolean mask, got dtype {nodes.dtype}")
+    nodes = nodes.to(device="cpu", dtype=torch.int64, copy=True)
+    low, high = int(nodes.min()), int(nodes.max())
+    if low < 0 or high >= num_nodes:
+        raise ValueError(
+            f"input_nodes holds vertex id {low if low < 0 else high}, out of range for a graph of {num_nodes} vertices"
+        )
+    if torch.unique(nodes).numel() != nodes.numel():
+        raise ValueError("input_nodes holds a vertex more than once: each seed is sampled once per epoch")
+    return nodes

@@ -1,0 +1,70 @@
+"""BlockLoader: DGL's (input_nodes, seeds, blocks) shape, blocks that chain layer to layer, features gathered,
+and PyG layers run block by block equal to the full-graph forward when every neighbour is kept."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph import datasets
+from featgraph.loader import BlockBatch, BlockLoader
+from featgraph.sampling import MiniBatch
+from tests.loader.reference import sage_forward
+from tests.sampling.reference import check_minibatch
+
+pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.nn import SAGEConv  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cora() -> datasets.Dataset:
+    return datasets.load("cora")
+
+
+@pytest.mark.parametrize("fanouts", [[5, 5], [4, -1, 3]], ids=["5-5", "4-all-3"])
+def test_batches_unpack_as_dgl_s_and_their_blocks_chain_from_the_input_layer_to_the_seeds(cora, fanouts):
+    loader = BlockLoader(cora, fanouts, 64, input_nodes=cora.test_idx, seed=4)
+    batches = list(loader)
+    assert len(batches) == len(loader) == 16 and all(isinstance(b, BlockBatch) for b in batches)
+    for batch in batches:
+        input_nodes, seeds, blocks = batch
+        assert torch.equal(seeds, cora.test_idx[batch.input_id]) and batch.batch_size == seeds.numel()
+        check_minibatch(cora.graph, MiniBatch(blocks, seeds), seeds, fanouts)
+        assert torch.equal(input_nodes, blocks[0].n_id)
+        # each layer computes exactly the rows the next one reads
+        for inner, outer in zip(blocks, blocks[1:], strict=False):
+            assert inner.graph.num_dst_nodes == outer.graph.num_src_nodes
+            assert torch.equal(inner.n_id[: inner.graph.num_dst_nodes], outer.n_id)
+        assert blocks[-1].graph.num_dst_nodes == seeds.numel()
+        assert torch.equal(batch.x, cora.features[input_nodes]) and torch.equal(batch.y, cora.labels[seeds])
+    seeds = torch.cat([b.seeds for b in batches])
+    assert torch.equal(torch.sort(seeds).values, torch.sort(cora.test_idx).values)
+
+
+def test_without_features_a_batch_carries_ids_and_blocks(cora):
+    batch = next(iter(BlockLoader(cora.graph, [3], 10, seed=0)))
+    assert batch.x is None and batch.y is None and len(batch.blocks) == 1
+
+
+def test_pyg_layers_on_full_neighbourhood_blocks_equal_the_full_graph_forward(cora):
+    torch.manual_seed(0)
+    convs = torch.nn.ModuleList([SAGEConv(cora.features.shape[1], 16), SAGEConv(16, 7)]).eval()
+    with torch.no_grad():
+        full = sage_forward(convs, cora.features, cora.edge_index)
+        data = Data(x=cora.features, edge_index=cora.edge_index)
+        for input_nodes, seeds, blocks in BlockLoader(data, [-1, -1], 700, seed=1):
+            h = cora.features[input_nodes]
+            for depth, (block, conv) in enumerate(zip(blocks, convs, strict=True)):
+                sizes = (block.graph.num_src_nodes, block.graph.num_dst_nodes)
+                h = conv((h, h[: sizes[1]]), torch.stack(block.graph.coo()), size=sizes)
+                if depth < len(convs) - 1:
+                    h = h.relu()
+            torch.testing.assert_close(h, full[seeds], rtol=1e-5, atol=1e-5)
+
+
+def test_bad_fanouts_are_named(cora):
+    with pytest.raises(ValueError, match="fanouts must hold positive ints or -1"):
+        BlockLoader(cora, [5, 0], 10)
+    with pytest.raises(ValueError, match="input_nodes is empty"):
+        BlockLoader(cora, [5], 10, input_nodes=torch.tensor([], dtype=torch.int64))

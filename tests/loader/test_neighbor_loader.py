@@ -1,0 +1,193 @@
+"""NeighborLoader against an independent reference: PyG's batch layout from the full graph's edge list, the
+per-vertex and per-edge tensors sliced, the inputs it takes, PyG models training on it, and bad input."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from featgraph import Graph, datasets
+from featgraph.loader import Batch, NeighborLoader
+from featgraph.loader.neighbor_loader import pyg_data_class
+from tests.loader.reference import check_flat_batch
+
+torch_geometric = pytest.importorskip("torch_geometric")
+from torch_geometric.data import Data  # noqa: E402
+from torch_geometric.nn import GraphSAGE, SAGEConv  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cora() -> datasets.Dataset:
+    return datasets.load("cora")
+
+
+def cora_data(cora: datasets.Dataset) -> Data:
+    gen = torch.Generator().manual_seed(0)
+    num_edges = cora.graph.num_edges
+    return Data(
+        x=cora.features,
+        y=cora.labels,
+        edge_index=cora.edge_index,
+        edge_attr=torch.randn(num_edges, 3, generator=gen),
+        edge_weight=torch.rand(num_edges, generator=gen),
+        train_mask=torch.zeros(cora.graph.num_nodes, dtype=torch.bool).index_fill_(0, cora.train_idx, True),
+        num_classes=cora.num_classes,
+    )
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+@pytest.mark.parametrize("num_neighbors", [[10, 5], [3, -1, 2], [-1]], ids=["10-5", "3-all-2", "all"])
+def test_batches_are_pyg_layout_samples_of_the_graph_with_tensors_sliced(cora, num_neighbors, replace):
+    data = cora_data(cora)
+    loader = NeighborLoader(
+        data, num_neighbors, batch_size=50, input_nodes=cora.train_idx, replace=replace, seed=3, prefetch=1
+    )
+    batches = list(loader)
+    assert len(batches) == len(loader) == 3 and [b.batch_size for b in batches] == [50, 50, 40]
+    for batch in batches:
+        assert isinstance(batch, Data)
+        seeds = cora.train_idx[batch.input_id]
+        check_flat_batch(cora.graph, batch, seeds, num_neighbors, replace)
+        assert torch.equal(batch.x, data.x[batch.n_id]) and torch.equal(batch.y[: batch.batch_size], data.y[seeds])
+        assert torch.equal(batch.train_mask, data.train_mask[batch.n_id])
+        assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+        assert torch.equal(batch.edge_weight, data.edge_weight[batch.e_id])
+        assert batch.num_classes == cora.num_classes and batch.num_nodes == batch.n_id.numel()
+    # the union of seeds over an epoch is input_nodes, each once
+    seeds = torch.cat([cora.train_idx[b.input_id] for b in batches])
+    assert torch.equal(torch.sort(seeds).values, torch.sort(cora.train_idx).values)
+
+
+def test_a_boolean_mask_selects_the_same_seeds_as_its_indices(cora):
+    data = cora_data(cora)
+    by_mask = list(NeighborLoader(data, [4, 4], batch_size=64, input_nodes=data.train_mask, seed=5))
+    by_index = list(
+        NeighborLoader(data, [4, 4], batch_size=64, input_nodes=data.train_mask.nonzero().flatten(), seed=5)
+    )
+    assert len(by_mask) == len(by_index) == 3
+    for a, b in zip(by_mask, by_index, strict=True):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
+        assert bool(data.train_mask[a.n_id[: a.batch_size]].all())
+
+
+def test_dataset_and_graph_with_tensors_give_the_same_batches_as_pyg_data(cora):
+    data = Data(x=cora.features, y=cora.labels, edge_index=cora.edge_index)
+    kwargs = dict(batch_size=100, input_nodes=cora.val_idx, seed=11)
+    from_data = list(NeighborLoader(data, [5, 5], **kwargs))
+    from_dataset = list(NeighborLoader(cora, [5, 5], **kwargs))
+    from_graph = list(NeighborLoader(cora.graph, [5, 5], x=cora.features, y=cora.labels, **kwargs))
+    for a, b, c in zip(from_data, from_dataset, from_graph, strict=True):
+        for key in ("x", "y", "edge_index", "n_id", "e_id", "input_id"):
+            assert torch.equal(a[key], b[key]) and torch.equal(a[key], c[key]), key
+        check_flat_batch(cora.graph, a, cora.val_idx[a.input_id], [5, 5])
+
+
+def test_per_hop_counts_let_pyg_trim_each_layer_to_what_it_needs(cora):
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.features.shape[1], 16, num_layers=3, out_channels=cora.num_classes).eval()
+    batch = next(iter(NeighborLoader(cora, [6, 4, 3], batch_size=32, seed=2)))
+    full = model(batch.x, batch.edge_index)[: batch.batch_size]
+    trimmed = model(
+        batch.x,
+        batch.edge_index,
+        num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+        num_sampled_edges_per_hop=batch.num_sampled_edges,
+    )[: batch.batch_size]
+    torch.testing.assert_close(trimmed, full, rtol=1e-5, atol=1e-6)
+
+
+def test_an_unchanged_pyg_model_trains_one_epoch_and_its_loss_decreases(cora):
+    torch.manual_seed(0)
+    convs = torch.nn.ModuleList([SAGEConv(cora.features.shape[1], 32), SAGEConv(32, cora.num_classes)])
+
+    def model(x, edge_index):
+        return convs[1](convs[0](x, edge_index).relu(), edge_index)
+
+    optimizer = torch.optim.Adam(convs.parameters(), lr=0.02)
+    train = cora.train_idx
+
+    def train_loss() -> float:
+        with torch.no_grad():
+            out = model(cora.features, cora.edge_index)[train]
+        return float(torch.nn.functional.cross_entropy(out, cora.labels[train]))
+
+    before = train_loss()
+    loader = NeighborLoader(cora, [10, 10], batch_size=20, input_nodes=train, seed=0)
+    for batch in loader:
+        optimizer.zero_grad()
+        out = model(batch.x, batch.edge_index)[: batch.batch_size]
+        loss = torch.nn.functional.cross_entropy(out, batch.y[: batch.batch_size])
+        loss.backward()
+        optimizer.step()
+    assert len(loader) == 7 and train_loss() < 0.7 * before
+
+
+def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(cora, monkeypatch):
+    for module in ("torch_geometric", "torch_geometric.data"):
+        monkeypatch.setitem(sys.modules, module, None)  # importing PyG now fails
+    pyg_data_class.cache_clear()
+    try:
+        batch = next(iter(NeighborLoader(cora, [4, 2], batch_size=16, seed=0)))
+    finally:
+        pyg_data_class.cache_clear()
+    assert type(batch) is Batch
+    assert torch.equal(batch.x, cora.features[batch.n_id]) and torch.equal(batch["y"], cora.labels[batch.n_id])
+    assert batch.batch_size == 16 and "input_id" in batch
+    check_flat_batch(cora.graph, batch, batch.n_id[:16], [4, 2])
+    moved = batch.to("cpu")
+    assert type(moved) is Batch and moved.keys() == batch.keys() and torch.equal(moved.x, batch.x)
+
+
+@pytest.mark.parametrize(
+    "num_neighbors, message",
+    [
+        ([0], "num_neighbors must hold positive ints or -1"),
+        ([5, -2], "num_neighbors must hold"),
+        ([2.5], "num_neighbors"),
+        ([], "num_neighbors must be a non-empty list"),
+        (5, "num_neighbors must be a non-empty list"),
+    ],
+)
+def test_bad_num_neighbors_is_named(cora, num_neighbors, message):
+    with pytest.raises(ValueError, match=message):
+        NeighborLoader(cora, num_neighbors)
+
+
+@pytest.mark.parametrize("batch_size", [0, -3, 2.0, True])
+def test_bad_batch_size_is_named(cora, batch_size):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+        NeighborLoader(cora, [5], batch_size=batch_size)
+
+
+def test_rows_that_do_not_match_the_graph_are_named(cora):
+    with pytest.raises(ValueError, match=r"x must have one row per vertex \(2708\), got shape \(2707, 1433\)"):
+        NeighborLoader(cora.graph, [5], x=cora.features[:-1])
+    with pytest.raises(ValueError, match="y must have one row per vertex"):
+        NeighborLoader(Data(x=cora.features, y=cora.labels[:5], edge_index=cora.edge_index), [5])
+    with pytest.raises(TypeError, match="x and y are passed only with a featgraph Graph"):
+        NeighborLoader(cora, [5], x=cora.features)
+
+
+def test_unknown_weight_attr_is_named(cora):
+    with pytest.raises(ValueError, match="weight_attr 'w' names no per-edge tensor"):
+        NeighborLoader(cora, [5], weight_attr="w")
+
+
+def test_weight_attr_draws_only_edges_of_positive_weight(cora):
+    weight = torch.rand(cora.graph.num_edges, generator=torch.Generator().manual_seed(1))
+    weight[weight < 0.5] = 0
+    data = Data(x=cora.features, edge_index=cora.edge_index, edge_weight=weight)
+    for batch in NeighborLoader(data, [3, 3], batch_size=500, weight_attr="edge_weight", seed=0):
+        assert batch.e_id.numel() > 0 and bool((weight[batch.e_id] > 0).all())
+        assert torch.equal(batch.edge_weight, weight[batch.e_id])
+
+
+def test_a_graph_without_tensors_gives_batches_of_ids_alone():
+    graph = Graph(torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0]), 5)  # vertex 4 isolated
+    batches = list(NeighborLoader(graph, [-1, -1], batch_size=2, shuffle=False, seed=0))
+    assert [b.n_id[: b.batch_size].tolist() for b in batches] == [[0, 1], [2, 3], [4]]
+    for batch in batches:
+        assert "x" not in batch
+        check_flat_batch(graph, batch, batch.n_id[: batch.batch_size], [-1, -1])

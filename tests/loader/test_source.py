@@ -1,0 +1,94 @@
+"""loader_source and the shared argument checks: what becomes per-vertex, per-edge and graph-level data, and
+bad input named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph import Graph, datasets
+from featgraph.loader.source import checked_count, checked_fanouts, checked_input_nodes, checked_seed, loader_source
+
+
+def test_pyg_data_splits_into_vertex_edge_and_graph_level_values():
+    data_module = pytest.importorskip("torch_geometric.data")
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    data = data_module.Data(
+        x=torch.ones(4, 2),
+        y=torch.arange(4),
+        edge_index=edge_index,
+        edge_attr=torch.ones(3, 5),
+        names=["a", "b", "c", "d"],
+        scale=2.0,
+        num_nodes=4,
+    )
+    source = loader_source(data)
+    assert source.graph.num_nodes == 4 and source.graph.num_edges == 3
+    assert sorted(source.node_attrs) == ["names", "x", "y"] and sorted(source.edge_attrs) == ["edge_attr"]
+    assert source.graph_attrs == {"scale": 2.0}
+    with pytest.raises(ValueError, match="x must have one row per vertex"):
+        loader_source(data_module.Data(x=torch.ones(3, 2), edge_index=edge_index, num_nodes=4))
+    with pytest.raises(ValueError, match="data has no edge_index"):
+        loader_source(data_module.Data(x=torch.ones(3, 2)))
+
+
+def test_a_dataset_brings_features_labels_and_edge_weights_a_graph_takes_them_here():
+    cora = datasets.load("cora")
+    source = loader_source(cora)
+    assert source.graph is cora.graph and source.node_attrs["x"] is cora.features and source.edge_attrs == {}
+    weighted = Graph(torch.tensor([0, 1]), torch.tensor([1, 0]), 2, edge_weight=torch.tensor([0.5, 2.0]))
+    source = loader_source(weighted, x=[[1.0], [2.0]])
+    assert torch.equal(source.node_attrs["x"], torch.tensor([[1.0], [2.0]])) and "y" not in source.node_attrs
+    assert torch.equal(source.edge_attrs["edge_weight"], torch.tensor([0.5, 2.0]))
+
+
+def test_other_inputs_are_refused_by_name():
+    with pytest.raises(TypeError, match="data must be a PyG Data, a featgraph Dataset or a featgraph Graph, got dict"):
+        loader_source({"edge_index": None})
+    with pytest.raises(ValueError, match=r"the graph is bipartite \(3 sources, 2 destinations\)"):
+        loader_source(Graph(torch.tensor([2]), torch.tensor([1]), (3, 2)))
+    with pytest.raises(ValueError, match=r"y must have one row per vertex \(2\), got shape \(\)"):
+        loader_source(Graph(torch.tensor([0]), torch.tensor([1]), 2), y=3)
+
+
+def test_input_nodes_as_ids_a_mask_or_every_vertex():
+    assert torch.equal(checked_input_nodes(None, 3), torch.arange(3))
+    assert torch.equal(checked_input_nodes([2, 0], 3), torch.tensor([2, 0]))
+    assert torch.equal(checked_input_nodes(torch.tensor([False, True, True]), 3), torch.tensor([1, 2]))
+    ids = torch.tensor([1, 0], dtype=torch.int32)
+    checked = checked_input_nodes(ids, 3)
+    assert checked.dtype == torch.int64 and checked.data_ptr() != ids.data_ptr()
+    with pytest.raises(ValueError, match="the graph has no vertices"):
+        checked_input_nodes(None, 0)
+
+
+@pytest.mark.parametrize(
+    "input_nodes, error, message",
+    [
+        ([0, 3], ValueError, "input_nodes holds vertex id 3, out of range for a graph of 3 vertices"),
+        ([-1], ValueError, "input_nodes holds vertex id -1"),
+        ([], ValueError, "input_nodes is empty"),
+        (torch.zeros(3, dtype=torch.bool), ValueError, "input_nodes is a boolean mask that selects no vertex"),
+        (torch.ones(4, dtype=torch.bool), ValueError, "boolean mask of 4 entries, but the graph has 3 vertices"),
+        ([0.0, 1.0], TypeError, "input_nodes must hold integer vertex ids or be a boolean mask"),
+        ([[0, 1]], ValueError, "input_nodes must be 1-D"),
+        ([1, 2, 1], ValueError, "input_nodes holds a vertex more than once"),
+    ],
+)
+def test_bad_input_nodes_are_named(input_nodes, error, message):
+    with pytest.raises(error, match=message):
+        checked_input_nodes(input_nodes, 3)
+
+
+def test_argument_checks_name_the_argument():
+    assert checked_fanouts((5, -1), "fanouts") == [5, -1]
+    with pytest.raises(ValueError, match="num_neighbors must hold positive ints or -1"):
+        checked_fanouts([True], "num_neighbors")
+    with pytest.raises(ValueError, match="fanouts must be a non-empty list"):
+        checked_fanouts("10", "fanouts")
+    assert checked_count(0, "prefetch", 0) == 0
+    with pytest.raises(ValueError, match="prefetch must be an int >= 0, got -1"):
+        checked_count(-1, "prefetch", 0)
+    assert checked_seed(None) is None and checked_seed(2**63 - 1) == 2**63 - 1
+    with pytest.raises(ValueError, match="seed must be an int from 0 to 2"):
+        checked_seed(2**63)
