@@ -145,8 +145,8 @@ class NeighborSampler:
     replacement by default, with replacement when ``replace``; with a per-edge ``weight`` (user edge order,
     non-negative) each draw picks an edge with probability proportional to its weight, so zero-weight edges
     are never drawn (and ``-1`` keeps the positive ones). ``num_threads`` defaults to the CPU kernels' count.
-    A batch depends only on the seeds and ``seed``. One sampler samples one batch at a time (calls from
-    several threads wait for each other: the relabelling map is shared).
+    A batch depends only on the seeds and ``seed``. Calls from several threads may share a sampler: they
+    take turns in the compiled hops, whose relabelling map is the sampler's.
     """
 
     def __init__(
@@ -192,13 +192,13 @@ class NeighborSampler:
         threads = self._threads()
         weight = self.graph.edge_weight
         blocks, frontier = [], seeds
-        with self._lock:
-            for hop, fanout in enumerate(self.fanouts):
+        for hop, fanout in enumerate(self.fanouts):
+            with self._lock:
                 drawn = kernel.sample_hop(
                     self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads
                 )
-                edge_weight = None if weight is None else weight[drawn.edge_ids]
-                block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight)
-                blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
-                frontier = drawn.node_ids
+            edge_weight = None if weight is None else weight[drawn.edge_ids]
+            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight)
+            blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
+            frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

@@ -3,10 +3,12 @@ counts per destination, reproducibility, PyG's flat form, awkward graphs and bad
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 
-from featgraph import Graph, datasets
+from featgraph import Graph, datasets, ops
 from featgraph.sampling import MiniBatch, NeighborSampler
 from tests.conftest import random_edges
 from tests.sampling.reference import assert_same_batch, check_minibatch
@@ -124,6 +126,30 @@ def test_flat_form_expands_each_vertex_once_as_pyg_does():
         in_block = torch.isin(block.graph.coo()[1], rows)
         in_flat = torch.isin(flat.edge_index[1], rows)
         assert torch.equal(block.e_id[in_block], flat.e_id[in_flat])
+
+
+def test_a_block_aggregates_like_its_dense_bipartite_adjacency():
+    graph = skewed_graph()
+    batch = NeighborSampler(graph, [6, 3]).sample(some_seeds(graph.num_nodes, 80), seed=4)
+    h = torch.randn(batch.input_nodes.numel(), 8, dtype=torch.float64)
+    for block in batch.blocks:
+        src, dst = block.graph.coo()
+        dense = torch.zeros(block.graph.num_dst_nodes, block.graph.num_src_nodes, dtype=torch.float64)
+        dense.index_put_((dst, src), torch.ones(src.numel(), dtype=torch.float64), accumulate=True)
+        out = ops.gspmm(block.graph, "copy_lhs", "sum", h, None)
+        torch.testing.assert_close(out, dense @ h)
+        h = out
+
+
+def test_one_sampler_shared_by_threads_gives_each_call_its_own_batch():
+    graph = skewed_graph()
+    sampler = NeighborSampler(graph, [10, 5])
+    batches = [some_seeds(graph.num_nodes, 200, seed=i) for i in range(8)]
+    expected = [sampler.sample(seeds, seed=i) for i, seeds in enumerate(batches)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda i: sampler.sample(batches[i], seed=i), range(8)))
+    for a, b in zip(expected, got, strict=True):
+        assert_same_batch(a, b)
 
 
 def test_minibatch_orders_blocks_input_layer_first():
