@@ -28,7 +28,8 @@ SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
 class Block(NamedTuple):
     """One hop's bipartite block: ``graph`` (destinations = the first ``graph.num_dst_nodes`` sources, CSR
     built in), the global id of each source ``n_id`` and the global edge id of each block edge ``e_id``
-    (block edge order). A layer runs as ``layer(h[...], block.graph)`` on source rows ``h`` of ``n_id``."""
+    (block edge order). A layer runs as ``layer(h, block.graph)`` with ``h`` holding the rows of ``n_id``;
+    its output rows are the destinations, ``n_id[: graph.num_dst_nodes]``."""
 
     graph: Graph
     n_id: torch.Tensor
