@@ -148,23 +148,33 @@ class Graph:
 
     @classmethod
     def from_csr(
-        cls, indptr: torch.Tensor, indices: torch.Tensor, num_src: int, edge_weight: Any | None = None
+        cls,
+        indptr: torch.Tensor,
+        indices: torch.Tensor,
+        num_src: int,
+        edge_weight: Any | None = None,
+        check: bool = True,
     ) -> Graph:
         """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
-        the graph's own, so kernels build no format for it."""
+        the graph's own, so kernels build no format for it. ``check=False`` trusts and shares the tensors
+        (int64, contiguous, valid: featgraph's sampler builds them so) instead of checking and copying them."""
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
-        if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
-            raise ValueError("indptr must be 1-D with at least one entry and indices 1-D")
-        if int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
-            raise ValueError(
-                f"indptr must rise from 0 to len(indices)={indices.numel()} without falling, got "
-                f"{indptr[0].item()}..{indptr[-1].item()}"
-            )
+        if check:
+            if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
+                raise ValueError("indptr must be 1-D with at least one entry and indices 1-D")
+            if int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() or bool((indptr[1:] < indptr[:-1]).any()):
+                raise ValueError(
+                    f"indptr must rise from 0 to len(indices)={indices.numel()} without falling, got "
+                    f"{indptr[0].item()}..{indptr[-1].item()}"
+                )
         num_dst = indptr.numel() - 1
         counts = indptr[1:] - indptr[:-1]
-        dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts)
-        graph = cls(indices, dst, (num_src, num_dst), edge_weight)
+        dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts, output_size=indices.numel())
+        if check:
+            graph = cls(indices, dst, (num_src, num_dst), edge_weight)
+        else:
+            graph = cls._derived(indices, dst, (num_src, num_dst), edge_weight)
         ids = torch.arange(indices.numel(), device=indptr.device)
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
         return graph

@@ -199,7 +199,7 @@ class NeighborSampler:
                     self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads
                 )
             edge_weight = None if weight is None else weight[drawn.edge_ids]
-            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight)
+            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight, check=False)
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

@@ -267,6 +267,8 @@ def test_from_csr_keeps_the_given_csr_and_its_order():
     src, dst = g.coo()
     assert torch.equal(src, indices) and dst.tolist() == [0, 0, 2, 2, 2]
     assert torch.equal(g.csr(torch.int32).indptr, indptr.int())
+    trusted = Graph.from_csr(indptr, indices, num_src=7, check=False)
+    assert torch.equal(torch.stack(trusted.coo()), torch.stack(g.coo())) and trusted.csr().indptr is indptr
 
 
 @pytest.mark.parametrize(
