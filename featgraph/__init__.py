@@ -1,12 +1,13 @@
 """featgraph: a sparse-kernel backend for GNN systems.
 
 Generalized SpMM (vertex-wise aggregation) and SDDMM (edge-wise computation) with user-defined
-functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_index``.
+functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_index`` (bipartite graphs
+too); a compiled neighbour sampler (``sampling``) and loaders (``loader``) for mini-batch training.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import datasets, nn, te
+from . import datasets, loader, nn, sampling, te
 from .graph import Graph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, default_target, sddmm, spmm
@@ -25,7 +26,9 @@ __all__ = [
     "__version__",
     "datasets",
     "default_target",
+    "loader",
     "nn",
+    "sampling",
     "sddmm",
     "spmm",
     "te",
