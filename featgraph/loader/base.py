@@ -13,12 +13,11 @@ import torch
 from ..backends import toolchain
 from ..graph import Graph
 from ..sampling import MiniBatch, NeighborSampler
-from ..sampling.neighbor import SEED_LIMIT
+from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
 from .prefetch import prefetched
 from .source import (
     LoaderSource,
     checked_count,
-    checked_fanouts,
     checked_flag,
     checked_input_nodes,
     checked_seed,

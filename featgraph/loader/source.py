@@ -9,7 +9,6 @@ by its vertex ids (``n_id``) and edge ids (``e_id``).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,16 +88,6 @@ def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> Load
             if len(shape) == 0 or shape[0] != rows:
                 raise ValueError(f"{key} must have one row per {kind} ({rows}), got shape {shape}")
     return source
-
-
-def checked_fanouts(fanouts: Any, name: str) -> list[int]:
-    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of positive ints or -1."""
-    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
-        raise ValueError(f"{name} must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
-    for fanout in fanouts:
-        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not (fanout > 0 or fanout == -1):
-            raise ValueError(f"{name} must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
-    return [int(fanout) for fanout in fanouts]
 
 
 def checked_count(value: Any, name: str, smallest: int) -> int:

@@ -82,12 +82,13 @@ class MiniBatch:
         return EdgeIndexBatch(torch.cat(edges, dim=1), self.input_nodes, torch.cat(edge_ids), self.batch_size)
 
 
-def _checked_fanouts(fanouts: Any) -> tuple[int, ...]:
+def checked_fanouts(fanouts: Any, name: str = "fanouts") -> tuple[int, ...]:
+    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of positive ints or -1."""
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
-        raise ValueError(f"fanouts must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
+        raise ValueError(f"{name} must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
     for fanout in fanouts:
         if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not (fanout > 0 or fanout == -1):
-            raise ValueError(f"fanouts must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
+            raise ValueError(f"{name} must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
     return tuple(int(f) for f in fanouts)
 
 
@@ -170,7 +171,7 @@ class NeighborSampler:
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, got {replace!r}")
         self.graph = graph
-        self.fanouts = _checked_fanouts(fanouts)
+        self.fanouts = checked_fanouts(fanouts)
         self.replace = replace
         self.num_threads = None if num_threads is None else toolchain.checked_threads(num_threads, "num_threads")
         self._csr = graph.csr()

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from featgraph import Graph, datasets
-from featgraph.loader.source import checked_count, checked_fanouts, checked_input_nodes, checked_seed, loader_source
+from featgraph.loader.source import checked_count, checked_input_nodes, checked_seed, loader_source
+from featgraph.sampling.neighbor import checked_fanouts
 
 
 def test_pyg_data_splits_into_vertex_edge_and_graph_level_values():
@@ -81,7 +82,7 @@ def test_bad_input_nodes_are_named(input_nodes, error, message):
 
 
 def test_argument_checks_name_the_argument():
-    assert checked_fanouts((5, -1), "fanouts") == [5, -1]
+    assert checked_fanouts((5, -1), "fanouts") == (5, -1)
     with pytest.raises(ValueError, match="num_neighbors must hold positive ints or -1"):
         checked_fanouts([True], "num_neighbors")
     with pytest.raises(ValueError, match="fanouts must be a non-empty list"):
