@@ -8,13 +8,16 @@ import json
 
 import torch
 
+from . import minibatch
 from .loop import Metrics, build, evaluate, fit, load_model, node_task, save
-from .models import BACKENDS, MODELS, preset
+from .models import BACKENDS, MODELS, Preset, preset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", choices=MODELS, default="gcn")
-    parser.add_argument("--dataset", default="cora", help="a labelled bundled dataset: cora or citeseer")
+    parser.add_argument("--model", choices=MODELS, help="default gcn (sage with --minibatch)")
+    parser.add_argument(
+        "--dataset", default="cora", help="a labelled bundled dataset: cora, citeseer, products-like(-small)"
+    )
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--hidden", type=int)
     parser.add_argument("--heads", type=int, help="GAT's attention heads in the first layer")
@@ -28,25 +31,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load", metavar="PATH", help="evaluate a saved model instead of training")
     parser.add_argument("--json", metavar="PATH", help="write the final metrics as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    minibatch.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict[str, float | int]:
-    if args.load:
+    if args.minibatch:
+        model = args.model or "sage"
+        epochs = minibatch.EPOCHS if args.epochs is None else args.epochs
+        result: dict = minibatch.run(args, model, _config(args, model, epochs))
+    elif args.load:
         net, task, meta = load_model(args.load)
         val, test = evaluate(net, task)
-        result: dict = {"val_acc": val, "test_acc": test}
+        result = {"val_acc": val, "test_acc": test}
         print(f"{meta['model']} ({meta['backend']}) on {task.name}: val {val:.4f} test {test:.4f}")
     else:
-        config = preset(
-            args.model, epochs=args.epochs, hidden=args.hidden, heads=args.heads, aggr=args.aggr, lr=args.lr,
-            weight_decay=args.weight_decay, dropout=args.dropout,
-        )  # fmt: skip
+        if args.fanout or args.batch_size:
+            raise ValueError("--fanout and --batch-size apply to --minibatch training")
+        model = args.model or "gcn"
+        config = _config(args, model, args.epochs)
         task = node_task(args.dataset)
         torch.manual_seed(args.seed)
-        net = build(args.model, task, config, args.backend)
+        net = build(model, task, config, args.backend)
         metrics = fit(net, task, config, args.seed, progress=not args.quiet)
         result = metrics.to_dict()
-        print(f"{args.model} ({args.backend}) on {task.name}: {_summary(metrics)}")
+        print(f"{model} ({args.backend}) on {task.name}: {_summary(metrics)}")
         if args.save:
             save(args.save, net, task, config, args.backend)
             print(f"saved to {args.save}")
@@ -54,6 +62,14 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     return result
+
+
+def _config(args: argparse.Namespace, model: str, epochs: int | None) -> Preset:
+    """The model's preset with the hyper-parameters given on the command line."""
+    return preset(
+        model, epochs=epochs, hidden=args.hidden, heads=args.heads, aggr=args.aggr, lr=args.lr,
+        weight_decay=args.weight_decay, dropout=args.dropout,
+    )  # fmt: skip
 
 
 def _summary(m: Metrics) -> str:

@@ -12,14 +12,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..datasets import load
+from ..datasets import Dataset, load
 from ..progress import Progress
 from .models import NodeClassifier, Preset, preset
 
 
 @dataclass(frozen=True)
 class Task:
-    """A labelled graph with its split, features row-normalised (PyG's ``NormalizeFeatures``)."""
+    """A labelled graph with its split, features as ``normalized_features`` gives them."""
 
     name: str
     x: torch.Tensor
@@ -45,14 +45,38 @@ class Metrics:
         return asdict(self)
 
 
-def node_task(dataset: str) -> Task:
-    """The bundled dataset as a node-classification task; only datasets with labels and a split qualify."""
+def labelled_dataset(dataset: str) -> Dataset:
+    """The bundled dataset, which must have labels and a train/validation/test split."""
     data = load(dataset)
     if data.labels is None or data.train_idx is None:
-        raise ValueError(f"dataset {dataset!r} has no labels and split; node classification needs cora or citeseer")
-    x = data.features / data.features.sum(1, keepdim=True).clamp(min=1)
+        raise ValueError(
+            f"dataset {dataset!r} has no labels and split; node classification needs a labelled dataset "
+            "(cora, citeseer, products-like, products-like-small)"
+        )
+    return data
+
+
+def normalized_features(features: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to sum 1 (PyG's ``NormalizeFeatures``) where the features are non-negative, as the citation
+    graphs' bags of words; signed features (products-like's) are returned as they are, since a row's sum
+    there is no size to divide by."""
+    if bool((features < 0).any()):
+        return features
+    return features / features.sum(1, keepdim=True).clamp(min=1)
+
+
+def node_task(dataset: str) -> Task:
+    """The bundled dataset as a node-classification task; only datasets with labels and a split qualify."""
+    data = labelled_dataset(dataset)
     return Task(
-        data.name, x, data.edge_index, data.labels, data.num_classes, data.train_idx, data.val_idx, data.test_idx
+        data.name,
+        normalized_features(data.features),
+        data.edge_index,
+        data.labels,
+        data.num_classes,
+        data.train_idx,
+        data.val_idx,
+        data.test_idx,
     )
 
 
@@ -64,8 +88,13 @@ def build(model: str, task: Task, config: Preset, backend: str) -> NodeClassifie
 def evaluate(net: torch.nn.Module, task: Task) -> tuple[float, float]:
     """(validation accuracy, test accuracy)."""
     net.eval()
-    predicted = net(task.x, task.edge_index).argmax(1)
-    return tuple(float((predicted[idx] == task.y[idx]).float().mean()) for idx in (task.val_idx, task.test_idx))
+    return split_accuracies(net(task.x, task.edge_index), task.y, task.val_idx, task.test_idx)
+
+
+def split_accuracies(logits: torch.Tensor, labels: torch.Tensor, *splits: torch.Tensor) -> tuple[float, ...]:
+    """The share of each split's vertices whose highest logit is their label."""
+    predicted = logits.argmax(1)
+    return tuple(float((predicted[idx] == labels[idx]).float().mean()) for idx in splits)
 
 
 def fit(net: torch.nn.Module, task: Task, config: Preset, seed: int = 0, progress: bool = True) -> Metrics:

@@ -5,6 +5,7 @@ parameter names agree, so one's state dict loads into the other."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import ModuleType
 
@@ -38,6 +39,7 @@ PRESETS = {
     "gin": Preset(hidden=64, dropout=0.5, lr=0.01, weight_decay=5e-4),
 }
 MODELS = tuple(PRESETS)
+CONV_MODELS = ("gcn", "sage", "gat", "gin")  # one message-passing layer each, stackable (AGNN is not)
 
 
 def layers(backend: str) -> ModuleType:
@@ -57,38 +59,61 @@ def preset(model: str, **overrides: object) -> Preset:
     return replace(PRESETS[model], **{k: v for k, v in overrides.items() if v is not None})
 
 
+def activation(model: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The non-linearity between layers: ELU for GAT (as its paper), ReLU for the others."""
+    return F.elu if model == "gat" else F.relu
+
+
+def dropout_function(backend: str) -> Callable[[torch.Tensor, float, bool], torch.Tensor]:
+    """featgraph's hashed-mask dropout for featgraph's layers; PyG's models keep torch's (which dominates
+    small-graph epochs on CPU)."""
+    return dropout if backend == "featgraph" else F.dropout
+
+
+def conv_layer(
+    nn: ModuleType, model: str, in_channels: int, out_channels: int, config: Preset, last: bool
+) -> tuple[torch.nn.Module, int]:
+    """One message-passing layer of ``model`` ("gcn", "sage", "gat", "gin") from the layer namespace ``nn``, and
+    the width of its output: a hidden layer, or the output layer when ``last`` (GAT's averages one head, GIN's
+    applies one Linear)."""
+    if model == "gcn":
+        return nn.GCNConv(in_channels, out_channels), out_channels
+    if model == "sage":  # "pool" is GraphSAGE's pooling aggregator: PyG's projected max
+        kwargs = {"aggr": "max", "project": True} if config.aggr == "pool" else {"aggr": config.aggr}
+        return nn.SAGEConv(in_channels, out_channels, **kwargs), out_channels
+    if model == "gat":
+        if last:
+            return nn.GATConv(in_channels, out_channels, heads=1, concat=False, dropout=config.dropout), out_channels
+        conv = nn.GATConv(in_channels, out_channels, heads=config.heads, dropout=config.dropout)
+        return conv, out_channels * config.heads
+    if model == "gin":
+        Linear, width = torch.nn.Linear, out_channels
+        if last:
+            return nn.GINConv(Linear(in_channels, width)), width
+        mlp = torch.nn.Sequential(Linear(in_channels, width), torch.nn.ReLU(), Linear(width, width))
+        return nn.GINConv(mlp, train_eps=True), width
+    raise ValueError(f"model must be one of {CONV_MODELS}, got {model!r}")
+
+
 class NodeClassifier(torch.nn.Module):
     """``model`` ("gcn", "sage", "gat", "agnn", "gin") as two message-passing layers with dropout, built
     from ``backend``'s layers."""
 
     def __init__(self, model: str, in_channels: int, num_classes: int, config: Preset, backend: str) -> None:
         super().__init__()
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
         nn = layers(backend)
         self.model, self.dropout = model, config.dropout
-        hidden = config.hidden
-        self.activation = F.elu if model == "gat" else F.relu
-        # featgraph's hashed-mask dropout; PyG models keep torch's (which dominates small-graph epochs on CPU)
-        self.drop = dropout if backend == "featgraph" else F.dropout
-        if model == "gcn":
-            self.conv1, self.conv2 = nn.GCNConv(in_channels, hidden), nn.GCNConv(hidden, num_classes)
-        elif model == "sage":  # "pool" is GraphSAGE's pooling aggregator: PyG's projected max
-            kwargs = {"aggr": "max", "project": True} if config.aggr == "pool" else {"aggr": config.aggr}
-            self.conv1 = nn.SAGEConv(in_channels, hidden, **kwargs)
-            self.conv2 = nn.SAGEConv(hidden, num_classes, **kwargs)
-        elif model == "gat":
-            heads, p = config.heads, config.dropout
-            self.conv1 = nn.GATConv(in_channels, hidden, heads=heads, dropout=p)
-            self.conv2 = nn.GATConv(hidden * heads, num_classes, heads=1, concat=False, dropout=p)
-        elif model == "agnn":
-            self.lin1 = torch.nn.Linear(in_channels, hidden)
+        self.activation = activation(model)
+        self.drop = dropout_function(backend)
+        if model == "agnn":
+            self.lin1 = torch.nn.Linear(in_channels, config.hidden)
             self.conv1, self.conv2 = nn.AGNNConv(requires_grad=False), nn.AGNNConv(requires_grad=True)
-            self.lin2 = torch.nn.Linear(hidden, num_classes)
-        elif model == "gin":
-            Linear = torch.nn.Linear
-            mlp = torch.nn.Sequential(Linear(in_channels, hidden), torch.nn.ReLU(), Linear(hidden, hidden))
-            self.conv1, self.conv2 = nn.GINConv(mlp, train_eps=True), nn.GINConv(Linear(hidden, num_classes))
+            self.lin2 = torch.nn.Linear(config.hidden, num_classes)
         else:
-            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+            self.conv1, width = conv_layer(nn, model, in_channels, config.hidden, config, last=False)
+            self.conv2, _ = conv_layer(nn, model, width, num_classes, config, last=True)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         x = self.drop(x, self.dropout, self.training)

@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from featgraph.training import build, evaluate, fit, load_model, node_task, preset, save
+from featgraph.training.loop import normalized_features, split_accuracies
 
 
 @pytest.fixture(scope="module")
@@ -16,6 +17,16 @@ def test_task_is_row_normalised_with_the_standard_split(cora):
     assert (len(cora.train_idx), len(cora.val_idx), len(cora.test_idx)) == (140, 500, 1000)
     with pytest.raises(ValueError, match="no labels"):
         node_task("karate")
+
+
+def test_signed_features_are_not_row_normalised():
+    """A row sum of signed features (products-like's) is no size: dividing by it would scale rows arbitrarily."""
+    signed = torch.tensor([[2.0, -1.0], [3.0, 1.0]])
+    assert normalized_features(signed) is signed
+    counts = torch.tensor([[2.0, 2.0], [0.0, 0.0]])
+    torch.testing.assert_close(normalized_features(counts), torch.tensor([[0.5, 0.5], [0.0, 0.0]]))
+    logits = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    assert split_accuracies(logits, torch.tensor([0, 0, 0]), torch.tensor([0, 1]), torch.tensor([2])) == (0.5, 1.0)
 
 
 def test_same_initial_weights_and_dropout_masks_train_like_pyg(cora):

@@ -27,3 +27,5 @@ def test_presets_and_errors():
         preset("transformer")
     with pytest.raises(ValueError, match="backend must be one of"):
         layers("jax")
+    with pytest.raises(ValueError, match="model must be one of"):
+        NodeClassifier("transformer", 4, 2, preset("gcn"), "featgraph")

@@ -1,0 +1,92 @@
+import json
+
+import pytest
+import torch
+
+from featgraph.cli import main
+from featgraph.loader import BlockLoader
+from featgraph.training import minibatch, preset
+from featgraph.training.loop import labelled_dataset, normalized_features
+
+
+@pytest.fixture(scope="module")
+def cora():
+    return labelled_dataset("cora")
+
+
+def test_one_epoch_end_to_end_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    args = ["train", "--minibatch", "--fanout", "10,5", "--batch-size", "64", "--epochs", "1", "--quiet"]
+    main([*args, "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert result["epochs"] == 1 and result["batches_per_epoch"] == 3  # 140 training vertices
+    assert result["epoch_seconds"] > 0 and result["inference_seconds"] > 0 and result["peak_rss_mb"] > 0
+    assert 0 <= result["test_acc"] <= 1
+    assert "sage (featgraph, mini-batch, fan-out 10,5, batch 64) on cora" in capsys.readouterr().out
+
+
+def test_accuracy_well_above_chance_after_a_few_epochs(cora):
+    config = preset("sage", epochs=6)
+    torch.manual_seed(0)
+    net = minibatch.SampledClassifier("sage", cora.features.shape[1], cora.num_classes, 2, config, "featgraph")
+    metrics = minibatch.fit(net, cora, [10, 10], 16, config, seed=0, progress=False)
+    assert metrics.test_acc >= 0.65, metrics  # chance: 1/7; the largest class: 0.32 of the test vertices
+    assert metrics.batches_per_epoch == 9 and metrics.epochs == 6
+
+
+@pytest.mark.parametrize("model", minibatch.MODELS)
+def test_featgraph_and_pyg_layers_agree_on_blocks_and_on_the_full_graph(cora, model):
+    """Same weights: the same logits on a sampled batch's blocks; layer-wise inference equals PyG's layers run
+    over the whole graph's edge_index (the full-neighbourhood forward)."""
+    pytest.importorskip("torch_geometric")
+    config = preset(model)
+    x = normalized_features(cora.features)
+    torch.manual_seed(0)
+    theirs = minibatch.SampledClassifier(model, x.shape[1], cora.num_classes, 2, config, "pyg").eval()
+    ours = minibatch.SampledClassifier(model, x.shape[1], cora.num_classes, 2, config, "featgraph").eval()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    batch = next(iter(BlockLoader(cora.graph, [10, 5], 64, seed=0, x=x, prefetch=0)))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(batch.x, batch.blocks), theirs(batch.x, batch.blocks), rtol=1e-4, atol=1e-5)
+        edge_index, h = cora.edge_index, x
+        for depth, conv in enumerate(theirs.convs):
+            h = conv(h, edge_index)
+            h = h if depth == len(theirs.convs) - 1 else theirs.activation(h)
+        torch.testing.assert_close(ours.inference(cora.graph, x), h, rtol=1e-4, atol=1e-4)
+
+
+def test_one_layer_per_fanout_and_pyg_dropout_for_pyg_layers(cora):
+    config = preset("gat")
+    net = minibatch.SampledClassifier("gat", 1433, 7, 3, config, "featgraph")
+    assert len(net.convs) == 3 and net.convs[0].heads == config.heads and net.convs[-1].heads == 1
+    with pytest.raises(ValueError, match="expected one block per layer"):
+        batch = next(iter(BlockLoader(cora.graph, [5, 5], 16, seed=0, x=cora.features, prefetch=0)))
+        net(batch.x, batch.blocks)
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--fanout", "15,0"], "--fanout"),
+        (["--fanout", "15,-2"], "--fanout"),
+        (["--fanout", "15,ten"], "--fanout"),
+        (["--fanout", ""], "--fanout"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--batch-size", "1.5"], "--batch-size"),
+    ],
+)
+def test_bad_arguments_are_named(args, named, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--minibatch", "--quiet", *args])
+    assert f"argument {named}" in capsys.readouterr().err
+
+
+def test_models_without_bipartite_layers_and_misplaced_options_are_refused():
+    with pytest.raises(ValueError, match="model must be one of .*mini-batch"):
+        main(["train", "--minibatch", "--model", "gcn", "--quiet"])
+    with pytest.raises(ValueError, match="--fanout and --batch-size apply to --minibatch"):
+        main(["train", "--fanout", "5,5", "--quiet"])
+    with pytest.raises(ValueError, match="--save and --load are for full-graph training"):
+        main(["train", "--minibatch", "--save", "model.pt", "--quiet"])
+    with pytest.raises(ValueError, match="num_layers must be an int >= 1"):
+        minibatch.SampledClassifier("sage", 4, 2, 0, preset("sage"), "featgraph")
