@@ -120,6 +120,12 @@ class Graph:
         weight = torch.as_tensor(edge_weight)
         if not weight.is_floating_point():
             raise TypeError(f"edge_weight must be a floating tensor, got dtype {weight.dtype}")
+        if weight.requires_grad:  # the graph keeps a detached copy, which would drop the gradient silently
+            raise ValueError(
+                "edge_weight requires grad, but a Graph keeps a detached copy of its weights; pass a learnable "
+                "weight to the layer or op at each call instead (GCNConv()(x, graph, edge_weight=w), "
+                "ops.gcn_aggregate(graph, x, w))"
+            )
         if weight.shape != (self.num_edges,):
             raise ValueError(f"edge_weight must have shape ({self.num_edges},), got {tuple(weight.shape)}")
         if weight.device != self._src.device:

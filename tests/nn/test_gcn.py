@@ -50,6 +50,34 @@ def test_gcn_conv_matches_pyg(improved, normalize):
     assert_matches_pyg(ours, theirs, torch.randn(N, 13), edge_index, weight.double())
 
 
+@pytest.mark.parametrize("improved", [False, True])
+def test_learnable_edge_weight_receives_its_gradient(improved):
+    """Passed to the layer, a learnable edge weight gets its gradient through the fused aggregation:
+    gradcheck in float64, the dense reference's gradients and PyG's. (With a duplicated self loop only the
+    last one's weight counts, and only it gets a gradient; PyG's index assignment gives one to both, so PyG
+    is compared without the duplicate.) A Graph keeps a detached copy of its weights, so building one from
+    a learnable weight is refused, with the way to pass it instead."""
+    torch.manual_seed(2)
+    theirs = pyg_conv("GCNConv")(5, 3, improved=improved).double()
+    torch.nn.init.normal_(theirs.bias)
+    ours = GCNConv(5, 3, improved=improved).double()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
+    w = (torch.rand(E, dtype=torch.float64) + 0.1).requires_grad_()
+    upstream = torch.randn(N, 3, dtype=torch.float64)
+    duplicated_loop = edges(1)
+    duplicated_loop[:, -3] = duplicated_loop[:, 2]
+    pyg = lambda conv, x, edge_index, w, improved: theirs(x, edge_index, w)  # noqa: E731
+    for edge_index, reference in ((duplicated_loop, dense_gcn), (edges(1), pyg)):
+        assert gradcheck(lambda x, w, edge_index=edge_index: ours(x, edge_index, w), (x, w))
+        got = torch.autograd.grad(ours(x, edge_index, w), (x, w), upstream)
+        want = torch.autograd.grad(reference(ours, x, edge_index, w, improved), (x, w), upstream)
+        for ours_grad, want_grad in zip(got, want, strict=True):
+            torch.testing.assert_close(ours_grad, want_grad)
+    with pytest.raises(ValueError, match="edge_weight requires grad.*edge_weight=w"):
+        ours(x, fg.Graph.from_edge_index(edges(1), N, edge_weight=w))
+
+
 def test_gcn_conv_rejects_loops_without_normalization():
     with pytest.raises(ValueError, match="self loops without normalization"):
         GCNConv(3, 4, add_self_loops=True, normalize=False)
