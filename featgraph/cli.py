@@ -41,6 +41,7 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 def main(argv: list[str] | None = None) -> None:
     from .bench import accuracy, feasibility, kernels, sensitivity, suite
     from .bench import gpu as gpu_bench
+    from .bench import minibatch as minibatch_bench
     from .bench import training as training_bench
     from .bench import tuning as tuning_bench
     from .training import command
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, module, summary in (
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
+        ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
         ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
         ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),

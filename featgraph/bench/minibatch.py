@@ -1,0 +1,382 @@
+"""``featgraph bench minibatch``: mini-batch training throughput on the products-like graph (ogbn-products'
+shape), featgraph's loader and layers against PyG's layers and DGL's sampler and layers, in the same run.
+
+Models: GraphSAGE (mean, 3 layers, hidden 256, fan-out 15/10/5) and GAT (2 layers, 4 heads x 64, fan-out
+10/10), batches of 1024 training vertices; fan-outs are per hop from the seeds (PyG's order; DGL's sampler
+takes the list reversed, input layer first). Frameworks:
+
+- ``featgraph``: featgraph's ``BlockLoader`` and layers (``training.minibatch.SampledClassifier``);
+- ``featgraph-pyg``: the same loader and model code with PyG's layers;
+- ``dgl``: DGL's ``NeighborSampler``, ``DataLoader`` and layers (GAT: self loops added to the graph, as DGL's
+  examples do), where DGL imports;
+- ``pyg``: PyG's ``NeighborLoader`` and layers on its flat ``edge_index``, where pyg-lib or torch-sparse
+  imports (PyG's sampler needs one).
+
+Per row: seeds per second sampling alone (batches with their features and labels gathered) and training
+(sample + forward + backward + Adam step), over ``--batches`` batches after ``--warmup``; ``format share``:
+the part of a training step spent turning the sampler's output into what the kernels read (formats,
+self-loop graphs, kernels bound to a block), measured as a fresh batch's forward + backward minus the same
+batch's again, once that work is cached on its graphs; peak memory above the raw edges and features (graph
+structures, sampler, batches and training included). Each row runs in its own process, so peaks are its
+own; the graph is generated once per run and handed to the workers in a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..backends import toolchain
+from ..datasets import products_like
+from ..graph import Graph
+from ..graph.interop import import_dgl
+from ..loader import BlockLoader
+from ..training import Preset, preset
+from ..training.minibatch import SampledClassifier
+from ..training.models import activation
+from .measure import peak_extra_mb
+from .report import cell, machine, markdown_header, markdown_row, write_json
+
+BATCH_SIZE = 1024
+FORMAT_BATCHES = 5  # fresh batches (at most --batches) whose first and repeated steps give the format share
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    model: str
+    fanouts: tuple[int, ...]
+    config: Preset
+
+
+MODELS = {
+    "sage": BenchModel("sage", (15, 10, 5), preset("sage", hidden=256, aggr="mean")),
+    "gat": BenchModel("gat", (10, 10), preset("gat", hidden=64, heads=4)),
+}
+FRAMEWORKS = {
+    "featgraph": "featgraph loader + featgraph layers",
+    "featgraph-pyg": "featgraph loader + PyG layers",
+    "dgl": "DGL sampler + DGL layers",
+    "pyg": "PyG NeighborLoader + PyG layers",
+}
+
+
+@dataclass
+class Row:
+    model: str
+    framework: str
+    sample_seeds_s: float | None = None  # sampling alone
+    train_seeds_s: float | None = None  # sample + forward + backward + optimizer step
+    format_share: float | None = None  # of a training step
+    peak_mb: float | None = None
+    sample_vs_dgl: float | None = None  # seeds/s over DGL's in the same run
+    train_vs_dgl: float | None = None
+    note: str = ""
+
+
+SampledBatch = tuple[torch.Tensor, torch.Tensor, Any]  # input rows, seeds' labels, the model's graph input
+
+
+@dataclass
+class Pipeline:
+    """One framework's way from the graph to a training step: ``batches()`` iterates batches epoch after
+    epoch without end, ``forward(x, graph_input)`` gives the seeds' logits."""
+
+    batches: Callable[[], Iterator[SampledBatch]]
+    forward: Callable[[torch.Tensor, Any], torch.Tensor]
+
+
+class DGLSampledNet(torch.nn.Module):
+    """``SampledClassifier``'s GraphSAGE and GAT with DGL's layers: dropout before each layer, the model's
+    activation between layers, GAT's hidden layers concatenating heads and its output layer one head."""
+
+    def __init__(self, dgl: Any, bench: BenchModel, in_channels: int, num_classes: int) -> None:
+        super().__init__()
+        nn, config = dgl.nn.pytorch, bench.config
+        self.model, self.dropout, self.activation = bench.model, config.dropout, activation(bench.model)
+        self.convs = torch.nn.ModuleList()
+        width, num_layers = in_channels, len(bench.fanouts)
+        for depth in range(num_layers):
+            last = depth == num_layers - 1
+            if bench.model == "sage":
+                out = num_classes if last else config.hidden
+                self.convs.append(nn.SAGEConv(width, out, config.aggr))
+                width = out
+            else:
+                out, heads = (num_classes, 1) if last else (config.hidden, config.heads)
+                self.convs.append(nn.GATConv(width, out, heads, attn_drop=config.dropout, allow_zero_in_degree=True))
+                width = out * heads
+
+    def forward(self, blocks: list, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for depth, (conv, block) in enumerate(zip(self.convs, blocks, strict=True)):
+            h = conv(block, F.dropout(h, self.dropout, self.training))
+            h = h.flatten(1) if self.model == "gat" else h
+            if depth < len(self.convs) - 1:
+                h = self.activation(h)
+        return h
+
+
+def _endless(loader: Iterable) -> Iterator:
+    while True:
+        yield from loader
+
+
+def _featgraph(raw: dict, bench: BenchModel, net: torch.nn.Module) -> Pipeline:
+    graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
+    loader = BlockLoader(
+        graph, list(bench.fanouts), BATCH_SIZE, input_nodes=raw["train_idx"], seed=0, x=raw["x"], y=raw["y"]
+    )
+
+    def batches() -> Iterator[SampledBatch]:
+        return ((b.x, b.y, b.blocks) for b in _endless(loader))
+
+    return Pipeline(batches, net)
+
+
+def _dgl(raw: dict, bench: BenchModel, dgl: Any, net: torch.nn.Module) -> Pipeline:
+    graph = dgl.graph((raw["src"], raw["dst"]), num_nodes=raw["num_nodes"])
+    if bench.model == "gat":
+        graph = dgl.add_self_loop(dgl.remove_self_loop(graph))
+    sampler = dgl.dataloading.NeighborSampler(list(reversed(bench.fanouts)))
+    loader = dgl.dataloading.DataLoader(graph, raw["train_idx"], sampler, batch_size=BATCH_SIZE, shuffle=True)
+    x, y = raw["x"], raw["y"]
+
+    def batches() -> Iterator[SampledBatch]:
+        return ((x[input_nodes], y[seeds], blocks) for input_nodes, seeds, blocks in _endless(loader))
+
+    return Pipeline(batches, lambda h, blocks: net(blocks, h))
+
+
+def _pyg(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+
+    data = Data(x=raw["x"], y=raw["y"], edge_index=torch.stack([raw["src"], raw["dst"]]), num_nodes=raw["num_nodes"])
+    loader = NeighborLoader(
+        data, list(bench.fanouts), batch_size=BATCH_SIZE, input_nodes=raw["train_idx"], shuffle=True
+    )
+
+    def forward(h: torch.Tensor, graph_input: tuple[torch.Tensor, int]) -> torch.Tensor:
+        """PyG's usual mini-batch forward: every layer over the whole sampled subgraph, the seeds' rows kept."""
+        edge_index, num_seeds = graph_input
+        for depth, conv in enumerate(net.convs):
+            h = conv(net.drop(h, net.dropout, net.training), edge_index)
+            h = h if depth == len(net.convs) - 1 else net.activation(h)
+        return h[:num_seeds]
+
+    def batches() -> Iterator[SampledBatch]:
+        return ((b.x, b.y[: b.batch_size], (b.edge_index, b.batch_size)) for b in _endless(loader))
+
+    return Pipeline(batches, forward)
+
+
+def _unavailable(framework: str) -> str:
+    """Why ``framework`` cannot run here, or "" where it can."""
+    if framework in ("featgraph-pyg", "pyg"):
+        try:
+            import torch_geometric.typing as pyg_typing
+        except ImportError:
+            return "PyG not installed"
+        if framework == "pyg" and not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
+            return "PyG's NeighborLoader needs pyg-lib or torch-sparse; neither imports here"
+    if framework == "dgl" and import_dgl() is None:
+        return "DGL does not import here"
+    return ""
+
+
+def _seeds_per_s(
+    batches: Iterator[SampledBatch], count: int, warmup: int, work: Callable[[SampledBatch], Any]
+) -> float:
+    """Seeds per second of ``work`` over ``count`` batches after ``warmup``."""
+    for _ in range(warmup):
+        work(next(batches))
+    seeds, start = 0, time.perf_counter()
+    for _ in range(count):
+        batch = next(batches)
+        work(batch)
+        seeds += batch[1].numel()
+    return seeds / (time.perf_counter() - start)
+
+
+def _format_ms(batches: Iterator[SampledBatch], count: int, forward: Callable, net: torch.nn.Module) -> float:
+    """Median over ``count`` fresh batches of (first forward + backward) - (fastest of two repeats on the same
+    batch)."""
+    differences = []
+    for _ in range(count):
+        x, y, graph_input = next(batches)
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            net.zero_grad()
+            F.cross_entropy(forward(x, graph_input), y).backward()
+            times.append(time.perf_counter() - start)
+        differences.append(times[0] - min(times[1:]))
+    return max(0.0, statistics.median(differences)) * 1e3
+
+
+def run_one(data_path: str, bench_model: str, framework: str, batches: int, warmup: int) -> Row:
+    """One row, meant for a fresh process."""
+    row = Row(bench_model, framework)
+    row.note = _unavailable(framework)
+    if row.note:
+        return row
+    bench = MODELS[bench_model]
+    raw = torch.load(data_path, weights_only=True)
+    in_channels, num_classes = raw["x"].shape[1], int(raw["num_classes"])
+    dgl = import_dgl() if framework == "dgl" else None
+    torch.manual_seed(0)
+    if dgl is not None:
+        net: torch.nn.Module = DGLSampledNet(dgl, bench, in_channels, num_classes)
+    else:
+        backend = "featgraph" if framework == "featgraph" else "pyg"
+        net = SampledClassifier(bench.model, in_channels, num_classes, len(bench.fanouts), bench.config, backend)
+    optimizer = torch.optim.Adam(net.parameters(), lr=bench.config.lr)  # before the baseline: imports torch._dynamo
+
+    def measure() -> None:
+        if framework in ("featgraph", "featgraph-pyg"):
+            pipeline = _featgraph(raw, bench, net)
+        elif framework == "dgl":
+            pipeline = _dgl(raw, bench, dgl, net)
+        else:
+            pipeline = _pyg(raw, bench, net)
+
+        def step(batch: SampledBatch) -> None:
+            x, y, graph_input = batch
+            optimizer.zero_grad()
+            F.cross_entropy(pipeline.forward(x, graph_input), y).backward()
+            optimizer.step()
+
+        net.train()
+        for name, work in (("sample_seeds_s", lambda batch: None), ("train_seeds_s", step)):
+            stream = pipeline.batches()
+            setattr(row, name, _seeds_per_s(stream, batches, warmup, work))
+            stream.close()
+        stream = pipeline.batches()
+        format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net)
+        row.format_share = format_ms / (BATCH_SIZE / row.train_seeds_s * 1e3)
+        stream.close()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DGL's CPU-affinity advice, PyG's deprecations
+        try:
+            row.peak_mb = peak_extra_mb(measure)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError, ImportError) as err:
+            return Row(bench_model, framework, note=f"failed: {str(err)[:80]}")
+    return row
+
+
+def run_rows(
+    data_path: str, bench_model: str, frameworks: list[str], batches: int, warmup: int, threads: int
+) -> list[Row]:
+    """Each framework in its own process, on ``threads`` threads (OpenMP's and torch's)."""
+    rows = []
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    for framework in frameworks:
+        spec = json.dumps([data_path, bench_model, framework, batches, warmup])
+        done = subprocess.run(
+            [sys.executable, "-m", "featgraph.bench.minibatch", spec],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        if done.returncode != 0:
+            last_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            rows.append(Row(bench_model, framework, note=f"worker failed: {last_line[:80]}"))
+            continue
+        rows.append(Row(**json.loads(done.stdout.strip().splitlines()[-1])))
+    dgl = next((r for r in rows if r.framework == "dgl" and r.train_seeds_s), None)
+    for r in rows:
+        if dgl is not None and r.train_seeds_s:
+            r.sample_vs_dgl = r.sample_seeds_s / dgl.sample_seeds_s
+            r.train_vs_dgl = r.train_seeds_s / dgl.train_seeds_s
+    return rows
+
+
+HEADER = markdown_header(
+    "model", "framework", "sampling seeds/s", "training seeds/s", "sampling / DGL", "training / DGL",
+    "format share", "peak MB", "note",
+)  # fmt: skip
+
+
+def markdown_rows(rows: list[Row]) -> str:
+    return "\n".join(
+        markdown_row(
+            [
+                r.model,
+                FRAMEWORKS[r.framework],
+                cell(r.sample_seeds_s, ",.0f"),
+                cell(r.train_seeds_s, ",.0f"),
+                cell(r.sample_vs_dgl, ".2f"),
+                cell(r.train_vs_dgl, ".2f"),
+                cell(r.format_share, ".0%"),
+                cell(r.peak_mb, ",.0f"),
+                r.note,
+            ]  # fmt: skip
+        )
+        for r in rows
+    )
+
+
+def write_graph(scale: float, directory: Path) -> tuple[Path, str]:
+    """products-like at ``scale``, generated once, saved for the workers: (file, a line describing it)."""
+    dataset = products_like(scale, seed=0)
+    src, dst = dataset.graph.coo()
+    path = directory / "graph.pt"
+    torch.save(
+        {
+            "src": src, "dst": dst, "num_nodes": dataset.graph.num_nodes, "x": dataset.features, "y": dataset.labels,
+            "train_idx": dataset.train_idx, "num_classes": dataset.num_classes,
+        },
+        path,
+    )  # fmt: skip
+    described = (
+        f"{dataset.name}: {dataset.graph.num_nodes:,} vertices, {dataset.graph.num_edges:,} edges, "
+        f"{dataset.features.shape[1]} features, {dataset.num_classes} classes, {dataset.train_idx.numel():,} "
+        "training vertices"
+    )
+    return path, described
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
+    parser.add_argument("--batches", type=int, default=20, help="timed batches per measurement")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches before them")
+    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the products-like graph, in (0, 1]")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    threads = toolchain.checked_threads(args.threads, "--threads")
+    print(f"machine: {machine()}; {threads} threads per worker; {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="featgraph-minibatch-") as directory:
+        path, described = write_graph(args.scale, Path(directory))
+        print(f"graph {described}; batches of {BATCH_SIZE}, {args.batches} timed after {args.warmup}", flush=True)
+        print(HEADER, flush=True)
+        for bench_model in args.models:
+            batch = run_rows(str(path), bench_model, args.frameworks, args.batches, args.warmup, threads)
+            print(markdown_rows(batch), flush=True)
+            rows += batch
+    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads)
+    return rows
+
+
+if __name__ == "__main__":  # the worker: one row as JSON on the last line of stdout
+    print(json.dumps(asdict(run_one(*json.loads(sys.argv[1])))))
