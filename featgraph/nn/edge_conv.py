@@ -20,7 +20,7 @@ from ..ops import SHORTCUTS, gspmm
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
-from .graph_input import GraphLike, as_graph
+from .graph_input import GraphLike, PairTensor, split_input
 
 AGGREGATORS = ("max", "min", "sum", "mean")
 
@@ -67,40 +67,43 @@ class EdgeConv(torch.nn.Module):
             if module is not self.nn and hasattr(module, "reset_parameters"):
                 module.reset_parameters()
 
-    def forward(self, x: torch.Tensor, edge_index: GraphLike) -> torch.Tensor:
-        g = as_graph(edge_index, x.shape[0])
+    def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
+        """``x`` a tensor or PyG's pair ``(x_src, x_dst)``: messages ``nn([x_dst[v], x_src[u] - x_dst[v]])``."""
+        x, x_dst, g = split_input(x, edge_index, size)
+        if x_dst is None:
+            raise ValueError("x: EdgeConv needs the destinations' features, got (x_src, None)")
         split = _split_mlp(self.nn)
         if split is None:
-            x_dst, x_src = SHORTCUTS["copy_v"](g, x), SHORTCUTS["copy_u"](g, x)
-            messages = self.nn(torch.cat([x_dst, x_src - x_dst], dim=-1))
+            at_dst, at_src = SHORTCUTS["copy_v"](g, x_dst), SHORTCUTS["copy_u"](g, x)
+            messages = self.nn(torch.cat([at_dst, at_src - at_dst], dim=-1))
             return gspmm(g, "copy_rhs", self.aggr, None, messages)
         linear, activation = split
         if linear.in_features != 2 * x.shape[1]:
             raise ValueError(f"nn's first Linear takes {linear.in_features} features, expected 2 * {x.shape[1]}")
         w_dst, w_src = linear.weight.split(x.shape[1], dim=1)
         per_source = x @ w_src.t()
-        per_dest = x @ (w_dst - w_src).t()
+        per_dest = x_dst @ (w_dst - w_src).t()
         if linear.bias is not None:
             per_dest = per_dest + linear.bias
         if self.aggr in ("max", "min"):
             reduced = gspmm(g, "copy_lhs", self.aggr, per_source, None)
             out = per_dest + reduced if activation is None else activation(per_dest + reduced)
             return torch.where((g.in_degrees() > 0).unsqueeze(1), out, torch.zeros((), dtype=out.dtype))
-        kernel = _message_kernel(g, per_source.shape, TORCH_TO_TE[x.dtype], self.aggr, activation)
+        kernel = _message_kernel(g, per_source.shape[1], TORCH_TO_TE[x.dtype], self.aggr, activation)
         return kernel(A=per_source, B=per_dest)
 
     def extra_repr(self) -> str:
         return f"aggr={self.aggr!r}"
 
 
-def _message_kernel(g: Graph, shape: torch.Size, dtype: str, aggr: str, activation: torch.nn.Module | None):
-    """The fused SpMM ``aggr_u act(A[u] + B[v])``, compiled once per graph, shape, dtype and activation."""
-    n, d = shape
+def _message_kernel(g: Graph, d: int, dtype: str, aggr: str, activation: torch.nn.Module | None):
+    """The fused SpMM ``aggr_u act(A[u] + B[v])``, compiled once per graph, width, dtype and activation."""
     act = _te_activation(activation)
-    key = ("edge-conv", n, d, dtype, aggr, repr(activation))
+    key = ("edge-conv", d, dtype, aggr, repr(activation))
 
     def build():
-        A, B = te.placeholder((n, d), dtype, "A"), te.placeholder((n, d), dtype, "B")
+        A = te.placeholder((g.num_src_nodes, d), dtype, "A")
+        B = te.placeholder((g.num_dst_nodes, d), dtype, "B")
         return spmm(g, lambda s, t, e: te.compute((d,), lambda i: act(A[s, i] + B[t, i])), aggr)
 
     return cached_kernel(g, key, build)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ..ops import gspmm
-from .graph_input import GraphLike, as_graph
+from .graph_input import GraphLike, PairTensor, split_input
 
 
 class GINConv(torch.nn.Module):
@@ -30,14 +30,21 @@ class GINConv(torch.nn.Module):
                 module.reset_parameters()
         self.eps.data.fill_(self.initial_eps)
 
-    def forward(self, x: torch.Tensor, edge_index: GraphLike) -> torch.Tensor:
-        g = as_graph(edge_index, x.shape[0])
+    def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
+        """``nn((1 + eps) x_dst + sum_u x_src[u])``; ``x`` a tensor or PyG's pair ``(x_src, x_dst)``."""
+        pair = isinstance(x, (tuple, list))
+        x_src, x_dst, g = split_input(x, edge_index, size)
         first, rest = _leading_linear(self.nn)
-        if first is not None and first.out_features < first.in_features:
-            h = F.linear(x, first.weight)
-            out = gspmm(g, "copy_lhs", "sum", h, None) + (1 + self.eps) * h
-            return rest(out if first.bias is None else out + first.bias)
-        return self.nn(gspmm(g, "copy_lhs", "sum", x, None) + (1 + self.eps) * x)
+        project = first is not None and first.out_features < first.in_features
+        if project:  # the Linear commutes with the sum: aggregate the narrower features
+            x_src = F.linear(x_src, first.weight)
+            x_dst = x_src[: g.num_dst_nodes] if not pair else None if x_dst is None else F.linear(x_dst, first.weight)
+        out = gspmm(g, "copy_lhs", "sum", x_src, None)
+        if x_dst is not None:
+            out = out + (1 + self.eps) * x_dst
+        if not project:
+            return self.nn(out)
+        return rest(out if first.bias is None else out + first.bias)
 
     def extra_repr(self) -> str:
         return f"eps={self.initial_eps}"

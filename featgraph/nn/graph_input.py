@@ -2,52 +2,164 @@
 
 A training loop passes the same ``edge_index`` tensor every epoch; its ``Graph`` (and with it the formats,
 normalisation data and compiled kernels cached on the graph) is remembered for as long as that tensor lives
-and is not modified in place, so per-graph preprocessing happens once, not once per epoch.
+and holds the same edges, so per-graph preprocessing happens once, not once per epoch. "The same edges" is
+checked at every call against the graph's own copy: edits through ``.data`` or numpy do not move torch's
+version counter, so the counter cannot tell. On CPU the check is a ``memcmp`` (measured: 1.4 ms for 1.5M
+edges, against about 20 ms for a GCN layer's forward at d=32 on that graph).
 """
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 import torch
 
+from ..backends import toolchain
 from ..graph import Graph
 
 GraphLike = torch.Tensor | Graph
+PairTensor = torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]
+Sizes = int | tuple[int, int]
 _REMEMBERED = 16
-_graphs: OrderedDict[int, tuple[weakref.ref, int, int, Graph]] = OrderedDict()
+SPLIT_BYTES = 1 << 22  # comparisons of more bytes are split among threads
+# id(tensor) -> (the tensor, num_nodes, its graph, what its contents must equal)
+_graphs: OrderedDict[int, tuple[weakref.ref, int, Graph, tuple[torch.Tensor, ...]]] = OrderedDict()
+_memcmp = ctypes.CDLL(None).memcmp
+_memcmp.argtypes, _memcmp.restype = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
 
 
-def as_graph(edges: GraphLike, num_nodes: int) -> Graph:
-    """The ``Graph`` for ``edges`` on ``num_nodes`` vertices: an ``edge_index`` (2, E), a square torch sparse
-    ``adj_t`` (row = destination, column = source, as PyG's ``SparseTensor`` path; values other than 1 become
-    edge weights), or a ``Graph``."""
+def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph:
+    """The ``Graph`` for ``edges`` on ``num_nodes`` vertices (a pair: sources and destinations of a bipartite
+    graph): an ``edge_index`` (2, E), a square torch sparse ``adj_t`` (row = destination, column = source, as
+    PyG's ``SparseTensor`` path; values other than 1 become edge weights), or a ``Graph``."""
     if isinstance(edges, Graph):
-        if edges.num_nodes != num_nodes:
-            raise ValueError(f"the graph has {edges.num_nodes} vertices but x has {num_nodes} rows")
+        sizes = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
+        if (edges.num_src_nodes, edges.num_dst_nodes) != sizes:
+            have = (edges.num_src_nodes, edges.num_dst_nodes) if edges.is_bipartite else edges.num_src_nodes
+            raise ValueError(f"the graph has {have} vertices but the features have {num_nodes} rows")
         return edges
     if not isinstance(edges, torch.Tensor):
         raise TypeError(f"expected an edge_index tensor or a featgraph.Graph, got {type(edges).__name__}")
     key = id(edges)
     entry = _graphs.get(key)
-    if entry is not None and entry[0]() is edges and entry[1] == edges._version and entry[2] == num_nodes:
+    if entry is not None and entry[0]() is edges and entry[1] == num_nodes and _holds(edges, entry[3]):
         _graphs.move_to_end(key)
-        return entry[3]
+        return entry[2]
     graph = _from_tensor(edges, num_nodes)
-    _graphs[key] = (weakref.ref(edges), edges._version, num_nodes, graph)
+    _graphs[key] = (weakref.ref(edges), num_nodes, graph, _reference(edges, graph))
     if len(_graphs) > _REMEMBERED:
         _graphs.popitem(last=False)
     return graph
 
 
-def _from_tensor(edges: torch.Tensor, num_nodes: int) -> Graph:
+def _parts(edges: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors that define the edges: an edge_index's two rows, a sparse tensor's indices and values."""
     if edges.layout == torch.strided:
-        return Graph.from_edge_index(edges, num_nodes=num_nodes)
-    if edges.dim() != 2 or edges.shape[0] != edges.shape[1] or edges.shape[0] != num_nodes:
-        raise ValueError(f"a sparse adj_t must be ({num_nodes}, {num_nodes}), got {tuple(edges.shape)}")
+        return tuple(edges)
+    if edges.layout == torch.sparse_coo:
+        return edges._indices(), edges._values()
+    compressed, plain = {
+        torch.sparse_csr: (torch.Tensor.crow_indices, torch.Tensor.col_indices),
+        torch.sparse_csc: (torch.Tensor.ccol_indices, torch.Tensor.row_indices),
+    }[edges.layout]
+    return compressed(edges), plain(edges), edges.values()
+
+
+def _reference(edges: torch.Tensor, graph: Graph) -> tuple[torch.Tensor, ...]:
+    """What ``_parts(edges)`` must equal for ``graph`` to stand for it: an edge_index's rows are the graph's
+    own source and destination copies (nothing extra kept); a sparse tensor's parts are copied."""
+    if edges.layout == torch.strided:
+        return graph.coo()
+    return tuple(part.detach().clone() for part in _parts(edges))
+
+
+def _holds(edges: torch.Tensor, reference: tuple[torch.Tensor, ...]) -> bool:
+    parts = _parts(edges)
+    return len(parts) == len(reference) and all(_equal(a, b) for a, b in zip(parts, reference, strict=True))
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same values: ``memcmp`` where both are contiguous CPU tensors of one dtype, else ``torch.equal``."""
+    if a.shape != b.shape:
+        return False
+    if a.dtype == b.dtype and a.device.type == b.device.type == "cpu" and a.is_contiguous() and b.is_contiguous():
+        return _same_bytes(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size())
+    return torch.equal(a, b)
+
+
+def _same_bytes(a: int, b: int, size: int) -> bool:
+    """``memcmp`` of two buffers, split among the CPU kernels' threads above ``SPLIT_BYTES`` (ctypes releases
+    the GIL; one core does not reach the memory bandwidth two do)."""
+    threads = toolchain.num_threads()
+    if threads == 1 or size < SPLIT_BYTES:
+        return _memcmp(a, b, size) == 0
+    step = -(-size // threads)
+    parts = [(a + lo, b + lo, min(step, size - lo)) for lo in range(0, size, step)]
+    others = [_workers(threads).submit(_memcmp, *part) for part in parts[1:]]
+    first = _memcmp(*parts[0])
+    return first == 0 and not any([done.result() for done in others])  # every part waited for: none reads later
+
+
+@cache
+def _workers(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="featgraph-compare")
+
+
+def split_input(
+    x: PairTensor, edges: GraphLike, size: tuple[int, int] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None, Graph]:
+    """A layer's ``(x_src, x_dst, graph)`` from PyG's forms: ``x`` one tensor (one vertex set; or the sources
+    of a bipartite graph, whose destinations are its first rows, as in DGL's and featgraph's sampled blocks)
+    or a pair ``(x_src, x_dst)`` (``x_dst`` None: the destinations' features are not given); ``size``
+    PyG's ``(num_src, num_dst)``. ``x_dst`` is None only where the pair gave None."""
+    pair = isinstance(x, (tuple, list))
+    if pair and len(x) != 2:
+        raise ValueError(f"x: expected a tensor or a pair (x_src, x_dst), got {len(x)} items")
+    x_src, x_dst = x if pair else (x, None)
+    if not isinstance(x_src, torch.Tensor):
+        raise TypeError(f"x: expected a tensor or a pair of tensors, got {type(x_src).__name__}")
+    if size is not None:
+        if len(size) != 2 or size[0] != x_src.shape[0]:
+            raise ValueError(f"size={tuple(size)}: expected (num_src, num_dst), num_src = x's {x_src.shape[0]} rows")
+        sizes: Sizes = (int(size[0]), int(size[1]))
+    elif isinstance(edges, Graph):
+        sizes = (edges.num_src_nodes, edges.num_dst_nodes)
+    elif pair:
+        sizes = (x_src.shape[0], x_src.shape[0] if x_dst is None else x_dst.shape[0])
+    else:
+        sizes = x_src.shape[0]
+    if isinstance(sizes, tuple) and sizes[0] == sizes[1]:
+        sizes = sizes[0]
+    graph = as_graph(edges, sizes)
+    if x_src.shape[0] != graph.num_src_nodes:
+        raise ValueError(f"x: expected {graph.num_src_nodes} rows (the graph's sources), got {x_src.shape[0]}")
+    if x_dst is not None and x_dst.shape[0] != graph.num_dst_nodes:
+        raise ValueError(f"x_dst: expected {graph.num_dst_nodes} rows (the destinations), got {x_dst.shape[0]}")
+    if not pair:
+        x_dst = x_src[: graph.num_dst_nodes]
+    return x_src, x_dst, graph
+
+
+def _from_tensor(edges: torch.Tensor, num_nodes: Sizes) -> Graph:
+    if edges.layout == torch.strided:
+        try:
+            return Graph.from_edge_index(edges, num_nodes=num_nodes)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"edge_index: {error} (the features have {num_nodes} rows)") from error
+    rows, cols = (num_nodes[1], num_nodes[0]) if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
+    if edges.dim() != 2 or tuple(edges.shape) != (rows, cols):
+        raise ValueError(f"a sparse adj_t must be ({rows}, {cols}) (destinations x sources), got {tuple(edges.shape)}")
     coo = edges.to_sparse_coo().coalesce()
     dst, src = coo.indices()
     values = coo.values()
+    if values.requires_grad:  # a Graph keeps a detached copy: the gradient would be dropped
+        raise ValueError(
+            "adj_t: its values require grad, but a Graph keeps a detached copy of its weights; pass edge_index "
+            "and the learnable weights as the layer's edge_weight instead"
+        )
     weighted = values.is_floating_point() and not bool((values == 1).all())
     return Graph(src, dst, num_nodes, values if weighted else None)

@@ -66,3 +66,33 @@ def assert_matches_pyg(ours: torch.nn.Module, theirs: torch.nn.Module, x: torch.
 def pyg_conv(name: str) -> type:
     """PyG's layer class of that name, or skip the test where PyG is not installed."""
     return getattr(pytest.importorskip("torch_geometric.nn"), name)
+
+
+NUM_SRC, NUM_DST = 17, 6
+
+
+def bipartite_edges(seed: int = 0) -> torch.Tensor:
+    """A (2, E) edge_index from NUM_SRC sources to NUM_DST destinations (the last one isolated), duplicates
+    included."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, NUM_SRC, (50,), generator=gen)
+    dst = torch.randint(0, NUM_DST - 1, (50,), generator=gen)
+    return torch.cat([torch.stack([src, dst]), torch.stack([src[:3], dst[:3]])], dim=1)
+
+
+def assert_same_as_pyg(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: tuple, *args, **kwargs) -> None:
+    """With PyG's weights loaded, ``ours(*args, **kwargs)`` equals ``theirs(...)`` in float64, and so do the
+    gradients of ``inputs`` and of every parameter (a gradient PyG leaves None must be None or zero here)."""
+    ours.load_state_dict(theirs.state_dict())
+    ours.double()
+    theirs.double()
+    got, want = ours(*args, **kwargs), theirs(*args, **kwargs)
+    torch.testing.assert_close(got, want)
+    upstream = torch.randn_like(want)
+    ours_grads = torch.autograd.grad(got, [*inputs, *ours.parameters()], upstream, allow_unused=True)
+    theirs_grads = torch.autograd.grad(want, [*inputs, *theirs.parameters()], upstream, allow_unused=True)
+    for mine, pyg in zip(ours_grads, theirs_grads, strict=True):
+        if pyg is None:
+            assert mine is None or not bool(mine.any())
+        else:
+            torch.testing.assert_close(mine, pyg)

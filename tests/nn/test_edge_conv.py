@@ -1,9 +1,24 @@
+import copy
+
 import pytest
 import torch
 from torch.autograd import gradcheck
 
 from featgraph.nn import EdgeConv
-from tests.nn.reference import REDUCE, N, assert_matches_pyg, edges, per_vertex, pyg_conv
+from tests.nn.reference import (
+    NUM_DST,
+    NUM_SRC,
+    REDUCE,
+    N,
+    assert_matches_pyg,
+    assert_same_as_pyg,
+    bipartite_edges,
+    edges,
+    per_vertex,
+    pyg_conv,
+)
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 D, OUT = 5, 4
 NETS = {
@@ -44,3 +59,20 @@ def test_edge_conv_checks_its_input():
         EdgeConv(torch.nn.Linear(4, 2), aggr="std")
     with pytest.raises(ValueError, match="expected 2 \\* 3"):
         EdgeConv(torch.nn.Linear(4, 2))(torch.randn(N, 3), edges())
+
+
+@pytest.mark.parametrize(
+    ("layers", "aggr"),
+    [([torch.nn.Linear(10, 4), torch.nn.ReLU()], "max"), ([torch.nn.Linear(10, 4)], "mean"),
+     ([torch.nn.Linear(10, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)], "sum")],
+    ids=["fused-max", "fused-mean", "per-edge-mlp"],
+)
+def test_bipartite_inputs_as_pyg(layers, aggr):
+    edge_index = bipartite_edges()
+    x_src = torch.randn(NUM_SRC, 5, dtype=torch.float64, requires_grad=True)
+    x_dst = torch.randn(NUM_DST, 5, dtype=torch.float64, requires_grad=True)
+    theirs = pyg_nn.EdgeConv(torch.nn.Sequential(*layers), aggr=aggr)
+    ours = EdgeConv(copy.deepcopy(theirs.nn), aggr=aggr)
+    assert_same_as_pyg(ours, theirs, (x_src, x_dst), (x_src, x_dst), edge_index)
+    with pytest.raises(ValueError, match="needs the destinations' features"):
+        ours((x_src, None), edge_index, size=(NUM_SRC, NUM_DST))

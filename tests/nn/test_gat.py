@@ -4,7 +4,20 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn import GATConv
-from tests.nn.reference import N, assert_matches_pyg, edges, per_vertex, pyg_conv, with_self_loops
+from tests.nn.reference import (
+    NUM_DST,
+    NUM_SRC,
+    N,
+    assert_matches_pyg,
+    assert_same_as_pyg,
+    bipartite_edges,
+    edges,
+    per_vertex,
+    pyg_conv,
+    with_self_loops,
+)
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 
 def per_vertex_gat(conv, x, edge_index):
@@ -71,8 +84,16 @@ def test_gat_attention_weights_match_pyg_and_dropout_applies_to_them():
 def test_gat_conv_rejects_what_it_does_not_support():
     with pytest.raises(NotImplementedError, match="edge_dim"):
         GATConv(4, 4, edge_dim=3)
-    with pytest.raises(NotImplementedError, match="bipartite"):
-        GATConv((4, 5), 4)
+
+
+def test_gat_conv_errors_name_the_argument():
+    """Features whose row count does not fit the graph: the error names edge_index or x, not a kernel's
+    placeholder."""
+    conv = GATConv(4, 4, heads=2)
+    with pytest.raises(ValueError, match=r"^edge_index: node id \d+ out of range .*features have 10 rows"):
+        conv(torch.randn(10, 4), edges())
+    with pytest.raises(ValueError, match=f"^x: expected {N} rows .*got {N - 1}"):
+        conv(torch.randn(N - 1, 4), fg.Graph.from_edge_index(edges(), N))
 
 
 def test_gat_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
@@ -80,3 +101,28 @@ def test_gat_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
     theirs = pyg_conv("GATConv")(11, 7, heads=2)
     with fg.default_target("gpu"):
         assert_matches_pyg(GATConv(11, 7, heads=2), theirs, torch.randn(N, 11), edges(6))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "x_dst_rows"),
+    [({}, NUM_DST), ({"residual": True, "concat": False}, NUM_DST), ({}, None), ({"add_self_loops": False}, NUM_DST)],
+    ids=["pair", "residual-mean", "no-destination-features", "no-loops"],
+)
+def test_bipartite_inputs_as_pyg(kwargs, x_dst_rows):
+    """``GATConv((in_src, in_dst), out)`` on ``(x_src, x_dst)`` (``lin_src``/``lin_dst``), PyG's
+    ``(x_src, None)`` with ``size``, self loops on the destinations' ids."""
+    edge_index = bipartite_edges()
+    x_src = torch.randn(NUM_SRC, 5, dtype=torch.float64, requires_grad=True)
+    x_dst = None if x_dst_rows is None else torch.randn(x_dst_rows, 4, dtype=torch.float64, requires_grad=True)
+    ours, theirs = GATConv((5, 4), 3, heads=2, **kwargs), pyg_nn.GATConv((5, 4), 3, heads=2, **kwargs)
+    inputs = (x_src,) if x_dst is None else (x_src, x_dst)
+    assert_same_as_pyg(ours, theirs, inputs, (x_src, x_dst), edge_index, size=(NUM_SRC, NUM_DST))
+
+
+def test_a_block_attends_from_its_sources_to_their_leading_rows():
+    edge_index = bipartite_edges(1)
+    x = torch.randn(NUM_SRC, 5, dtype=torch.float64)
+    ours, theirs = GATConv(5, 3, heads=2), pyg_nn.GATConv(5, 3, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    block = fg.Graph.from_edge_index(edge_index, size=(NUM_SRC, NUM_DST))
+    torch.testing.assert_close(ours.double()(x, block), theirs.double()((x, x[:NUM_DST]), edge_index))

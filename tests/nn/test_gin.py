@@ -2,8 +2,20 @@ import pytest
 import torch
 from torch.autograd import gradcheck
 
+from featgraph import nn as fg_nn
 from featgraph.nn import GINConv
-from tests.nn.reference import N, assert_matches_pyg, edges, pyg_conv
+from tests.nn.reference import (
+    NUM_DST,
+    NUM_SRC,
+    N,
+    assert_matches_pyg,
+    assert_same_as_pyg,
+    bipartite_edges,
+    edges,
+    pyg_conv,
+)
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 
 def mlp(widths):
@@ -34,3 +46,16 @@ def test_gin_conv_matches_pyg(train_eps, nn):
     }[nn]
     theirs = pyg_conv("GINConv")(make(), eps=0.2, train_eps=train_eps)
     assert_matches_pyg(GINConv(make(), eps=0.2, train_eps=train_eps), theirs, torch.randn(N, 10), edges(11))
+
+
+@pytest.mark.parametrize("width", [3, 8], ids=["narrowing-linear-first", "widening"])
+def test_bipartite_inputs_as_pyg(width):
+    edge_index = bipartite_edges()
+    x_src = torch.randn(NUM_SRC, 5, dtype=torch.float64, requires_grad=True)
+    x_dst = torch.randn(NUM_DST, 5, dtype=torch.float64, requires_grad=True)
+
+    def make(module):
+        return module.GINConv(torch.nn.Sequential(torch.nn.Linear(5, width), torch.nn.ReLU()), train_eps=True)
+
+    assert_same_as_pyg(make(fg_nn), make(pyg_nn), (x_src, x_dst), (x_src, x_dst), edge_index)
+    assert_same_as_pyg(make(fg_nn), make(pyg_nn), (x_src,), (x_src, None), edge_index, size=(NUM_SRC, NUM_DST))

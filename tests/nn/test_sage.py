@@ -3,8 +3,22 @@ import torch
 from torch.autograd import gradcheck
 
 import featgraph as fg
+from featgraph import Graph
 from featgraph.nn import SAGEConv
-from tests.nn.reference import REDUCE, N, assert_matches_pyg, edges, per_vertex, pyg_conv
+from tests.nn.reference import (
+    NUM_DST,
+    NUM_SRC,
+    REDUCE,
+    N,
+    assert_matches_pyg,
+    assert_same_as_pyg,
+    bipartite_edges,
+    edges,
+    per_vertex,
+    pyg_conv,
+)
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 
 @pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min", "pool"])
@@ -52,3 +66,33 @@ def test_sage_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu, aggr)
     theirs = pyg_conv("SAGEConv")(6, 5, aggr=aggr)
     with fg.default_target("gpu"):
         assert_matches_pyg(SAGEConv(6, 5, aggr=aggr), theirs, torch.randn(N, 6), edges(4))
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max"])
+@pytest.mark.parametrize("form", ["pair", "size", "block"])
+def test_bipartite_inputs_as_pyg(aggr, form):
+    """PyG's bipartite forms: ``SAGEConv((in_src, in_dst), out)`` with ``(x_src, x_dst)``, with ``size=``,
+    and a sampled block (a bipartite Graph) whose destinations are its sources' first rows."""
+    edge_index = bipartite_edges()
+    x_src = torch.randn(NUM_SRC, 5, dtype=torch.float64, requires_grad=True)
+    if form == "block":
+        block = Graph.from_edge_index(edge_index, size=(NUM_SRC, NUM_DST))
+        ours, theirs = SAGEConv(5, 3, aggr=aggr), pyg_nn.SAGEConv(5, 3, aggr=aggr)
+        ours.load_state_dict(theirs.state_dict())
+        got = ours.double()(x_src, block)
+        torch.testing.assert_close(got, theirs.double()((x_src, x_src[:NUM_DST]), edge_index))
+        return
+    x_dst = torch.randn(NUM_DST, 4, dtype=torch.float64, requires_grad=True)
+    kwargs = {"size": (NUM_SRC, NUM_DST)} if form == "size" else {}
+    ours, theirs = SAGEConv((5, 4), 3, aggr=aggr), pyg_nn.SAGEConv((5, 4), 3, aggr=aggr)
+    assert_same_as_pyg(ours, theirs, (x_src, x_dst), (x_src, x_dst), edge_index, **kwargs)
+
+
+def test_bipartite_rows_must_match():
+    edge_index = bipartite_edges()
+    with pytest.raises(ValueError, match="x_dst: expected 6 rows"):
+        SAGEConv((5, 4), 3)((torch.randn(NUM_SRC, 5), torch.randn(7, 4)), edge_index, size=(NUM_SRC, NUM_DST))
+    with pytest.raises(ValueError, match="size=\\(3, 6\\)"):
+        SAGEConv(5, 3)(torch.randn(NUM_SRC, 5), edge_index, size=(3, 6))
+    with pytest.raises(ValueError, match="edge_index: source id 16 out of range"):
+        SAGEConv((5, 4), 3)((torch.randn(NUM_SRC - 1, 5), torch.randn(NUM_DST, 4)), edge_index)
