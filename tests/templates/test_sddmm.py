@@ -162,3 +162,27 @@ def test_property_dot_on_random_graphs(n, e, d, seed):
     x = torch.randn(n, d, generator=gen, dtype=torch.float64)
     got = fg.sddmm(fg.Graph(src, dst, n), dot_udf(n, d, dtype="float64"))(XV=x)
     torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_infinite_and_nan_constants(target, request):
+    """A UDF may hold inf, -inf and nan constants: each backend writes them as its own literals."""
+    if target == "gpu":
+        request.getfixturevalue("interpreted_gpu")
+    g = fg.Graph(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 2]), 3)
+    X = te.placeholder((3, 2), dtype="float64", name="X")
+    x = torch.tensor([[1.0, -1.0], [0.5, 2.0], [-3.0, 0.0]], dtype=torch.float64)
+
+    def udf(s, d, e):
+        return te.compute(
+            (3,),
+            lambda i: te.where(
+                i < 2, te.where(X[s, i % 2] > 0, X[s, i % 2], float("-inf")), te.min(X[d, 0], float("inf"))
+            )
+            + te.where(X[s, 0] > 100, float("nan"), 0.0),
+        )
+
+    src, dst = g.coo()
+    positive = torch.where(x[src] > 0, x[src], torch.tensor(float("-inf"), dtype=torch.float64))
+    want = torch.cat([positive, x[dst, :1]], dim=1)
+    torch.testing.assert_close(fg.sddmm(g, udf, target=target)(X=x), want)

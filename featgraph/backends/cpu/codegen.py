@@ -7,6 +7,7 @@ message and hands each element to a *sink* (accumulate into a row, or store for 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -117,6 +118,10 @@ class Emitter(ExpressionLowering):
         return self.reduce_names[id(e)]
 
     def constant(self, value: float) -> str:
+        if math.isnan(value):
+            return "std::numeric_limits<T>::quiet_NaN()"
+        if math.isinf(value):
+            return f"{'-' if value < 0 else ''}std::numeric_limits<T>::infinity()"
         return f"T({value!r})"
 
     def as_value(self, integer: str) -> str:

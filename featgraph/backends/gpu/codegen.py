@@ -182,7 +182,8 @@ class Emitter(ExpressionLowering):
     def constant(self, value: float) -> str:
         """A scalar of the compute type: a bare Python float is a float32 constant to Triton, so in a float64
         kernel ``tl.where(c, 1.0, 0.2)`` would round 0.2 to float32."""
-        return f"tl.full([], {float(value)!r}, {self.dtype})"
+        text = repr(float(value))
+        return f"tl.full([], {text if math.isfinite(value) else f'float({text!r})'}, {self.dtype})"
 
     def as_value(self, integer: str) -> str:
         return f"({integer}).to({self.dtype})"
