@@ -1,11 +1,14 @@
 """Winner scatter: the gradient of a max/min aggregation visited through its winning edges only.
 
 A max/min SpMM's output element ``(v, o)`` takes its value from one in-edge, ``arg[v, o]``; only that edge
-receives its gradient. Masking every edge with ``arg[v, o] == e`` (the generic gradient) costs
-E x output elements; this template walks the n x output elements instead and evaluates the gradient term
-once per element at its winner ``e`` (source ``s = src[e]``, destination ``v``), adding it into the
-gradient tensor at the row its role names: ``s`` (a source feature), ``v`` (a destination feature), ``e``
-(an edge feature) or none (a dense weight).
+receives its gradient. Where ``v`` has in-edges that edge is always defined: the first one with a NaN
+message (the value is NaN, as torch.amax's), else the first with the best value, which is the first
+in-edge when all messages are -inf for max (the value is -inf). So, as with torch.max along a dimension
+and unlike torch.amax, the gradient goes whole to one edge: never split among ties, never NaN. Masking
+every edge with ``arg[v, o] == e`` (the generic gradient) costs E x output elements; this template walks
+the n x output elements instead and evaluates the gradient term once per element at its winner ``e``
+(source ``s = src[e]``, destination ``v``), adding it into the gradient tensor at the row its role names:
+``s`` (a source feature), ``v`` (a destination feature), ``e`` (an edge feature) or none (a dense weight).
 
 The UDF is a ``te.compute`` over the gradient's *free* axes (those not pinned to an output axis); the
 forward's output axes appear in it as ``outer`` variables, fixed for the element being visited, and the
@@ -27,7 +30,7 @@ from ..te.expr import ComputeOp, Var
 from .kernel import Kernel, compute_dtype, edge_sources
 from .spec import KernelSpec
 
-ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 where no edge won
+ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 for vertices without in-edges
 ROLES = ("src", "dst", "eid", "dense")
 PRIVATE_COPY_BUDGET = 1 << 30  # bytes of private copies beyond which the masked gradient is used instead
 

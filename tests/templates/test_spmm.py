@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import featgraph as fg
 from featgraph import te
-from tests.conftest import adjacency, random_edges
+from tests.conftest import adjacency, assert_gpu_target_agrees, random_edges
 from tests.templates.reference import reduce_messages
 
 REDUCERS = ["sum", "mean", "max", "min", "logsumexp"]
@@ -19,13 +19,15 @@ def copy_u(n: int, d: int, dtype: str = "float32"):
 
 
 def check_arg(out, arg, messages, dst, reducer):
-    """Each output element equals the message of the edge its arg names, and that edge enters the row."""
+    """Each output element equals the message of the edge its arg names (NaN: a NaN message), that edge
+    enters the row, and only rows without in-edges have no arg (and 0)."""
     has = arg >= 0
     rows = torch.arange(out.shape[0]).unsqueeze(1).expand_as(arg)
     assert torch.all(dst[arg[has]] == rows[has])
     cols = torch.arange(out.shape[1]).unsqueeze(0).expand_as(arg)
-    assert torch.equal(messages[arg[has], cols[has]], out[has])
+    torch.testing.assert_close(messages[arg[has], cols[has]], out[has], rtol=0, atol=0, equal_nan=True)
     assert torch.all(out[~has] == 0)
+    assert torch.equal(has.all(1), torch.bincount(dst, minlength=out.shape[0]) > 0)
 
 
 @pytest.mark.parametrize("reducer", REDUCERS)
@@ -303,16 +305,134 @@ def test_nested_reductions_two_layer_mlp_message(reducer):
     torch.testing.assert_close(got, reduce_messages(messages, dst, n, reducer))
 
 
+def first_edge_where(mask: torch.Tensor, dst: torch.Tensor, n: int) -> torch.Tensor:
+    """Per vertex and element, the smallest edge id into the vertex where ``mask`` (E x d) holds, else -1."""
+    ids = torch.arange(mask.shape[0]).unsqueeze(1).expand_as(mask)
+    candidates = torch.where(mask, ids, mask.shape[0])
+    first = torch.full((n, mask.shape[1]), mask.shape[0]).scatter_reduce(
+        0, dst.unsqueeze(1).expand_as(mask), candidates, "amin"
+    )
+    return torch.where(first == mask.shape[0], -1, first)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("num_partitions", [1, 3])
 @pytest.mark.parametrize("reducer", ["max", "min"])
-def test_max_min_without_the_arg_give_what_they_give_with_it(reducer):
-    """The kernel skips tracking winners when no arg is asked for; results stay the same, including for
-    rows whose every message is the identity (-inf for max), which count as having no winner."""
+def test_max_min_propagate_nan_and_the_identity_as_torch(reducer, num_partitions, dtype):
+    """As torch.amax/scatter_reduce(include_self=False): a NaN message makes the element NaN, and messages
+    that are all the identity (-inf for max) give the identity; only a vertex without in-edges gets 0.
+    The arg names the first NaN edge, else the first edge with the winning value (the first in-edge when
+    all are the identity), so the gradient has one well-defined edge; the untracked loop agrees."""
     n, d = 30, 9
     src, dst = random_edges(n, 200, seed=14)
-    x = torch.randn(n, d, dtype=torch.float64)
-    x[src[dst == 2]] = float("-inf") if reducer == "max" else float("inf")  # vertex 2: only identities arrive
-    kernel = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d, "float64"), reducer)
+    x = torch.randn(n, d, dtype=getattr(torch, dtype))
+    identity = float("-inf") if reducer == "max" else float("inf")
+    x[src[dst == 2]] = identity  # vertex 2: only identities arrive
+    x[src[dst == 4], 3] = identity  # one element of vertex 4 likewise
+    x[src[dst == 5][1], 1] = float("nan")  # a NaN among numbers
+    x[src[dst == 6], 2] = float("nan")  # every message NaN
+    x[src[dst == 7][0], :4] = float("nan")
+    messages = x[src]
+    kernel = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d, dtype), reducer, num_partitions=num_partitions)
     plain, (tracked, arg) = kernel(XV=x), kernel.run(return_arg=True, XV=x)
-    assert torch.equal(plain, tracked)
-    assert bool((plain[2] == 0).all()) and bool((arg[2] == -1).all())
-    torch.testing.assert_close(plain, reduce_messages(x[src], dst, n, reducer).nan_to_num(0, 0, 0))
+    index = dst.unsqueeze(1).expand_as(messages)
+    want = torch.zeros(n, d, dtype=x.dtype).scatter_reduce(0, index, messages, f"a{reducer}", include_self=False)
+    assert bool(want.isnan().any()) and bool((want == identity).any())
+    torch.testing.assert_close(plain, want, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(tracked, want, rtol=0, atol=0, equal_nan=True)
+    check_arg(tracked, arg, messages, dst, reducer)
+    if num_partitions == 1:  # CSR order is the user's edge order within a row
+        nan = messages.isnan()
+        first_nan = first_edge_where(nan, dst, n)
+        first_best = first_edge_where(messages == want[dst], dst, n)
+        assert torch.equal(arg, torch.where(first_nan >= 0, first_nan, first_best))
+
+
+@pytest.mark.parametrize("reducer", ["sum", "max", "logsumexp"])
+def test_huge_feature_sizes_compile_as_loops(reducer):
+    """The source does not grow with the feature size (chunks past the unrolled few run as a loop), and a
+    feature size that is no multiple of the chunk, with several feature tiles and source partitions,
+    still gives every element; multi-head outputs included."""
+    n, heads = 7, 3
+    src, dst = random_edges(n, 20, seed=5)
+    g = fg.Graph(src, dst, n)
+    sizes = {}
+    for d in (4099, 70_001):
+        X = te.placeholder((n, heads, d), name="X")
+        kernel = fg.spmm(
+            g, lambda s, v, e, X=X, d=d: te.compute((heads, d), lambda h, i: X[s, h, i]), reducer, num_feature_tiles=2
+        )
+        sizes[d] = len(kernel.source)
+        x = torch.randn(n, heads, d)
+        torch.testing.assert_close(kernel(X=x), reduce_messages(x[src], dst, n, reducer))
+    assert sizes[70_001] < 1.02 * sizes[4099]  # the same code with longer constants
+
+
+@pytest.mark.parametrize("num_partitions", [1, 3])
+def test_logsumexp_propagates_nan_as_torch(num_partitions):
+    n, d = 30, 5
+    src, dst = random_edges(n, 200, seed=15)
+    x = torch.randn(n, d, dtype=torch.float64)
+    x[src[dst == 5][0], 1] = float("nan")
+    x[src[dst == 6], 2] = float("-inf")  # all -inf: -inf, as torch.logsumexp
+    got = fg.spmm(fg.Graph(src, dst, n), copy_u(n, d, "float64"), "logsumexp", num_partitions=num_partitions)(XV=x)
+    want = reduce_messages(x[src], dst, n, "logsumexp")
+    assert bool(want[5, 1].isnan()) and want[6, 2] == float("-inf")
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def bipartite_case(num_src: int, num_dst: int, num_edges: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    dst = torch.randint(0, max(num_dst - 1, 1), (num_edges,), generator=gen)  # the last destination stays isolated
+    return fg.Graph(src, dst, (num_src, num_dst)), src, dst
+
+
+@pytest.mark.parametrize(("num_src", "num_dst"), [(13, 5), (4, 11)])
+@pytest.mark.parametrize(
+    ("reducer", "params"),
+    [
+        ("sum", {}),
+        ("mean", {"strategy": "gas"}),
+        ("max", {"num_partitions": 3}),
+        ("min", {"row_order": "degree"}),
+        ("logsumexp", {"num_feature_tiles": 2}),
+    ],
+)
+def test_bipartite_graphs_against_dense(num_src, num_dst, reducer, params):
+    """Source data has num_src rows, destination data and the output num_dst; gradients included."""
+    g, src, dst = bipartite_case(num_src, num_dst, 40, seed=num_src + num_dst)
+    d = 3
+    XS = te.placeholder((num_src, d), dtype="float64", name="XS")
+    XD = te.placeholder((num_dst, d), dtype="float64", name="XD")
+    kernel = fg.spmm(g, lambda s, v, e: te.compute((d,), lambda i: XS[s, i] * XD[v, i] + XS[s, i]), reducer, **params)
+    xs = torch.randn(num_src, d, dtype=torch.float64, requires_grad=True)
+    xd = torch.randn(num_dst, d, dtype=torch.float64, requires_grad=True)
+    out = kernel(XS=xs, XD=xd)
+    ref = reduce_messages(xs[src] * xd[dst] + xs[src], dst, num_dst, reducer)
+    torch.testing.assert_close(out, ref)
+    upstream = torch.randn_like(ref)
+    for got, want in zip(
+        torch.autograd.grad(out, (xs, xd), upstream), torch.autograd.grad(ref, (xs, xd), upstream), strict=True
+    ):
+        torch.testing.assert_close(got, want)
+
+
+def test_bipartite_rows_are_checked_per_side():
+    g, _, _ = bipartite_case(6, 3, 10, seed=1)
+    XS = te.placeholder((3, 2), name="XS")
+    with pytest.raises(ValueError, match="needs 6 rows \\(the graph's source vertices\\)"):
+        fg.spmm(g, lambda s, v, e: te.compute((2,), lambda i: XS[s, i]), "sum")
+
+
+@pytest.mark.parametrize("reducer", ["sum", "max", "logsumexp"])
+def test_bipartite_graphs_on_the_gpu_target(reducer, interpreted_gpu):
+    g, _, _ = bipartite_case(9, 4, 30, seed=2)
+    XS = te.placeholder((9, 3), dtype="float64", name="XS")
+    XD = te.placeholder((4, 3), dtype="float64", name="XD")
+
+    def run(xs, xd):
+        return fg.spmm(g, lambda s, v, e: te.compute((3,), lambda i: XS[s, i] * XD[v, i]), reducer)(XS=xs, XD=xd)
+
+    inputs = tuple(torch.randn(rows, 3, dtype=torch.float64, requires_grad=True) for rows in (9, 4))
+    assert assert_gpu_target_agrees(run, inputs).shape == (4, 3)

@@ -173,3 +173,45 @@ def test_gpu_template_agrees_with_cpu(graph, case, interpreted_gpu):
         return fg.spmm(graph, udf, "max")(**dict(zip(names, xs, strict=True)))
 
     assert_gpu_target_agrees(fn, tuple(inputs.values()))
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_nan_and_identity_messages_route_the_gradient_to_one_edge(graph, reducer, target, request):
+    """An element whose messages are all the identity (-inf for max) takes its whole gradient at its first
+    in-edge, one with NaN messages at its first NaN edge (torch.max's index, not torch.amax's even split or
+    NaN everywhere): the gradient lands on one edge. Checked for both factors of an edge x source product."""
+    if target == "gpu":
+        request.getfixturevalue("interpreted_gpu")
+    src, dst = graph.coo()
+    identity = float("-inf") if reducer == "max" else float("inf")
+    a = torch.randn(E, 3, dtype=F64)
+    into = {v: torch.nonzero(dst == v).squeeze(1) for v in range(N)}
+    busy = [v for v in range(N) if len(into[v]) >= 2]
+    a[into[busy[0]]] = identity
+    a[into[busy[1]][1:], 0] = float("nan")
+    a[into[busy[2]], 1] = float("nan")
+    p = placeholders(A=(E, 3), X=(N, 3))
+    with fg.default_target(target):
+        kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: p["A"][e, i] * p["X"][s, i]), reducer)
+        x = torch.rand(N, 3, dtype=F64).add(0.5).requires_grad_()
+        a.requires_grad_()
+        upstream = torch.randn(N, 3, dtype=F64)
+        grad_a, grad_x = torch.autograd.grad(kernel(A=a, X=x), (a, x), upstream)
+    messages = (a * x[src]).detach()
+    want_a, want_x = torch.zeros(E, 3, dtype=F64), torch.zeros(N, 3, dtype=F64)
+    for v in busy:
+        for i in range(3):
+            column = messages[into[v], i]
+            nan = torch.nonzero(column.isnan())
+            best = column.max() if reducer == "max" else column.min()
+            e = into[v][nan[0, 0] if len(nan) else torch.nonzero(column == best)[0, 0]]
+            want_a[e, i] += upstream[v, i] * x[src[e], i].detach()
+            want_x[src[e], i] += upstream[v, i] * a[e, i].detach()
+    rest = [v for v in range(N) if len(into[v]) == 1]
+    for v in rest:
+        e = into[v][0]
+        want_a[e] += upstream[v] * x[src[e]].detach()
+        want_x[src[e]] += upstream[v] * a[e].detach()
+    torch.testing.assert_close(grad_a, want_a)
+    torch.testing.assert_close(grad_x, want_x, equal_nan=True)

@@ -43,31 +43,39 @@ ACCUMULATE = {
 }
 FINALIZE = {
     "mean": "if (last) { const T d = T(degree[v] > 0 ? degree[v] : 1); for (int64_t q = 0; q < SIZE; ++q) acc[q] /= d; }",  # noqa: E501
-    # an element still at the identity had no winner (no in-edge): 0, with or without the arg tracked
-    **{r: f"if (last) for (int64_t q = 0; q < SIZE; ++q) if (acc[q] == {IDENTITY[r]}) acc[q] = T(0);" for r in BETTER},
-    # between source partitions the row holds the log-sum so far (-inf: no edge yet)
-    "logsumexp": "for (int64_t q = 0; q < SIZE; ++q) acc[q] = zs[q] > T(0) ? acc[q] + std::log(zs[q])"
+    # a vertex without in-edges gets 0; in-edges whose messages are all the identity give the identity
+    # (-inf for max), as torch.amax does
+    **{r: "if (last && degree[v] == 0) for (int64_t q = 0; q < SIZE; ++q) acc[q] = T(0);" for r in BETTER},
+    # between source partitions the row holds the log-sum so far (-inf: no edge yet); a NaN sum stays NaN
+    "logsumexp": "for (int64_t q = 0; q < SIZE; ++q) acc[q] = !(zs[q] <= T(0)) ? acc[q] + std::log(zs[q])"
     " : (last ? T(0) : -std::numeric_limits<T>::infinity());",
 }
+
+# after a tracked pass over a row's edges in one partition: elements no message beat go to its first edge
+FIRST_EDGE_WINS = (
+    "      if (ip[v] < end) { const int64_t e0 = eids[ip[v]];"
+    " for (int64_t q = 0; q < SIZE; ++q) am[q] = am[q] < 0 ? e0 : am[q]; }"
+)
 
 
 def _accumulate(reducer: str, track: bool) -> str:
     """The statement folding element ``{x}`` into ``acc[{f}]``; max/min with ``track`` also keep the
-    winning edge in ``am``.
+    winning edge in ``am``. NaN propagates as in torch.amax: a NaN message makes the element NaN, and its
+    first NaN edge the winner (torch.max's index); otherwise the first edge with the best value wins.
 
-    Written as data operations only (``std::max``, a bitwise select): g++ turned ``am = win ? e : am`` into
-    masked stores behind an "any lane won" branch, which mispredicts on every other edge (measured: the
-    tracked copy_u max 5.5x slower than the untracked one, half DGL's speed)."""
+    Branch-free: ``win`` is two compares (``std::max``, one, keeps the accumulator where the message is
+    NaN), and the value and the arg are both selected by it, which g++ makes two blends. Beside
+    ``acc = std::max(acc, x_)``, ``am = win ? e : am`` had become masked stores behind an "any lane won"
+    branch that mispredicts on every other edge (measured: the tracked copy_u max 5.5x slower than the
+    untracked one; a bitwise select of the arg avoided it at 2 more instructions a vector)."""
     if reducer not in BETTER:
         return ACCUMULATE[reducer]
-    # std::max(a, x) is ``a < x ? x : a``: x exactly where ``win``, NaN included (std::min likewise)
-    pick = f"acc[{{f}}] = std::{reducer}<T>(acc[{{f}}], x_);"
+    # x_ wins where it is better, or NaN against a number; nothing wins against NaN, so the first stays
+    win = f"const bool win = !(acc[{{f}}] {BETTER[reducer]}= x_) && acc[{{f}}] == acc[{{f}}];"
+    pick = "acc[{f}] = win ? x_ : acc[{f}];"
     if not track:
-        return f"{{{{ const T x_ = {{x}}; {pick} }}}}"
-    return (
-        f"{{{{ const T x_ = {{x}}; const int64_t keep = (int64_t)(x_ {BETTER[reducer]} acc[{{f}}]) - 1; {pick} "
-        f"am[{{f}}] = (am[{{f}}] & keep) | (e & ~keep); }}}}"
-    )
+        return f"{{{{ const T x_ = {{x}}; {win} {pick} }}}}"
+    return f"{{{{ const T x_ = {{x}}; {win} {pick} am[{{f}}] = win ? e : am[{{f}}]; }}}}"
 
 
 def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
@@ -165,18 +173,6 @@ def spmm_source(spec: KernelSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
-    """One pass over row ``v``'s edges for one chunk of its output: accumulators in registers, loaded from
-    the output after the first source partition, finished and stored after the last. ``track`` keeps the
-    winning edge of max/min (``am``); without it an element still at the identity had no winner and is 0,
-    exactly as with it."""
-    op, reducer, row = spec.op, spec.reducer, _row_size(spec)
-    argreduce, streaming = reducer in BETTER and track, reducer == "logsumexp"
-    state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
-    init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
-    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
-    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
-    load_extra = (
 def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     """The row's passes over register-sized chunks of the tile, each a pass over the row's edges, so the
     accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks; with max/min's
@@ -198,6 +194,18 @@ def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     return lines + (_row_pass(spec, Tile(tile.lo + full * width, rest), track) if rest else [])
 
 
+def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
+    """One pass over row ``v``'s edges for one chunk of its output: accumulators in registers, loaded from
+    the output after the first source partition, finished and stored after the last. ``track`` keeps the
+    winning edge of max/min (``am``); where no message beat the identity (all -inf for max) the row's first
+    edge in this partition wins, so only a vertex without in-edges is left with arg -1 (and value 0)."""
+    op, reducer, row = spec.op, spec.reducer, _row_size(spec)
+    argreduce, streaming = reducer in BETTER and track, reducer == "logsumexp"
+    state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
+    init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
+    init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
+    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
+    load_extra = (
         f" am[q] = argidx[v * {row} + g];"
         if argreduce
         else " zs[q] = acc[q] == -std::numeric_limits<T>::infinity() ? T(0) : T(1);"
@@ -220,6 +228,7 @@ def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
         f"        if (j + PF < end) {{ {prefetch} }}",
         *message_block(op, spec.schedule, chunk, lambda f, g, x: accumulate.format(f=f, x=x)),
         "      }",
+        *([FIRST_EDGE_WINS] if argreduce else []),
         f"      {FINALIZE.get(reducer, '')}",
         *_tile_rows(op, chunk, store, "      "),
         "      }",
@@ -311,6 +320,14 @@ def _prefetch_rows(spec: KernelSpec, placeholders: tuple[Placeholder, ...], row:
     ]
 
 
+def _row_offset(lo: int | str, stride: int) -> str:
+    """Feature offset ``lo`` (a constant or a chunk loop's variable) within a row of ``stride`` elements;
+    the row start where ``lo`` lies beyond it."""
+    if isinstance(lo, int):
+        return str(lo if lo < stride else 0)
+    return f"({lo} < {stride} ? {lo} : 0)"
+
+
 def _element_bytes(spec: KernelSpec, int64: bool = False) -> int:
     """Bytes per element as the kernel holds it: int64 data as is, floating data in the compute type ``T``
     (float32 or float64; float16/bfloat16 inputs arrive as float32)."""
@@ -324,14 +341,6 @@ def edge_parallel_source(
     ``sink`` writes the output row named by ``out_rows`` ("eids", "dsts", or "slots": pointer 4);
     ``finish`` runs after every tile pass."""
     op = spec.op
-def _row_offset(lo: int | str, stride: int) -> str:
-    """Feature offset ``lo`` (a constant or a chunk loop's variable) within a row of ``stride`` elements;
-    the row start where ``lo`` lies beyond it."""
-    if isinstance(lo, int):
-        return str(lo if lo < stride else 0)
-    return f"({lo} < {stride} ? {lo} : 0)"
-
-
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     lines = _header(spec)
     for tile in tiles:

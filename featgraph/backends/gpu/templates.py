@@ -126,15 +126,19 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
     """Statements folding one chunk's messages into the rows' accumulators, and the finishing ones.
 
     ``sel`` (rows x edges x features) says which lane belongs to which row; each reduction runs over the
-    edge axis (1). max/min keep the CSR position of the first winning edge, as the CPU template does."""
+    edge axis (1). max/min keep the CSR position of the first winning edge, as the CPU template does: NaN
+    wins against numbers and stays (as torch.amax; ``tl.max`` on a GPU drops NaN, hence the explicit
+    test), and a row whose messages are all the identity (-inf for max) keeps its first edge and -inf."""
     cand = f"{INDENT}cand = tl.where(sel, msg[None, :, :], {IDENTITY[reducer]})"
     if reducer in ("max", "min"):
         better = ">" if reducer == "max" else "<"
         update = [
             cand,
-            f"{INDENT}top = tl.{reducer}(cand, axis=1)",
+            f"{INDENT}first_nan = tl.min(tl.where(sel & (cand != cand), j[None, :, None], NO_EDGE), axis=1)",
+            f'{INDENT}top = tl.where(first_nan < NO_EDGE, float("nan"), tl.{reducer}(cand, axis=1))',
             f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), j[None, :, None], NO_EDGE), axis=1)",
-            f"{INDENT}win = top {better} acc",
+            f"{INDENT}at = tl.minimum(at, first_nan)",
+            f"{INDENT}win = (top {better} acc) | ((top != top) & (acc == acc)) | ((best < 0) & (at < NO_EDGE))",
             f"{INDENT}acc = tl.where(win, top, acc)",
             f"{INDENT}best = tl.where(win, at, best)",
         ]
@@ -157,7 +161,8 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
             f"{INDENT}zs += tl.sum(tl.where(sel, terms, 0.0), axis=1)",
             f"{INDENT}acc = top",
         ]
-        finish = ["    acc = tl.where(zs > 0, acc + tl.log(tl.where(zs > 0, zs, 1.0)), 0.0)"]
+        # a NaN sum stays NaN; no edge gives 0
+        finish = ["    acc = tl.where(zs > 0, acc + tl.log(tl.where(zs > 0, zs, 1.0)), tl.where(zs == zs, 0.0, zs))"]
     else:
         update = [f"{INDENT}acc += tl.sum(tl.where(sel, msg[None, :, :], 0.0), axis=1)"]
         finish = [f"    acc = acc / tl.maximum(count, 1).to({t})[:, None]"] if reducer == "mean" else []
@@ -368,7 +373,9 @@ def winner_source(spec: KernelSpec) -> str:
         "    s = tl.load(sources + e, mask=mE, other=0).to(tl.int64)",
         *lines,
         f"    msg = {msg}",
-        f"    tl.atomic_add(out + {position}, msg, mask=mE[:, None] & mF[None, :])",
+        # a dense weight's position may not vary along the lanes (no output axis pins it): broadcast it
+        f"    at = tl.broadcast_to(out + {position}, [BLOCK_E, BLOCK_F])",
+        "    tl.atomic_add(at, msg, mask=mE[:, None] & mF[None, :])",
         "",
         "",
         "def run(ptrs, args):",

@@ -65,6 +65,34 @@ def test_spmm_arg_is_the_first_winner_in_csr_order_like_cpu(gpu, reducer):
     assert torch.equal(got[1].cpu(), want[1])
 
 
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("reducer", ["max", "min", "logsumexp"])
+def test_nan_and_identity_messages_as_torch_and_the_cpu(gpu, reducer, rows):
+    """NaN propagates (``tl.max`` alone would drop it on a GPU), in-edges whose messages are all the
+    identity give the identity with their first edge as arg, and only vertices without in-edges get 0;
+    values and args as the CPU template's."""
+    n, d = 40, 5
+    src, dst = hub_edges(n, 400, seed=6)  # vertex 0's messages span several edge chunks
+    w = torch.randn(src.numel(), d, dtype=torch.float64)  # edge data: one message per edge
+    identity = float("inf") if reducer == "min" else float("-inf")
+    w[dst == 2] = identity
+    w[torch.nonzero(dst == 0)[150], 1] = float("nan")
+    w[dst == 3, 2] = float("nan")
+    w[torch.nonzero(dst == 4)[0], 3] = float("nan")
+    W = te.placeholder((src.numel(), d), dtype="float64", name="W")
+    copy_e = lambda s, t, e: te.compute((d,), lambda i: W[e, i])  # noqa: E731
+    kernel = fg.spmm(graph_on(gpu, src, dst, n), copy_e, reducer, target="gpu", rows_per_program=rows)
+    want = fg.spmm(fg.Graph(src, dst, n), copy_e, reducer, target="cpu")
+    reference = reduce_messages(w, dst, n, reducer)
+    assert bool(reference[0, 1].isnan()) and bool((reference[2] == identity).all())
+    if reducer == "logsumexp":
+        torch.testing.assert_close(kernel(W=w.to(gpu)).cpu(), reference, equal_nan=True)
+        return
+    got, arg = kernel.run(return_arg=True, W=w.to(gpu))
+    torch.testing.assert_close(got.cpu(), reference, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(arg.cpu(), want.run(return_arg=True, W=w)[1])
+
+
 @pytest.mark.parametrize("rows", [1, 3, 16])
 @pytest.mark.parametrize("row_order", ["natural", "degree"])
 @pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min", "logsumexp"])
@@ -352,6 +380,32 @@ def test_gradients_of_a_udf_gradcheck(gpu):
     inputs = [t.to(gpu).requires_grad_() for t in inputs]
     for reducer in ("sum", "max", "logsumexp"):
         assert torch.autograd.gradcheck(make(reducer), inputs, eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("reducer", ["max", "min"])
+def test_winner_gradient_of_weights_no_output_axis_pins(gpu, reducer):
+    """Dense weights read at a constant (``W[0]``) or summed over a reduce axis (``te.sum(V[k])``): every
+    winner adds into the same positions, which do not vary along the lanes."""
+    n, e, d = 9, 30, 3
+    src, dst = random_edges(n, e, seed=7)
+    X = te.placeholder((n, d), "float64", "X")
+    W, V = te.placeholder((4,), "float64", "W"), te.placeholder((5,), "float64", "V")
+
+    def udf(s, t, i):
+        k = te.reduce_axis((0, 5), name="k")
+        return te.compute((d,), lambda j: X[s, j] * W[0] + te.sum(V[k] * X[t, j], axis=k))
+
+    gen = torch.Generator().manual_seed(8)
+    x, w, v = (torch.randn(shape, generator=gen, dtype=torch.float64) for shape in ((n, d), (4,), (5,)))
+    upstream = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    kernel = fg.spmm(graph_on(gpu, src, dst, n), udf, reducer, target="gpu")
+    leaves = [t.to(gpu).requires_grad_() for t in (x, w, v)]
+    got = torch.autograd.grad((kernel(X=leaves[0], W=leaves[1], V=leaves[2]) * upstream.to(gpu)).sum(), leaves)
+    leaves = [t.clone().requires_grad_() for t in (x, w, v)]
+    messages = leaves[0][src] * leaves[1][0] + leaves[2].sum() * leaves[0][dst]
+    want = torch.autograd.grad((reduce_messages(messages, dst, n, reducer) * upstream).sum(), leaves)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a.cpu(), b)
 
 
 def test_bad_inputs_name_the_problem(gpu):
