@@ -26,19 +26,29 @@ _SPMM_SHORTCUT_OPS = {
 _SDDMM_SHORTCUT_OPS = ("add", "sub", "mul", "div", "dot")
 
 
-def _spmm_shortcut(op: str, reduce: str) -> Callable[..., torch.Tensor]:
+def _data(name: str, data: tuple, count: int) -> tuple:
+    if len(data) != count:
+        raise TypeError(f"{name} takes the graph and {count} tensor{'s' * (count > 1)}, got {len(data)}")
+    return data
+
+
+def _spmm_shortcut(name: str, op: str, reduce: str) -> Callable[..., torch.Tensor]:
     def shortcut(g: Graph, *data: torch.Tensor, **options) -> torch.Tensor:
-        lhs, rhs = (data[0], None) if op == "copy_lhs" else (None, data[0]) if op == "copy_rhs" else data
+        if op in ("copy_lhs", "copy_rhs"):
+            (x,) = _data(name, data, 1)
+            lhs, rhs = (x, None) if op == "copy_lhs" else (None, x)
+        else:
+            lhs, rhs = _data(name, data, 2)
         return gspmm(g, op, reduce, lhs, rhs, **options)
 
     return shortcut
 
 
-def _sddmm_shortcut(op: str, lhs_target: str, rhs_target: str | None) -> Callable[..., torch.Tensor]:
+def _sddmm_shortcut(name: str, op: str, lhs_target: str, rhs_target: str | None) -> Callable[..., torch.Tensor]:
     def shortcut(g: Graph, *data: torch.Tensor, **options) -> torch.Tensor:
         if rhs_target is None:  # copy_u / copy_v: node data onto the edges
-            return gsddmm(g, "copy_lhs", data[0], None, lhs_target, lhs_target, **options)
-        return gsddmm(g, op, data[0], data[1], lhs_target, rhs_target, **options)
+            return gsddmm(g, "copy_lhs", *_data(name, data, 1), None, lhs_target, lhs_target, **options)
+        return gsddmm(g, op, *_data(name, data, 2), lhs_target, rhs_target, **options)
 
     return shortcut
 
@@ -47,14 +57,14 @@ def _shortcuts() -> dict[str, Callable[..., torch.Tensor]]:
     table: dict[str, Callable[..., torch.Tensor]] = {}
     for prefix, op in _SPMM_SHORTCUT_OPS.items():
         for reduce in REDUCERS:
-            table[f"{prefix}_{reduce}"] = _spmm_shortcut(op, reduce)
+            table[f"{prefix}_{reduce}"] = _spmm_shortcut(f"{prefix}_{reduce}", op, reduce)
     for lhs in "uve":
         for rhs in "uve":
             if lhs != rhs:
                 for op in _SDDMM_SHORTCUT_OPS:
-                    table[f"{lhs}_{op}_{rhs}"] = _sddmm_shortcut(op, lhs, rhs)
-    table["copy_u"] = _sddmm_shortcut("copy_lhs", "u", None)
-    table["copy_v"] = _sddmm_shortcut("copy_lhs", "v", None)
+                    table[f"{lhs}_{op}_{rhs}"] = _sddmm_shortcut(f"{lhs}_{op}_{rhs}", op, lhs, rhs)
+    table["copy_u"] = _sddmm_shortcut("copy_u", "copy_lhs", "u", None)
+    table["copy_v"] = _sddmm_shortcut("copy_v", "copy_lhs", "v", None)
     for name, fn in table.items():
         fn.__name__ = fn.__qualname__ = name
         fn.__doc__ = f"DGL's ``{name}``: see ``gspmm``/``gsddmm`` (keyword options such as ``tune`` pass on)."

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from ..te.expr import Expr
 
 Rule = tuple[tuple[str, ...], Callable[..., Expr]]
@@ -48,9 +50,12 @@ def get(op: str, allowed: tuple[str, ...]) -> BinaryOp:
 
 
 def operands(op: str, rule: BinaryOp, lhs, rhs) -> tuple:
-    """(lhs, rhs) as the op reads them: None where it ignores one, an error where it needs a missing one."""
+    """(lhs, rhs) as the op reads them: None where it ignores one, an error where it needs a missing one or
+    gets something other than a tensor."""
     reads = rule.forward[0]
     for name, x, side in (("a", lhs, "lhs"), ("b", rhs, "rhs")):
         if name in reads and x is None:
             raise ValueError(f"op {op!r} needs {side}")
+        if name in reads and not isinstance(x, torch.Tensor):
+            raise TypeError(f"{side}: expected a torch.Tensor, got {type(x).__name__}")
     return (lhs if "a" in reads else None), (rhs if "b" in reads else None)

@@ -15,14 +15,16 @@ import torch.nn.functional as F
 
 from ..backends import cpu, toolchain
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
+from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
 
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity when not
     ``training``. Same shape as ``x``; the caller's tensor is not modified."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    check_tensor("x", x, min_dims=0)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"p: dropout probability must be a number in [0, 1], got {p!r}")
     if not training or p == 0.0:
         return x
     if p == 1.0:

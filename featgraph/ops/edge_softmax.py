@@ -12,13 +12,13 @@ import torch
 from .. import te
 from ..graph import Graph
 from . import lowering
+from .checks import check_graph, check_tensor
 
 
 def edge_softmax(g: Graph, scores: torch.Tensor) -> torch.Tensor:
     """``out[e] = exp(s[e]) / sum_{e' into dst(e)} exp(s[e'])``, numerically stable; scores (E,) or
     (E, *heads), one softmax per head."""
-    if scores.shape[0] != g.num_edges:
-        raise ValueError(f"scores need {g.num_edges} rows (one per edge), got {scores.shape[0]}")
+    check_tensor("scores", scores, rows=check_graph(g).num_edges, rows_are="one per edge", device=g.device)
     return _EdgeSoftmax.apply(g, scores)
 
 

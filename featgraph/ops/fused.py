@@ -16,6 +16,7 @@ from ..graph import Graph
 from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
+from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
 
@@ -49,14 +50,15 @@ def gcn_aggregate(
     per edge and no n x d temporary besides the output is made, forward or backward. The loops are n edges
     of a cached looped graph (n indices, against the three n x d scalings applying them arithmetically
     would cost). ``tune=True`` tunes the kernels for this graph and width on first use."""
-    if x.dim() != 2 or x.shape[0] != g.num_nodes:
-        raise ValueError(f"x must be (num_nodes={g.num_nodes}, features), got {tuple(x.shape)}")
+    check_tensor("x", x, dims=2, rows=check_graph(g).num_nodes, rows_are="the graph's nodes", device=g.device)
+    if edge_weight is not None:
+        check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
     base = g.with_self_loops() if add_self_loops else g
     if edge_weight is None:  # the weights and the normalisation depend on the graph alone: kept on it
         key = ("gcn-structure", add_self_loops, normalize, fill_value, x.dtype)
         weight, norm = g.cached(key, lambda: _structure_norm(g, base, add_self_loops, normalize, fill_value, x.dtype))
     else:
-        weight = _with_loop_weights(g, base, edge_weight, fill_value, x.dtype) if add_self_loops else edge_weight
+        weight = _with_loop_weights(g, edge_weight, fill_value, x.dtype) if add_self_loops else edge_weight
         norm = _norm(base, weight, x.dtype) if normalize else None
     if not normalize:
         if weight is None:
@@ -69,17 +71,16 @@ def gcn_aggregate(
     return kernel(**inputs)
 
 
-def _with_loop_weights(
-    g: Graph, base: Graph, edge_weight: torch.Tensor | None, fill: float, dtype: torch.dtype
-) -> torch.Tensor:
+def _with_loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float, dtype: torch.dtype) -> torch.Tensor:
     """The looped graph's weights (1 for every edge when ``edge_weight`` is None): the non-loop edges'
     own, then one loop per vertex weighing what its last existing loop weighed, else ``fill``."""
+    weights = torch.ones(g.num_edges, dtype=dtype, device=g.device) if edge_weight is None else edge_weight
+    # loopless vertices point past the weights, at the fill (a gather that also works with no edges at all)
+    fill_weight = torch.full((1,), fill, dtype=dtype, device=g.device)
     last_loop = _last_self_loop(g)
-    existing = torch.ones((), dtype=dtype) if edge_weight is None else edge_weight[last_loop.clamp(min=0)]
-    loop_weight = torch.where(last_loop >= 0, existing, torch.full((), fill, dtype=dtype))
-    if edge_weight is None:
-        return torch.cat([torch.ones(base.num_edges - g.num_nodes, dtype=dtype, device=base.device), loop_weight])
-    return torch.cat([edge_weight[g.coo()[0] != g.coo()[1]], loop_weight])
+    loop_weight = torch.cat([weights, fill_weight])[torch.where(last_loop >= 0, last_loop, g.num_edges)]
+    src, dst = g.coo()
+    return torch.cat([weights[src != dst], loop_weight])
 
 
 def _norm(base: Graph, weight: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
@@ -95,7 +96,7 @@ def _structure_norm(
     g: Graph, base: Graph, loops: bool, normalize: bool, fill: float, dtype: torch.dtype
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Unweighted GCN: the looped graph's weights (None: all 1) and the normalisation, in ``dtype``."""
-    weight = _with_loop_weights(g, base, None, fill, dtype) if loops and fill != 1.0 else None
+    weight = _with_loop_weights(g, None, fill, dtype) if loops and fill != 1.0 else None
     return weight, (_norm(base, weight, dtype) if normalize else None)
 
 
@@ -125,6 +126,7 @@ def gat_attention(
     dropout: float = 0.0,
     training: bool = False,
     return_attention: bool = False,
+    feat_dst: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """GAT's attention + aggregation: ``out[v, h] = sum_u alpha[u->v, h] feat[u, h]`` with
     ``alpha = softmax_over_in_edges(leaky_relu(a_src[h] . feat[u, h] + a_dst[h] . feat[v, h]))``.
@@ -138,17 +140,26 @@ def gat_attention(
     the scores. With ``return_attention`` the weights are built per edge by the ops one by one, with the
     same mask for the same seed.
 
-    ``feat`` is (n, heads, d), ``attn_src``/``attn_dst`` (heads, d) (PyG's ``att_src``/``att_dst`` squeezed).
+    ``feat`` is (num_src, heads, d), ``attn_src``/``attn_dst`` (heads, d) (PyG's ``att_src``/``att_dst``
+    squeezed). The destinations' logits come from ``feat_dst`` (num_dst, heads, d), by default the first
+    num_dst rows of ``feat`` (one vertex set, or a sampled block whose destinations lead its sources).
     """
-    if feat.dim() != 3 or attn_src.shape != feat.shape[1:] or attn_dst.shape != feat.shape[1:]:
-        raise ValueError(
-            f"feat must be (n, heads, d) and attn_src/attn_dst (heads, d); got {tuple(feat.shape)}, "
-            f"{tuple(attn_src.shape)}, {tuple(attn_dst.shape)}"
-        )
+    rows, rows_are = vertex_rows(check_graph(g), "src")
+    check_tensor("feat", feat, dims=3, rows=rows, rows_are=rows_are, device=g.device)
+    if feat_dst is None:
+        feat_dst = feat[: g.num_dst_nodes]
+    rows, rows_are = vertex_rows(g, "dst")
+    check_tensor("feat_dst", feat_dst, dims=3, rows=rows, rows_are=rows_are, like=feat)
+    if feat_dst.shape[1:] != feat.shape[1:]:
+        raise ValueError(f"feat_dst: expected heads, d = {tuple(feat.shape[1:])} as feat, got {tuple(feat_dst.shape)}")
+    for name, attn in (("attn_src", attn_src), ("attn_dst", attn_dst)):
+        check_tensor(name, attn, like=feat)
+        if attn.shape != feat.shape[1:]:
+            raise ValueError(f"{name}: expected shape (heads, d) = {tuple(feat.shape[1:])}, got {tuple(attn.shape)}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"attention dropout must be in [0, 1), got {dropout}")
     logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
-    logit_dst = (feat * attn_dst).sum(-1)
+    logit_dst = (feat_dst * attn_dst).sum(-1)
     p = dropout if training else 0.0
     seed = int(torch.randint(0, 2**62, (1,))) if p > 0 else 0  # where ops.dropout would draw it
     if return_attention:  # the per-edge weights are asked for: build them
@@ -230,11 +241,11 @@ class _GatKernels:
 
     def _build(self, name: str):
         g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype
-        n, heads, d = self.shape
-        EL, ER = te.placeholder((n, heads), dtype, "EL"), te.placeholder((n, heads), dtype, "ER")
-        L = te.placeholder((n, heads), dtype, "L")
-        S = te.placeholder((n, heads), dtype, "S")
-        feat, grad = te.placeholder((n, heads, d), dtype, "F"), te.placeholder((n, heads, d), dtype, "G")
+        (_, heads, d), ns, nd = self.shape, g.num_src_nodes, g.num_dst_nodes
+        EL, ER = te.placeholder((ns, heads), dtype, "EL"), te.placeholder((nd, heads), dtype, "ER")
+        L = te.placeholder((nd, heads), dtype, "L")
+        S = te.placeholder((nd, heads), dtype, "S")
+        feat, grad = te.placeholder((ns, heads, d), dtype, "F"), te.placeholder((nd, heads, d), dtype, "G")
         seed = te.placeholder((1,), "int64", "SEED")
 
         def logit(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:

@@ -10,14 +10,18 @@ import torch
 
 from ..graph import Graph
 from . import binary, lowering
-from .gspmm import _features
+from .checks import check_graph
+from .gspmm import _features, scalar_features
 
 SDDMM_OPS = ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
 TARGETS = ("u", "v", "e")
 
 
 def out_shape(num_edges: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> tuple[int, ...]:
-    """Shape rule: (num_edges, *broadcast features), the last dimension 1 for ``dot``."""
+    """Shape rule: (num_edges, *broadcast features), the last dimension 1 for ``dot``; (num_edges,) for
+    scalar features."""
+    if scalar_features(lhs, rhs):
+        return (num_edges,)
     full = torch.broadcast_shapes(*[_features(x) for x in (lhs, rhs) if x is not None])
     return (num_edges, *full[:-1], 1) if op == "dot" else (num_edges, *full)
 
@@ -32,13 +36,17 @@ def gsddmm(
     tune: bool = False,
 ) -> torch.Tensor:
     """DGL's ``gsddmm``: ``out[e] = op(lhs[lhs_target(e)], rhs[rhs_target(e)])`` with targets u (source),
-    v (destination), e (edge); ``dot`` sums the last feature dimension and keeps it as size 1. ``tune=True``
+    v (destination), e (edge); ``dot`` sums the last feature dimension and keeps it as size 1. 1-D operands
+    are one feature per row, and the result is 1-D when every operand the op reads is (as DGL). ``tune=True``
     tunes the forward and gradient kernels on first use (``featgraph.tuning``)."""
+    check_graph(g)
     rule = binary.get(op, SDDMM_OPS)
     for target in (lhs_target, rhs_target):
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
-    return _GSDDMM.apply(g, op, *binary.operands(op, rule, lhs, rhs), lhs_target, rhs_target, tune)
+    lhs, rhs = binary.operands(op, rule, lhs, rhs)
+    out = _GSDDMM.apply(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+    return out.squeeze(-1) if scalar_features(lhs, rhs) else out
 
 
 class _GSDDMM(torch.autograd.Function):
@@ -46,7 +54,7 @@ class _GSDDMM(torch.autograd.Function):
     def forward(ctx, g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool):  # noqa: D102
         rule = binary.BINARY_OPS[op]
         names, fn = rule.forward
-        roles = {"a": ("a", lhs_target, lhs), "b": ("b", rhs_target, rhs)}
+        roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs)}
         out = lowering.run(
             g,
             "e",
@@ -65,7 +73,7 @@ class _GSDDMM(torch.autograd.Function):
         lhs, rhs = ctx.saved_tensors
         rule = binary.BINARY_OPS[ctx.op]
         lhs_target, rhs_target = ctx.targets
-        roles = {"a": ("a", lhs_target, lhs), "b": ("b", rhs_target, rhs), "g": ("g", "e", grad_out.contiguous())}
+        roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs), "g": ("g", "e", grad_out.contiguous())}
         grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
         wants = {"a": ctx.needs_input_grad[2], "b": ctx.needs_input_grad[3]}
         for name, x, target, grad_rule in (

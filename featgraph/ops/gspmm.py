@@ -13,6 +13,7 @@ import torch
 from ..graph import Graph
 from ..templates.kernel import divide_by_in_degree
 from . import binary, lowering
+from .checks import check_graph
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
 REDUCERS = ("sum", "mean", "max", "min")
@@ -22,8 +23,15 @@ def _features(x: torch.Tensor) -> tuple[int, ...]:
     return tuple(x.shape[1:]) or (1,)
 
 
+def scalar_features(*operands: torch.Tensor | None) -> bool:
+    """DGL's scalar features: every operand given is 1-D (one value per row), so the result is 1-D too."""
+    return all(x.dim() == 1 for x in operands if x is not None)
+
+
 def out_shape(num_nodes: int, lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> tuple[int, ...]:
-    """Shape rule: (num_nodes, *broadcast(lhs features, rhs features))."""
+    """Shape rule: (num_nodes, *broadcast(lhs features, rhs features)), (num_nodes,) for scalar features."""
+    if scalar_features(lhs, rhs):
+        return (num_nodes,)
     shapes = [_features(x) for x in (lhs, rhs) if x is not None]
     return (num_nodes, *torch.broadcast_shapes(*shapes))
 
@@ -40,20 +48,26 @@ def gspmm(
     """DGL's ``gspmm``: ``out[v] = reduce_{e = (u -> v)} op(lhs[u], rhs[e])``.
 
     ``op`` in add, sub, mul, div, copy_lhs, copy_rhs; ``reduce`` in sum, mean, max, min (vertices without
-    in-edges get 0). Feature shapes broadcast as in NumPy, e.g. lhs (n, h, d) with rhs (E, h, 1).
+    in-edges get 0; max/min as torch.amax otherwise: NaN propagates, all -inf gives -inf, and the gradient
+    goes to one winning edge, see ``templates.winner``). Feature shapes broadcast as in NumPy, e.g. lhs
+    (n, h, d) with rhs (E, h, 1); 1-D operands are one feature per row, and the result is 1-D when every
+    operand the op reads is (as DGL).
     ``strategy``: "gar" (default: vertex-centric over the CSR, deterministic), "gas" (edge-centric with
     atomics: no CSR needed, sum/mean only, NOT deterministic in the last bits) or "auto" (opt-in, see
     ``lowering.choose_strategy``: GAS only for messages of width <= 2 on a graph without a CSR yet).
     ``tune=True`` tunes the forward and gradient kernels for this graph and shape on first use
     (``featgraph.tuning``; results cached on disk).
     """
+    check_graph(g)
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
     lhs, rhs = binary.operands(op, rule, lhs, rhs)
     if reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners
-        return _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
-    return _GSpMM.apply(g, op, reduce, lhs, rhs, strategy, tune)
+        out = _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
+    else:
+        out = _GSpMM.apply(g, op, reduce, lhs, rhs, strategy, tune)
+    return out.squeeze(-1) if scalar_features(lhs, rhs) else out
 
 
 def _aggregate(g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool) -> torch.Tensor:
@@ -67,7 +81,9 @@ def _aggregate(g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bo
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
-    return {"a": ("a", "u", lhs), "b": ("b", "e", rhs), "g": ("g", "v", grad)}
+    """Each rule operand as (placeholder, target, tensor); the placeholders bear the arguments' names, which
+    the errors about them then quote."""
+    return {"a": ("lhs", "u", lhs), "b": ("rhs", "e", rhs), "g": ("g", "v", grad)}
 
 
 class _GSpMM(torch.autograd.Function):

@@ -15,6 +15,7 @@ import torch
 from ..graph import Graph
 from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
+from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand
 
 FLIP = {"u": "v", "v": "u", "e": "e"}
@@ -40,7 +41,7 @@ def run(
         raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
     graph = g.reverse() if target == "u" else g
     operands = [operand(name, FLIP[t] if target == "u" else t, _as_2d(x)) for name, t, x in inputs]
-    _check(g, operands)
+    _check(graph, operands)
     udf, shape = elementwise_udf(operands, combine, result, reduce_last)
     if target != "e":
         strategy = choose_strategy(graph, reducer, math.prod(shape), strategy)
@@ -81,11 +82,10 @@ def _as_2d(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check(g: Graph, operands: Sequence[Operand]) -> None:
-    dtypes = {o.dtype for o in operands}
-    if len(dtypes) > 1:
-        raise TypeError(f"operands must share one dtype, got {sorted(dtypes)}")
+    if len({o.dtype for o in operands}) > 1:
+        dtypes = ", ".join(f"{o.name} {o.dtype}" for o in operands)
+        raise TypeError(f"{' and '.join(o.name for o in operands)} must share one dtype, got {dtypes}")
     for o in operands:
-        rows = g.num_edges if o.target == "e" else g.num_nodes
+        rows, what = (g.num_edges, "the graph's edges") if o.target == "e" else vertex_rows(g, o.target)
         if o.rows != rows:
-            what = "edges" if o.target == "e" else "nodes"
-            raise ValueError(f"{o.name} is {o.target}-data and needs {rows} rows (the graph's {what}), got {o.rows}")
+            raise ValueError(f"{o.name} is {o.target}-data and needs {rows} rows ({what}), got {o.rows}")

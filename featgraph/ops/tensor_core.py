@@ -15,8 +15,7 @@ import torch
 from ..backends import gpu
 from ..graph import Graph
 from ..graph.tc_translation import TCTranslation
-
-TC_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from .checks import check_graph, check_tensor
 
 
 def _translation(g: Graph) -> TCTranslation:
@@ -91,14 +90,9 @@ def tc_spmm(g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None = None) 
     """``out[v] = sum over in-edges e = (u -> v) of edge_weight[e] * x[u]`` (weight 1 when None) on tensor
     cores; ``x`` of shape (num_nodes, d), any d; float32 runs in TF32 (about 3 significant digits),
     float16/bfloat16 accumulate in float32, float64 is exact. Differentiable in ``x`` and ``edge_weight``."""
-    _check(g, "tc_spmm", x)
-    if edge_weight is not None and (edge_weight.shape != (g.num_edges,) or edge_weight.dtype != x.dtype):
-        raise ValueError(
-            f"edge_weight must be ({g.num_edges},) of x's dtype {x.dtype}, got {tuple(edge_weight.shape)} "
-            f"{edge_weight.dtype}"
-        )
-    if edge_weight is not None and edge_weight.device != g.device:
-        raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {edge_weight.device}")
+    _check(g, x=x)
+    if edge_weight is not None:
+        check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
     return _TensorCoreSpMM.apply(g, x.contiguous(), edge_weight)
 
 
@@ -106,7 +100,7 @@ def tc_sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor
     """``out[e] = x_src[u] . x_dst[v]`` for every edge ``e = (u -> v)``, in the graph's edge order, on tensor
     cores (dot-product attention scores); both (num_nodes, d), any d, same precision rules as ``tc_spmm``.
     Differentiable in both."""
-    _check(g, "tc_sddmm", x_src, x_dst)
+    _check(g, x_src=x_src, x_dst=x_dst)
     if x_src.shape != x_dst.shape or x_src.dtype != x_dst.dtype:
         raise ValueError(
             f"x_src and x_dst must match: {tuple(x_src.shape)} {x_src.dtype} vs {tuple(x_dst.shape)} {x_dst.dtype}"
@@ -114,14 +108,8 @@ def tc_sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor
     return _TensorCoreSDDMM.apply(g, x_src.contiguous(), x_dst.contiguous())
 
 
-def _check(g: Graph, name: str, *features: torch.Tensor) -> None:
-    if not isinstance(g, Graph):
-        raise TypeError(f"expected a featgraph.Graph, got {type(g).__name__}")
-    for x in features:
-        if x.dim() != 2 or x.shape[0] != g.num_nodes:
-            raise ValueError(f"features must be (num_nodes={g.num_nodes}, d), got {tuple(x.shape)}")
-        if x.dtype not in TC_DTYPES:
-            raise TypeError(f"{name} takes features in {[str(t) for t in TC_DTYPES]}, got {x.dtype}")
-        if x.device != g.device:
-            raise ValueError(f"tensors must be on the graph's device {g.device}, got one on {x.device}")
+def _check(g: Graph, **features: torch.Tensor) -> None:
+    check_graph(g)
+    for name, x in features.items():
+        check_tensor(name, x, dims=2, rows=g.num_nodes, rows_are="the graph's nodes", device=g.device)
     gpu.check_device(g.device)

@@ -49,6 +49,19 @@ def test_gcn_aggregate_against_dense(graph, weighted, loops, fill):
     )
 
 
+@pytest.mark.parametrize(("loops", "normalize"), [(True, True), (False, True), (False, False)])
+def test_gcn_aggregate_on_a_graph_without_edges_takes_empty_weights(loops, normalize):
+    """E = 0 with weights of shape (0,) is valid input: every vertex gets only its loop (or nothing)."""
+    g = fg.Graph(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), N)
+    x = torch.randn(N, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.zeros(0, dtype=torch.float64, requires_grad=True)
+    out = ops.gcn_aggregate(g, x, w, loops, normalize, fill_value=2.0)
+    want = dense_gcn(g, x.detach(), w.detach(), loops, 2.0) if normalize else torch.zeros_like(x)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(out, x.detach() if loops else torch.zeros_like(x))
+    assert gradcheck(lambda x, w: ops.gcn_aggregate(g, x, w, loops, normalize, fill_value=2.0), (x, w))
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("improved", [False, True])
 def test_gcn_aggregate_matches_pyg_gcn_norm(graph, weighted, improved):

@@ -76,6 +76,21 @@ def test_shape_rule_and_errors(graph):
         ops.gsddmm(graph, "max", x, x)
 
 
+@pytest.mark.parametrize("op", list(TORCH_OPS))
+def test_scalar_features_give_a_1d_result_as_dgl(graph, op):
+    """1-D operands are DGL's scalar features: (E,) out, not (E, 1); one 2-D operand keeps the feature axis."""
+    from featgraph.ops.gsddmm import out_shape
+
+    x, w = make("u", (), 7), make("e", (), 8)
+    out = ops.gsddmm(graph, op, x, w, "u", "e")
+    assert out.shape == out_shape(E, op, x, w) == (E,)
+    src, _ = graph.coo()
+    torch.testing.assert_close(out, TORCH_OPS[op](x.detach()[src].unsqueeze(1), w.detach().unsqueeze(1)).squeeze(1))
+    assert ops.copy_u(graph, x).shape == (E,)
+    assert ops.gsddmm(graph, op, x, w.unsqueeze(1), "u", "e").shape == (E, 1)
+    assert gradcheck(lambda a, b: ops.gsddmm(graph, op, a, b, "u", "e"), (x, w))
+
+
 @pytest.mark.parametrize(("lhs_target", "rhs_target"), [("u", "v"), ("e", "v"), ("v", "u")])
 @pytest.mark.parametrize("op", ["add", "div", "dot"])
 def test_through_the_triton_kernels(interpreted_gpu, graph, op, lhs_target, rhs_target):

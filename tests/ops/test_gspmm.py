@@ -48,7 +48,8 @@ def reference(g, op, reduce, lhs, rhs):
         messages = a[src].expand(E, *a.shape[1:])
     if op == "copy_rhs":
         messages = b
-    return reduce_messages(messages, dst, N, reduce)
+    out = reduce_messages(messages, dst, N, reduce)
+    return out.squeeze(-1) if lhs.dim() == 1 and rhs.dim() == 1 else out  # DGL's scalar features stay 1-D
 
 
 @pytest.mark.parametrize("shape_case", list(SHAPES))
@@ -103,6 +104,20 @@ def test_shape_rule_and_errors(graph):
         ops.gspmm(graph, "mul", "sum", lhs, torch.randn(E + 1, 2, 1, dtype=torch.float64))
     with pytest.raises(TypeError, match="share one dtype"):
         ops.gspmm(graph, "mul", "sum", lhs, rhs.float())
+
+
+@pytest.mark.parametrize("reduce", ops.REDUCERS)
+def test_scalar_features_give_a_1d_result_as_dgl(graph, reduce):
+    """1-D operands are DGL's scalar features: (N,) out, not (N, 1), which ``x + out`` would broadcast to N x N."""
+    from featgraph.ops.gspmm import out_shape
+
+    lhs, rhs = data("one-dim", seed=5)
+    out = ops.gspmm(graph, "mul", reduce, lhs, rhs)
+    assert out.shape == out_shape(N, lhs, rhs) == (N,)
+    torch.testing.assert_close(out, reference(graph, "mul", reduce, lhs.detach(), rhs.detach()))
+    assert ops.SHORTCUTS[f"copy_u_{reduce}"](graph, lhs).shape == ops.SHORTCUTS[f"copy_e_{reduce}"](graph, rhs).shape
+    assert ops.gspmm(graph, "mul", reduce, lhs, rhs.unsqueeze(1)).shape == (N, 1)  # a 2-D operand keeps its axis
+    assert gradcheck(lambda a, b: ops.gspmm(graph, "mul", reduce, a, b), (lhs, rhs))
 
 
 def test_inputs_untouched_and_empty_graph():

@@ -26,6 +26,12 @@ def test_segment_reduce_against_loop(reducer):
     assert gradcheck(lambda v: ops.segment_reduce(seglen, v, reducer), (value,))
 
 
+def test_segment_reduce_of_1d_values_is_1d():
+    """As DGL: (B,) values per segment for 1-D values, not (B, 1)."""
+    out = ops.segment_reduce(torch.tensor([2, 0, 1]), torch.tensor([1.0, 3.0, 5.0]), "sum")
+    torch.testing.assert_close(out, torch.tensor([4.0, 0.0, 5.0]))
+
+
 def test_segment_errors():
     with pytest.raises(ValueError, match="sums to 3"):
         ops.segment_reduce(torch.tensor([1, 2]), torch.randn(4, 2))
