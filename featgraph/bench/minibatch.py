@@ -45,8 +45,8 @@ from ..datasets import products_like
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..loader import BlockLoader
-from ..training import Preset, preset
-from ..training.minibatch import SampledClassifier
+from ..training import Preset
+from ..training.minibatch import SampledClassifier, minibatch_preset
 from ..training.models import activation
 from .measure import peak_extra_mb
 from .report import cell, machine, markdown_header, markdown_row, write_json
@@ -63,8 +63,8 @@ class BenchModel:
 
 
 MODELS = {
-    "sage": BenchModel("sage", (15, 10, 5), preset("sage", hidden=256, aggr="mean")),
-    "gat": BenchModel("gat", (10, 10), preset("gat", hidden=64, heads=4)),
+    "sage": BenchModel("sage", (15, 10, 5), minibatch_preset("sage", aggr="mean")),  # hidden 256
+    "gat": BenchModel("gat", (10, 10), minibatch_preset("gat")),  # 4 heads x 64
 }
 FRAMEWORKS = {
     "featgraph": "featgraph loader + featgraph layers",

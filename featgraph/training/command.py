@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 import torch
 
@@ -37,8 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, float | int]:
     if args.minibatch:
         model = args.model or "sage"
-        epochs = minibatch.EPOCHS if args.epochs is None else args.epochs
-        result: dict = minibatch.run(args, model, _config(args, model, epochs))
+        result: dict = minibatch.run(args, model, _config(args, model, minibatch.minibatch_preset))
     elif args.load:
         net, task, meta = load_model(args.load)
         val, test = evaluate(net, task)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         if args.fanout or args.batch_size:
             raise ValueError("--fanout and --batch-size apply to --minibatch training")
         model = args.model or "gcn"
-        config = _config(args, model, args.epochs)
+        config = _config(args, model, preset)
         task = node_task(args.dataset)
         torch.manual_seed(args.seed)
         net = build(model, task, config, args.backend)
@@ -64,10 +64,10 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
     return result
 
 
-def _config(args: argparse.Namespace, model: str, epochs: int | None) -> Preset:
-    """The model's preset with the hyper-parameters given on the command line."""
-    return preset(
-        model, epochs=epochs, hidden=args.hidden, heads=args.heads, aggr=args.aggr, lr=args.lr,
+def _config(args: argparse.Namespace, model: str, presets: Callable[..., Preset]) -> Preset:
+    """The model's hyper-parameters from ``presets`` with those given on the command line."""
+    return presets(
+        model, epochs=args.epochs, hidden=args.hidden, heads=args.heads, aggr=args.aggr, lr=args.lr,
         weight_decay=args.weight_decay, dropout=args.dropout,
     )  # fmt: skip
 
