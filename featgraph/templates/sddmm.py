@@ -74,14 +74,17 @@ def sddmm(
 ) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
-    ``template_params``: ``edge_order`` ("hilbert" default, "user", "csr"), ``num_feature_tiles``,
+    ``template_params``: ``edge_order`` ("hilbert" default; "user" on a bipartite graph, such as a sampled
+    block that serves one step, where sorting its edges along the curve would cost more than it saves; "csr"),
+    ``num_feature_tiles``,
     ``num_threads``, ``write_buckets`` (CPU; default from ``params.default_write_buckets``); ``tune=True``
     searches those not given and the FDS split factor. The output follows the user's edge order whatever
     order the kernel visits edges in.
     """
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
-        params = SDDMMParams(**{**gpu_defaults(target), **template_params})
+        one_step = {"edge_order": "user"} if graph.is_bipartite else {}
+        params = SDDMMParams(**{**gpu_defaults(target), **one_step, **template_params})
         if target == "gpu" and params.write_buckets:
             raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":

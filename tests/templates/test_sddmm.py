@@ -186,3 +186,15 @@ def test_infinite_and_nan_constants(target, request):
     positive = torch.where(x[src] > 0, x[src], torch.tensor(float("-inf"), dtype=torch.float64))
     want = torch.cat([positive, x[dst, :1]], dim=1)
     torch.testing.assert_close(fg.sddmm(g, udf, target=target)(X=x), want)
+
+
+def test_a_bipartite_graph_is_visited_in_its_own_edge_order():
+    """A sampled block serves one step: the Hilbert sort of its edges would cost more than it saves."""
+    g = fg.Graph(torch.tensor([0, 5, 3, 2]), torch.tensor([1, 0, 2, 1]), (6, 3))
+    X = te.placeholder((6, 2), name="X")
+    kernel = fg.sddmm(g, lambda s, d, e: te.compute((2,), lambda i: X[s, i]))
+    assert kernel.spec.params.edge_order == "user" and not g.has_csr()
+    x = torch.randn(6, 2)
+    torch.testing.assert_close(kernel(X=x), x[g.coo()[0]])
+    square = fg.Graph(*g.coo(), 6)
+    assert fg.sddmm(square, lambda s, d, e: te.compute((2,), lambda i: X[s, i])).spec.params.edge_order == "hilbert"
