@@ -129,6 +129,13 @@ class SubscriptCheck:
                 self._check(item, _unknown_data)
             except DataDependent:
                 self.deferred.append(item)
+        # the int64 placeholders whose values the deferred checks read
+        self.data_placeholders = {
+            node.tensor.name
+            for item in self.deferred
+            for node in (item.expr if isinstance(item, Subscript) else item).walk()
+            if isinstance(node, Load) and node.tensor.dtype == "int64"
+        }
 
     def _variable(self, v: Var) -> Range | None:
         if v.kind == "axis":
@@ -150,16 +157,6 @@ class SubscriptCheck:
                 f"{item.describe()}: the subscript {describe(item.expr)} takes values in "
                 f"[{found[0]}, {found[1]}], outside [0, {extent}){hint}"
             )
-
-    @property
-    def data_placeholders(self) -> set[str]:
-        """The int64 placeholders whose values the deferred checks read."""
-        return {
-            node.tensor.name
-            for item in self.deferred
-            for node in (item.expr if isinstance(item, Subscript) else item).walk()
-            if isinstance(node, Load) and node.tensor.dtype == "int64"
-        }
 
     def check_data(self, ranges: dict[str, Range | None]) -> None:
         """Run the deferred checks, given each int64 placeholder's (min, max) (None: it is empty)."""

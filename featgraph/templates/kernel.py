@@ -117,8 +117,8 @@ def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:
 
 
 def value_range(t: torch.Tensor) -> tuple[int, int] | None:
-    """(min, max) of an int64 tensor's values, None when it is empty (or not int64: not a subscript)."""
-    if t.dtype != torch.int64 or t.numel() == 0:
+    """(min, max) of an int64 tensor's values, None when it is empty."""
+    if t.numel() == 0:
         return None
     low, high = torch.aminmax(t)
     return int(low), int(high)
@@ -195,10 +195,10 @@ class Kernel:
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             bound.append(buffers.contiguous(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute)))
-        if self._subscripts.deferred:
-            self._subscripts.check_data(
-                {p.name: value_range(t) for p, t in zip(self.spec.op.placeholders, bound, strict=True)}
-            )
+        if self._subscripts.deferred:  # only the ids the deferred checks read are scanned
+            reads = self._subscripts.data_placeholders
+            named = zip(self.spec.op.placeholders, bound, strict=True)
+            self._subscripts.check_data({p.name: value_range(t) for p, t in named if p.name in reads})
         return bound
 
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
