@@ -44,9 +44,11 @@ class Schedule:
         return axis
 
     def plan(self, axis: Var) -> AxisPlan:
+        """The plan recorded for ``axis`` (an empty one on first use)."""
         return self.plans.setdefault(self._axis(axis).name, AxisPlan())
 
     def split(self, axis: Var, factor: int) -> Schedule:
+        """Split ``axis`` into an outer and an inner loop whose extent is ``factor``."""
         if int(factor) < 1:
             raise ValueError(f"split factor must be >= 1, got {factor}")
         self.plan(axis).factor = int(factor)
@@ -59,6 +61,7 @@ class Schedule:
         return self
 
     def vectorize(self, axis: Var) -> Schedule:
+        """Make the inner loop of ``axis`` (the whole axis when unsplit) a SIMD loop."""
         self.plan(axis).vectorize = True
         return self
 
@@ -69,16 +72,19 @@ class Schedule:
         return self
 
     def parallel(self, axis: Var) -> Schedule:
+        """Share ``axis``'s tiles among threads instead of rows."""
         self.plan(axis).parallel = True
         return self
 
     def bind(self, axis: Var, tag: str) -> Schedule:
+        """GPU: map ``axis`` to a block or thread index (``"block.x"``, ``"thread.x"``, ...)."""
         if tag not in GPU_TAGS:
             raise ValueError(f"bind tag must be one of {GPU_TAGS}, got {tag!r}")
         self.plan(axis).bind = tag
         return self
 
     def tree_reduce(self, axis: Var, tag: str = "thread.x") -> Schedule:
+        """GPU: reduce the reduce axis ``axis`` across the lanes of ``tag`` by a tree."""
         if axis.kind != "reduce":
             raise ValueError("tree_reduce applies to a reduce axis")
         if tag not in GPU_TAGS:

@@ -27,6 +27,7 @@ class DatasetInfo:
     source: str
 
     def row(self) -> str:
+        """One line of ``describe()``'s listing: name, vertices, edges, features, classes and source."""
         features = str(self.num_features) if self.num_features else "random"
         sizes = f"{self.num_nodes:>8} {self.num_edges:>10} {features:>8} {self.num_classes:>7}"
         return f"{self.name:<16} {sizes}  {self.source}"

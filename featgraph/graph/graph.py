@@ -299,9 +299,11 @@ class Graph:
             return torch.sparse_csr_tensor(indptr, indices, data, (self._num_dst, self._num_src))
 
     def in_degrees(self) -> torch.Tensor:
+        """In-degree of every destination vertex (int64, cached)."""
         return self.cached(("in_deg",), lambda: torch.bincount(self._dst, minlength=self._num_dst))
 
     def out_degrees(self) -> torch.Tensor:
+        """Out-degree of every source vertex (int64, cached)."""
         return self.cached(("out_deg",), lambda: torch.bincount(self._src, minlength=self._num_src))
 
     def has_csr(self) -> bool:

@@ -28,6 +28,7 @@ class Batch:
         self.__dict__.update(attrs)
 
     def keys(self) -> list[str]:
+        """The names of the batch's attributes, as PyG's ``Data.keys()``."""
         return list(self.__dict__)
 
     def __getitem__(self, key: str) -> Any:

@@ -23,6 +23,7 @@ class AGNNConv(torch.nn.Module):
             self.register_buffer("beta", torch.ones(1))
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         if self.requires_grad:
             self.beta.data.fill_(1)
 

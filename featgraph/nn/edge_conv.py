@@ -63,6 +63,7 @@ class EdgeConv(torch.nn.Module):
         self.nn, self.aggr = nn, aggr
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         for module in self.nn.modules():
             if module is not self.nn and hasattr(module, "reset_parameters"):
                 module.reset_parameters()

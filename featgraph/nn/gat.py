@@ -54,6 +54,7 @@ class GATConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         for layer in (self.lin, self.lin_src, self.lin_dst, self.res):
             if layer is not None:
                 torch.nn.init.xavier_uniform_(layer.weight)  # PyG's glorot

@@ -42,6 +42,7 @@ class GCNConv(torch.nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         torch.nn.init.xavier_uniform_(self.lin.weight)  # PyG's glorot
         if self.bias is not None:
             torch.nn.init.zeros_(self.bias)

@@ -25,6 +25,7 @@ class GINConv(torch.nn.Module):
             self.register_buffer("eps", torch.full((1,), float(eps)))
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         for module in self.nn.modules():
             if module is not self.nn and hasattr(module, "reset_parameters"):
                 module.reset_parameters()

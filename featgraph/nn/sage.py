@@ -48,6 +48,7 @@ class SAGEConv(torch.nn.Module):
         self.lin_r = torch.nn.Linear(in_dst, out_channels, bias=False) if root_weight else None
 
     def reset_parameters(self) -> None:
+        """Initialise the parameters as PyG's layer of the same name does."""
         for lin in (getattr(self, "lin", None), self.lin_l, self.lin_r):
             if lin is not None:
                 lin.reset_parameters()

@@ -29,6 +29,7 @@ class Expr:
     """Base of every node; arithmetic and comparison operators build ``BinOp`` nodes."""
 
     def children(self) -> tuple[Expr, ...]:
+        """The node's operands, in order (none for a leaf)."""
         return ()
 
     def walk(self) -> Iterator[Expr]:

@@ -42,6 +42,7 @@ class Metrics:
     epochs: int
 
     def to_dict(self) -> dict[str, float | int]:
+        """The metrics as a plain dict (for ``--json``)."""
         return asdict(self)
 
 
@@ -81,6 +82,7 @@ def node_task(dataset: str) -> Task:
 
 
 def build(model: str, task: Task, config: Preset, backend: str) -> NodeClassifier:
+    """A fresh ``NodeClassifier`` of ``model`` sized for ``task``, with ``backend``'s layers."""
     return NodeClassifier(model, task.x.shape[1], task.num_classes, config, backend)
 
 

@@ -35,6 +35,7 @@ class Config:
     split: int | None
 
     def to_json(self) -> dict[str, Any]:
+        """The configuration as JSON data, read back by ``from_json``."""
         return {"params": asdict(self.params), "split": self.split}
 
     @classmethod
