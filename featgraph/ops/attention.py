@@ -1,0 +1,226 @@
+"""Fused attention scores and edge-feature aggregations for GATv2, graph transformers and GINE.
+
+Each op is one UDF kernel (an SDDMM for per-edge scores, an SpMM for per-vertex sums) whose message
+combines vertex rows, edge rows and a small dense weight inside the kernel, so the E x features tensors
+the message passing formulation builds (``x_i + x_j``, ``lin(edge_attr)``, ``key_j + lin(edge_attr)``)
+never exist; only E x heads scores do. Gradients are the kernels' own (derived from the UDFs).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import te
+from ..graph import Graph
+from ..templates import sddmm, spmm
+from ..templates.kernel import cached_kernel
+from .checks import check_graph, check_tensor, vertex_rows
+from .udfs import TORCH_TO_TE
+
+
+def _vertex_tensor(name: str, x: torch.Tensor, g: Graph, side: str, like: torch.Tensor | None = None) -> None:
+    rows, rows_are = vertex_rows(g, side)
+    check_tensor(name, x, rows=rows, rows_are=rows_are, like=like, device=g.device)
+
+
+def _edge_terms(
+    g: Graph, edge_attr: torch.Tensor | None, weight: torch.Tensor | None, like: torch.Tensor, weight_shape: tuple
+) -> None:
+    """``edge_attr`` (E, K) and its ``weight`` come together, the weight of ``weight_shape`` with -1 for K."""
+    if (edge_attr is None) != (weight is None):
+        raise ValueError("edge_attr and its weight come together: got only one of them")
+    if edge_attr is None:
+        return
+    check_tensor("edge_attr", edge_attr, dims=2, rows=g.num_edges, rows_are="one per edge", like=like)
+    expected = tuple(edge_attr.shape[1] if s == -1 else s for s in weight_shape)
+    check_tensor("edge weight", weight, like=like)
+    if tuple(weight.shape) != expected:
+        raise ValueError(
+            f"edge weight: expected shape {expected} for edge_attr {tuple(edge_attr.shape)}, got {tuple(weight.shape)}"
+        )
+
+
+def gatv2_scores(
+    g: Graph,
+    feat_src: torch.Tensor,
+    feat_dst: torch.Tensor,
+    att: torch.Tensor,
+    negative_slope: float = 0.2,
+    edge_attr: torch.Tensor | None = None,
+    edge_weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """GATv2's scores before the softmax: ``s[e, h] = sum_c att[h, c] leaky_relu(feat_src[u, h, c] +
+    feat_dst[v, h, c] + sum_k edge_attr[e, k] edge_weight[h, c, k])``, (E, heads).
+
+    ``feat_src`` (num_src, heads, C), ``feat_dst`` (num_dst, heads, C), ``att`` (heads, C); the optional
+    ``edge_attr`` (E, K) enters through ``edge_weight`` (heads, C, K), PyG's ``lin_edge.weight`` viewed so.
+    One SDDMM: the E x heads x C sum is formed per edge in registers and reduced at once."""
+    check_graph(g)
+    _vertex_tensor("feat_src", feat_src, g, "src")
+    check_tensor("feat_src", feat_src, dims=3)
+    _vertex_tensor("feat_dst", feat_dst, g, "dst", like=feat_src)
+    heads, channels = feat_src.shape[1:]
+    for name, t, shape in (
+        ("feat_dst", feat_dst, (feat_dst.shape[0], heads, channels)),
+        ("att", att, (heads, channels)),
+    ):
+        check_tensor(name, t, like=feat_src)
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+    _edge_terms(g, edge_attr, edge_weight, feat_src, (heads, channels, -1))
+    k = None if edge_attr is None else edge_attr.shape[1]
+    dtype = TORCH_TO_TE[feat_src.dtype]
+    key = ("gatv2-scores", heads, channels, k, dtype, float(negative_slope))
+
+    def build():
+        xl = te.placeholder((g.num_src_nodes, heads, channels), dtype, "XL")
+        xr = te.placeholder((g.num_dst_nodes, heads, channels), dtype, "XR")
+        a = te.placeholder((heads, channels), dtype, "ATT")
+        ea = te.placeholder((g.num_edges, k or 1), dtype, "EA")
+        w = te.placeholder((heads, channels, k or 1), dtype, "WE")
+
+        def udf(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
+            def score(h: te.Var) -> te.Expr:
+                c = te.reduce_axis((0, channels), name="c")
+                x = xl[s, h, c] + xr[t, h, c]
+                if k is not None:
+                    j = te.reduce_axis((0, k), name="j")
+                    x = x + te.sum(ea[e, j] * w[h, c, j], axis=j)
+                return te.sum(a[h, c] * te.where(x > 0, x, x * negative_slope), axis=c)
+
+            return te.compute((heads,), score)
+
+        return sddmm(g, udf)
+
+    inputs = {"XL": feat_src, "XR": feat_dst, "ATT": att}
+    if edge_attr is not None:
+        inputs |= {"EA": edge_attr, "WE": edge_weight}
+    return cached_kernel(g, key, build)(**inputs)
+
+
+def dot_scores(
+    g: Graph,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    scale: float = 1.0,
+    edge_query: torch.Tensor | None = None,
+    edge_attr: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Scaled dot-product scores: ``s[e, h] = scale (sum_c query[v, h, c] key[u, h, c] + sum_k
+    edge_query[v, h, k] edge_attr[e, k])``, (E, heads).
+
+    ``query`` (num_dst, heads, C), ``key`` (num_src, heads, C). A key shifted by projected edge features,
+    ``key[u] + edge_attr[e] W^T``, is the second term with ``edge_query = query W`` per vertex (heads, K):
+    the E x heads x C shifted keys are never formed."""
+    check_graph(g)
+    _vertex_tensor("query", query, g, "dst")
+    check_tensor("query", query, dims=3)
+    _vertex_tensor("key", key, g, "src", like=query)
+    if key.shape[1:] != query.shape[1:]:
+        raise ValueError(f"key: expected (heads, C) = {tuple(query.shape[1:])} as query, got {tuple(key.shape)}")
+    heads, channels = query.shape[1:]
+    if edge_query is not None:
+        _vertex_tensor("edge_query", edge_query, g, "dst", like=query)
+    _edge_terms(g, edge_attr, edge_query, query, (query.shape[0], heads, -1))
+    k = None if edge_attr is None else edge_attr.shape[1]
+    dtype = TORCH_TO_TE[query.dtype]
+    cache_key = ("dot-scores", heads, channels, k, dtype, float(scale))
+
+    def build():
+        q = te.placeholder((g.num_dst_nodes, heads, channels), dtype, "Q")
+        kk = te.placeholder((g.num_src_nodes, heads, channels), dtype, "K")
+        qe = te.placeholder((g.num_dst_nodes, heads, k or 1), dtype, "QE")
+        ea = te.placeholder((g.num_edges, k or 1), dtype, "EA")
+
+        def udf(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
+            def score(h: te.Var) -> te.Expr:
+                c = te.reduce_axis((0, channels), name="c")
+                total = te.sum(q[t, h, c] * kk[s, h, c], axis=c)
+                if k is not None:
+                    j = te.reduce_axis((0, k), name="j")
+                    total = total + te.sum(qe[t, h, j] * ea[e, j], axis=j)
+                return total * scale
+
+            return te.compute((heads,), score)
+
+        return sddmm(g, udf)
+
+    inputs = {"Q": query, "K": key}
+    if edge_attr is not None:
+        inputs |= {"QE": edge_query, "EA": edge_attr}
+    return cached_kernel(g, cache_key, build)(**inputs)
+
+
+def weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+    """``out[v, h, k] = sum_{e into v} weights[e, h] edge_attr[e, k]``, (num_dst, heads, K): edge features
+    aggregated with per-head weights (attention over edges whose values carry ``edge_attr W^T``: the
+    projection commutes with the sum, so it is applied per vertex afterwards)."""
+    check_graph(g)
+    check_tensor("weights", weights, dims=2, rows=g.num_edges, rows_are="one per edge", device=g.device)
+    check_tensor("edge_attr", edge_attr, dims=2, rows=g.num_edges, rows_are="one per edge", like=weights)
+    heads, k = weights.shape[1], edge_attr.shape[1]
+    dtype = TORCH_TO_TE[weights.dtype]
+
+    def build():
+        a = te.placeholder((g.num_edges, heads), dtype, "A")
+        ea = te.placeholder((g.num_edges, k), dtype, "EA")
+        return spmm(g, lambda s, t, e: te.compute((heads, k), lambda h, j: a[e, h] * ea[e, j]), "sum")
+
+    return cached_kernel(g, ("weighted-edge-sum", heads, k, dtype), build)(A=weights, EA=edge_attr)
+
+
+def relu_edge_sum(
+    g: Graph,
+    x: torch.Tensor,
+    edge_attr: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """GINE's aggregation: ``out[v] = sum_{e = (u -> v)} relu(x[u] + edge_attr[e] weight^T + bias)``,
+    (num_dst, F). Without ``weight`` (and ``bias``) ``edge_attr`` is (E, F) and added as it is; with them
+    ``weight`` is (F, K) and ``bias`` (F,), PyG's ``Linear``, applied inside the message, so neither the
+    E x F projected edge features nor the messages are stored."""
+    check_graph(g)
+    _vertex_tensor("x", x, g, "src")
+    check_tensor("x", x, dims=2)
+    features = x.shape[1]
+    if weight is not None:
+        _edge_terms(g, edge_attr, weight, x, (features, -1))
+    else:
+        check_tensor("edge_attr", edge_attr, dims=2, rows=g.num_edges, rows_are="one per edge", like=x)
+        if edge_attr.shape[1] != features:
+            raise ValueError(
+                f"edge_attr: expected {features} features as x (or a weight to project it), got {edge_attr.shape[1]}"
+            )
+        if bias is not None:
+            raise ValueError("bias: given without a weight")
+    if bias is not None:
+        check_tensor("bias", bias, dims=1, rows=features, rows_are="one per feature", like=x)
+    k = edge_attr.shape[1]
+    dtype = TORCH_TO_TE[x.dtype]
+    projected, biased = weight is not None, bias is not None
+
+    def build():
+        xs = te.placeholder((g.num_src_nodes, features), dtype, "X")
+        ea = te.placeholder((g.num_edges, k), dtype, "EA")
+        wt = te.placeholder((k, features), dtype, "WT")
+        b = te.placeholder((features,), dtype, "B")
+
+        def message(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
+            def value(i: te.Var) -> te.Expr:
+                if not projected:
+                    return te.max(xs[s, i] + ea[e, i], 0.0)
+                j = te.reduce_axis((0, k), name="j")
+                edge = te.sum(ea[e, j] * wt[j, i], axis=j)
+                return te.max(xs[s, i] + (edge + b[i] if biased else edge), 0.0)
+
+            return te.compute((features,), value)
+
+        return spmm(g, message, "sum")
+
+    inputs = {"X": x, "EA": edge_attr}
+    if projected:
+        inputs["WT"] = weight.t()
+    if biased:
+        inputs["B"] = bias
+    return cached_kernel(g, ("relu-edge-sum", features, k, dtype, projected, biased), build)(**inputs)
