@@ -104,6 +104,8 @@ class Expr:
 
 @dataclass(eq=False)
 class Const(Expr):
+    """A numeric constant."""
+
     value: int | float
 
     @property
@@ -131,6 +133,8 @@ class Var(Expr):
 
 @dataclass(eq=False)
 class BinOp(Expr):
+    """A binary operation ``a op b``: arithmetic, comparison, or pairwise max/min."""
+
     op: str
     a: Expr
     b: Expr
@@ -172,6 +176,8 @@ class Placeholder:
 
 @dataclass(eq=False)
 class Load(Expr):
+    """A read of ``tensor`` at ``indices`` (one expression per dimension)."""
+
     tensor: Placeholder
     indices: tuple[Expr, ...]
 
