@@ -131,10 +131,14 @@ def fit(
     config: Preset,
     seed: int = 0,
     progress: bool = True,
+    select_on_validation: bool = False,
 ) -> MiniBatchMetrics:
     """Train ``net`` for ``config.epochs`` on ``dataset``'s training vertices in batches of ``batch_size``
     seeds, ``fanouts[h]`` neighbours drawn at hop ``h`` (hop 0 from the seeds); then evaluate it on every
-    vertex. Features as ``normalized_features`` gives them."""
+    vertex. Features as ``normalized_features`` gives them. With ``select_on_validation`` every epoch ends
+    with an evaluation and ``net`` keeps the weights of its best validation epoch, as full-graph training's
+    ``loop.fit`` does (so the two compare like for like on small graphs); otherwise only the last epoch's
+    weights are evaluated, since on a large graph an evaluation costs more than an epoch."""
     torch.manual_seed(seed)
     x = normalized_features(dataset.features)
     loader = BlockLoader(
@@ -142,6 +146,7 @@ def fit(
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     times: list[float] = []
+    best: tuple[float, float, dict[str, torch.Tensor] | None] = (-1.0, 0.0, None)  # val, test, weights
     with Progress(config.epochs * len(loader), f"{dataset.name} mini-batch", enabled=progress) as bar:
         for _ in range(config.epochs):
             start = time.perf_counter()
@@ -153,6 +158,13 @@ def fit(
                 optimizer.step()
                 bar.update(status=f"loss {loss.item():.3f}")
             times.append(time.perf_counter() - start)
+            if select_on_validation:
+                logits = net.inference(dataset.graph, x)
+                val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
+                if val > best[0]:
+                    best = (val, test, {k: v.detach().clone() for k, v in net.state_dict().items()})
+    if best[2] is not None:
+        net.load_state_dict(best[2])
     start = time.perf_counter()
     logits = net.inference(dataset.graph, x, progress)
     inference_seconds = time.perf_counter() - start

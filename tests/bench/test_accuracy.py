@@ -14,3 +14,14 @@ def test_bench_accuracy_reports_both_frameworks_per_seed(tmp_path, capsys):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["published"] == 0.815
     assert all(len(v) == 2 and all(0 <= a <= 1 for a in v) for v in row["accuracies"].values())
+
+
+def test_bench_accuracy_minibatch_compares_full_graph_and_sampled_training(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    args = ["--minibatch", "--models", "sage", "--datasets", "cora", "--seeds", "2", "--epochs", "2"]
+    main(["bench", "accuracy", *args, "--fanout", "5,5", "--batch-size", "64", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert "| cora | sage |" in printed and "fan-out 5,5, batch 64" in printed
+    (row,) = json.loads(out.read_text())["rows"]
+    assert set(row["accuracies"]) == {"full-graph", "mini-batch"}
+    assert all(len(v) == 2 and all(0 <= a <= 1 for a in v) for v in row["accuracies"].values())

@@ -99,3 +99,22 @@ def test_models_without_bipartite_layers_and_misplaced_options_are_refused():
         main(["train", "--minibatch", "--save", "model.pt", "--quiet"])
     with pytest.raises(ValueError, match="num_layers must be an int >= 1"):
         minibatch.SampledClassifier("sage", 4, 2, 0, preset("sage"), "featgraph")
+
+
+def test_select_on_validation_keeps_the_best_validation_epoch(cora):
+    """The kept weights score the best validation accuracy seen, at least the last epoch's."""
+    config = preset("sage", epochs=4)
+    torch.manual_seed(0)
+    net = minibatch.SampledClassifier("sage", cora.features.shape[1], cora.num_classes, 2, config, "featgraph")
+    seen = []
+    inference = net.inference
+
+    def recording(graph, x, progress=False):
+        logits = inference(graph, x, progress)
+        seen.append(float((logits.argmax(1)[cora.val_idx] == cora.labels[cora.val_idx]).float().mean()))
+        return logits
+
+    net.inference = recording
+    metrics = minibatch.fit(net, cora, [5, 5], 64, config, seed=0, progress=False, select_on_validation=True)
+    assert len(seen) == config.epochs + 1  # one per epoch, then the final evaluation of the kept weights
+    assert metrics.val_acc == max(seen[:-1]) == seen[-1]
