@@ -72,11 +72,20 @@ def from_pyg(data: Any) -> dict[str, Any]:
 
 
 def from_dgl(dgl_graph: Any) -> dict[str, Any]:
-    """A homogeneous DGL graph; DGL's edge ids become the user edge order."""
-    if len(dgl_graph.etypes) != 1 or len(dgl_graph.ntypes) != 1:
-        raise ValueError("only homogeneous DGL graphs (one node and one edge type) are supported")
+    """A DGL graph with one edge type: homogeneous, or bipartite (a block from DGL's samplers, or a graph whose
+    edges run from one vertex type to another), which becomes a bipartite ``Graph`` of DGL's source and
+    destination counts. DGL's edge ids become the user edge order."""
+    if len(dgl_graph.canonical_etypes) != 1:
+        raise ValueError(
+            "only DGL graphs with one edge type are supported (homogeneous, a block or a bipartite graph), got "
+            f"edge types {dgl_graph.canonical_etypes}"
+        )
     src, dst = dgl_graph.edges(order="eid")
-    return {"src": src, "dst": dst, "num_nodes": dgl_graph.num_nodes(), "edge_weight": None}
+    if dgl_graph.is_block or dgl_graph.is_unibipartite:
+        num_nodes: int | tuple[int, int] = (dgl_graph.num_src_nodes(), dgl_graph.num_dst_nodes())
+    else:
+        num_nodes = dgl_graph.num_nodes()
+    return {"src": src, "dst": dst, "num_nodes": num_nodes, "edge_weight": None}
 
 
 def import_dgl() -> Any | None:

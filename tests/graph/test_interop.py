@@ -50,12 +50,43 @@ def test_from_pyg_data():
     assert g.num_nodes == 25 and torch.equal(g.coo()[0], src)
 
 
-def test_from_dgl_graph():
+@pytest.fixture(scope="module")
+def dgl():
     from featgraph.graph.interop import import_dgl
 
-    dgl = import_dgl()
-    if dgl is None:
+    module = import_dgl()
+    if module is None:
         pytest.skip("DGL is not installed")
+    return module
+
+
+def test_from_dgl_graph(dgl):
     src, dst = random_edges(20, 60, seed=13)
     g = Graph.from_dgl(dgl.graph((src, dst), num_nodes=22))
     assert g.num_nodes == 22 and torch.equal(g.coo()[1], dst)
+
+
+def test_from_dgl_block_is_bipartite_and_aggregates_as_dgl(dgl):
+    """A block from DGL's sampling (sources: the destinations first, then their sampled neighbours) keeps DGL's
+    source and destination counts and edge order; sums over it match DGL's own message passing."""
+    from featgraph.ops import gspmm
+
+    src, dst = random_edges(30, 200, seed=14)
+    seeds = torch.tensor([3, 7, 11, 29])
+    block = dgl.to_block(dgl.sampling.sample_neighbors(dgl.graph((src, dst), num_nodes=30), seeds, 4), seeds)
+    g = Graph.from_dgl(block)
+    assert (g.num_src_nodes, g.num_dst_nodes) == (block.num_src_nodes(), block.num_dst_nodes()) and g.is_bipartite
+    assert torch.equal(torch.stack(g.coo()), torch.stack(block.edges(order="eid")))
+    x = torch.randn(block.num_src_nodes(), 5, dtype=torch.float64)
+    block.srcdata["h"] = x
+    block.update_all(dgl.function.copy_u("h", "m"), dgl.function.sum("m", "out"))
+    torch.testing.assert_close(gspmm(g, "copy_lhs", "sum", x, None), block.dstdata["out"])
+
+
+def test_from_dgl_bipartite_heterograph_and_refusal_of_several_edge_types(dgl):
+    src, dst = torch.tensor([0, 1, 1]), torch.tensor([2, 0, 4])
+    g = Graph.from_dgl(dgl.heterograph({("user", "buys", "item"): (src, dst)}, {"user": 2, "item": 5}))
+    assert (g.num_src_nodes, g.num_dst_nodes) == (2, 5) and torch.equal(g.coo()[1], dst)
+    two = dgl.heterograph({("user", "buys", "item"): (src, dst), ("item", "sold_to", "user"): (dst, src)})
+    with pytest.raises(ValueError, match="one edge type"):
+        Graph.from_dgl(two)
