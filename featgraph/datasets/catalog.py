@@ -19,6 +19,8 @@ PLANETOID_SOURCE = "Planetoid (Yang, Cohen, Salakhutdinov, ICML 2016), MIT licen
 
 @dataclass(frozen=True)
 class DatasetInfo:
+    """One catalogue entry: a dataset's name, sizes and where it comes from."""
+
     name: str
     num_nodes: int
     num_edges: int  # directed edges as loaded (undirected sources count each edge twice)

@@ -11,6 +11,8 @@ from ..graph import Graph
 
 @dataclass
 class Dataset:
+    """A graph with its features and, where the source has them, labels and a train/validation/test split."""
+
     name: str
     graph: Graph
     features: torch.Tensor  # (num_nodes, num_features) float32

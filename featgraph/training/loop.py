@@ -33,6 +33,8 @@ class Task:
 
 @dataclass(frozen=True)
 class Metrics:
+    """What a training run reports: accuracies at the best validation epoch, epoch times and peak memory."""
+
     val_acc: float  # at the best validation epoch
     test_acc: float  # at the best validation epoch
     epoch_seconds: float  # median over the epochs after the first (which compiles kernels)
