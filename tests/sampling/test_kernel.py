@@ -152,3 +152,20 @@ def test_empty_rows_draw_nothing():
     for replace, weight in [(False, None), (True, None), (True, [1.0, 1.0]), (False, [0.0, 0.0])]:
         block = NeighborSampler(graph, [3], replace=replace, weight=weight).sample([3, 1], seed=0).blocks[0]
         assert block.graph.num_edges == 0 and torch.equal(block.n_id, torch.tensor([3, 1]))
+
+
+@pytest.mark.parametrize("num_src, num_dst, num_edges", [(9, 4, 40), (7, 7, 0), (12, 3, 30), (1, 1, 5)])
+def test_transpose_groups_by_source_as_a_stable_sort(num_src, num_dst, num_edges):
+    """Against an independent grouping (numpy's stable argsort by source), on blocks with isolated sources and
+    destinations, duplicate edges and an empty block."""
+    gen = torch.Generator().manual_seed(num_edges)
+    sources = torch.randint(0, num_src, (num_edges,), generator=gen)
+    dst = torch.sort(torch.randint(0, num_dst, (num_edges,), generator=gen)).values
+    indptr = torch.zeros(num_dst + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
+    csc = kernel.transpose(indptr, sources, num_src)
+    order = np.argsort(sources.numpy(), kind="stable")
+    assert torch.equal(csc.edge_ids, torch.from_numpy(order))
+    assert torch.equal(csc.indices, dst[order])
+    assert torch.equal(csc.indptr[1:] - csc.indptr[:-1], torch.bincount(sources, minlength=num_src))
+    assert csc.indptr[0] == 0
