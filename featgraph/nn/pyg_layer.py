@@ -1,0 +1,123 @@
+"""The mechanism behind featgraph's layers built on PyG's: run featgraph's fused kernels where a call allows it,
+PyG's own ``forward`` otherwise.
+
+A layer is ``class GCNConv(FusedLayer, torch_geometric.nn.GCNConv)``: constructor, parameters, ``repr``,
+``reset_parameters``, hooks, explain mode, decomposed layers and lazy initialisation are PyG's. Its
+``forward`` asks ``fused_blocker`` (the checks every layer shares, plus its own) why the fused path cannot
+take this call; with a reason it returns ``fallback(reason, ...)``, PyG's ``forward`` on the same arguments,
+with a ``FallbackWarning`` the first time each layer class meets that reason. The fused path never guesses:
+whatever it does not handle exactly as PyG does goes to PyG.
+
+Requires ``torch_geometric`` (``featgraph.nn`` imports it; featgraph's core does not).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import torch
+from torch_geometric.inspector import Inspector
+from torch_geometric.nn.conv import MessagePassing
+
+from ..graph import Graph
+
+_HOOKS = (
+    "_propagate_forward_pre_hooks", "_propagate_forward_hooks",
+    "_message_forward_pre_hooks", "_message_forward_hooks",
+    "_aggregate_forward_pre_hooks", "_aggregate_forward_hooks",
+    "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
+    "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
+)  # fmt: skip
+FUSED_DTYPES = (torch.float32, torch.float64)
+_warned: set[tuple[str, str]] = set()
+
+
+def pyg_base(cls: type) -> type[MessagePassing]:
+    """The PyG layer class a featgraph layer class is built on (the first PyG class in its MRO)."""
+    return next(c for c in cls.__mro__ if c.__module__.startswith("torch_geometric."))
+
+
+class FallbackWarning(UserWarning):
+    """A featgraph layer ran PyG's own ``forward`` for a call its fused kernels do not cover (the result is
+    PyG's; only the speed differs). Shown once per layer class and reason."""
+
+
+class FusedLayer:
+    """Mixin that goes before a PyG ``MessagePassing`` layer class in the bases; see the module docstring."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give the subclass its PyG base's ``propagate`` (and ``edge_updater``) argument types as class
+        attributes: PyG reads them from the class's source, keyed by class name, so the subclass (same name,
+        another source) would hide its base's."""
+        super().__init_subclass__(**kwargs)
+        base = pyg_base(cls)
+        inspector = Inspector(base)
+        for method in ("propagate", "edge_updater"):
+            if method == "edge_updater" and not inspector.implements("edge_update"):
+                continue
+            params = inspector.get_params_from_method_call(method, exclude=[0, "edge_index", "size"])
+            setattr(cls, f"{method}_type", {name: param.type for name, param in params.items()})
+
+    def fused_blocker(self, x: Any, edge_index: Any) -> str | None:
+        """Why the fused path cannot run ``forward(x, edge_index, ...)``, or None. Checked here: message-passing
+        hooks, explain mode, decomposed layers, ``flow="target_to_source"``, lazy parameters not yet
+        initialised, ``x`` (a tensor or pair) that is not dense 2-d float32/float64, a ``SparseTensor`` or
+        other non-tensor graph, and a sparse adjacency whose values require grad."""
+        assert isinstance(self, MessagePassing)
+        if any(getattr(self, name) for name in _HOOKS):
+            return "hooks registered on message passing"
+        if self.explain:
+            return "explain mode"
+        if self.decomposed_layers > 1:
+            return "decomposed_layers > 1"
+        if self.flow != "source_to_target":
+            return f"flow={self.flow!r}"
+        if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in self.parameters()):
+            return "lazy parameters (in_channels=-1) are initialised on the first call"
+        for part in x if isinstance(x, (tuple, list)) else (x,):
+            if part is None:
+                continue
+            if not isinstance(part, torch.Tensor) or part.layout != torch.strided:
+                return "x is not a dense tensor"
+            if part.dim() != 2:
+                return f"x of {part.dim()} dimensions (featgraph's kernels take (num_nodes, features))"
+            if part.dtype not in FUSED_DTYPES:
+                return f"x of dtype {part.dtype}"
+        if isinstance(edge_index, Graph):
+            return None
+        if not isinstance(edge_index, torch.Tensor):
+            return f"edge_index of type {type(edge_index).__name__}"
+        if edge_index.layout != torch.strided and edge_index.requires_grad:
+            return "the adjacency's values require grad"
+        return None
+
+    def fallback(self, reason: str, x: Any, edge_index: Any, *args: Any, **kwargs: Any) -> Any:
+        """PyG's ``forward(x, edge_index, *args, **kwargs)``, warning once per layer class and ``reason``. A
+        featgraph ``Graph`` goes to PyG as its ``edge_index`` (a bipartite one with ``size`` and, for a single
+        tensor ``x`` of its sources, the pair ``(x, x[:num_dst])``); its edge weights are the layer's to pass."""
+        key = (type(self).__name__, reason)
+        if key not in _warned:
+            _warned.add(key)
+            warnings.warn(
+                f"{type(self).__name__}: {reason}; running PyG's implementation", FallbackWarning, stacklevel=3
+            )
+        if isinstance(edge_index, Graph):
+            graph, edge_index = edge_index, torch.stack(edge_index.coo())
+            if graph.is_bipartite:
+                kwargs["size"] = (graph.num_src_nodes, graph.num_dst_nodes)
+                if isinstance(x, torch.Tensor):
+                    x = (x, x[: graph.num_dst_nodes])
+        return super().forward(x, edge_index, *args, **kwargs)  # type: ignore[misc]
+
+    def __prepare_scriptable__(self) -> MessagePassing:
+        """``torch.jit.script`` compiles PyG's own layer: a shallow copy of this one, re-classed to its PyG base
+        (same parameter objects)."""
+        pyg_class = pyg_base(type(self))
+        plain = copy.copy(self)
+        for name in ("propagate", "collect", "edge_updater", "edge_collect"):
+            plain.__dict__.pop(name, None)  # bound to this layer by PyG's decomposed/explain setters
+        plain.__class__ = pyg_class
+        plain._set_jittable_templates()
+        return plain
