@@ -39,6 +39,12 @@ def pyg_base(cls: type) -> type[MessagePassing]:
     return next(c for c in cls.__mro__ if c.__module__.startswith("torch_geometric."))
 
 
+def weighted_sparse_adj(edge_index: Any, graph: Graph) -> bool:
+    """Whether ``edge_index`` is a torch sparse ``adj_t`` whose values are not all 1 (``graph`` is its
+    ``as_graph``): PyG's sparse path multiplies messages by them where its edge_index path has no weights."""
+    return isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided and graph.edge_weight is not None
+
+
 class FallbackWarning(UserWarning):
     """A featgraph layer ran PyG's own ``forward`` for a call its fused kernels do not cover (the result is
     PyG's; only the speed differs). Shown once per layer class and reason."""

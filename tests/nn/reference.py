@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -96,3 +97,14 @@ def assert_same_as_pyg(ours: torch.nn.Module, theirs: torch.nn.Module, inputs: t
             assert mine is None or not bool(mine.any())
         else:
             torch.testing.assert_close(mine, pyg)
+
+
+@contextlib.contextmanager
+def expect_fallback(reason: str) -> Iterator[None]:
+    """The block runs PyG's path with a ``FallbackWarning`` matching ``reason`` (the once-per-reason record is
+    cleared first, so the order tests run in does not matter)."""
+    from featgraph.nn import pyg_layer
+
+    pyg_layer._warned.clear()
+    with pytest.warns(pyg_layer.FallbackWarning, match=reason):
+        yield

@@ -14,6 +14,7 @@ from tests.nn.reference import (
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     per_vertex,
     pyg_conv,
 )
@@ -56,8 +57,17 @@ def test_sage_conv_matches_pyg(kwargs, channels):
 def test_pool_is_pygs_projected_max():
     conv = SAGEConv(5, 3, aggr="pool")
     assert conv.project and conv.aggr == "max" and conv.lin.weight.shape == (5, 5)
-    with pytest.raises(ValueError, match="aggr must be one of"):
-        SAGEConv(5, 3, aggr="lstm")
+
+
+@pytest.mark.parametrize("aggr", ["lstm", ["mean", "max"], "std"])
+def test_aggregations_featgraph_lacks_run_pygs_path(aggr):
+    """An aggregation the fused SpMM does not compute runs PyG's own, with a FallbackWarning: PyG's numbers."""
+    torch.manual_seed(3)
+    edge_index = edges(4)
+    edge_index = edge_index[:, edge_index[1].argsort(stable=True)]  # PyG's LSTM aggregation wants sorted targets
+    theirs = pyg_conv("SAGEConv")(6, 5, aggr=aggr)
+    with expect_fallback("aggr="):
+        assert_matches_pyg(SAGEConv(6, 5, aggr=aggr), theirs, torch.randn(N, 6), edge_index)
 
 
 @pytest.mark.parametrize("aggr", ["mean", "max"])
