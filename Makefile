@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint
+.PHONY: demo test lint docs
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -19,3 +19,7 @@ demo: $(VENV)/.ready
 test: $(VENV)/.ready
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
+
+# The documentation site (mkdocs.yml): built into build/docs with --strict; SERVE=1 serves it instead.
+docs: $(VENV)/.ready
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs $(if $(SERVE),serve,build --strict)

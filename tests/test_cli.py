@@ -37,16 +37,3 @@ def test_bench_kernels_subcommand(tmp_path, capsys):
     main(["bench", "kernels", "--scale", "0.002", "--dims", "4", "--ops", "gcn", "--repeat", "1", "--json", str(out)])
     assert "| gcn | uniform | 4 | featgraph |" in capsys.readouterr().out
     assert out.exists()
-
-
-def test_readme_python_examples_run():
-    """Every ```python block of the README, in order, in one namespace: the examples stay true."""
-    import re
-    import textwrap
-
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"^( *)```python\n(.*?)^\1```", text, flags=re.S | re.M)
-    assert len(blocks) >= 4
-    namespace: dict = {}
-    for indent, code in blocks:
-        exec(textwrap.dedent("\n".join(line[len(indent) :] for line in code.splitlines())), namespace)  # noqa: S102
