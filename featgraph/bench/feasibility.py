@@ -1,4 +1,4 @@
-"""The issues' gather-bound speed targets against this machine's gather rate: ``featgraph bench feasibility``.
+"""Speed targets bound by gathers, against this machine's gather rate: ``featgraph bench feasibility``.
 
 Each target fixes a time: a baseline's time over a factor, or a factor times the perfect-reuse bound. A
 row gives featgraph's time, the target's, and the gather bound: the per-edge row reads alone at the rate
@@ -54,10 +54,10 @@ class Target:
 
 TORCH_SPARSE, DGL_GCN = "torch.sparse.mm (CSR)", "DGL copy_u_sum"
 TARGETS = (
-    Target("SpMM sum >= 3x torch.sparse at d=128 (issue 3)", "gcn", TORCH_SPARSE, 3.0, dims=(128,)),
-    Target("SpMM sum >= 2x torch.sparse at every d (issue 3)", "gcn", TORCH_SPARSE, 2.0),
-    Target("GCN fwd+bwd >= 1.5x DGL (issue 4)", "gcn-train", DGL_GCN, 1.5),
-    Target("GCN within 5x of perfect reuse, uniform, d >= 128 (issue 7)", "gcn", None, 5.0, ("uniform",), 128),
+    Target("SpMM sum >= 3x torch.sparse at d=128", "gcn", TORCH_SPARSE, 3.0, dims=(128,)),
+    Target("SpMM sum >= 2x torch.sparse at every d", "gcn", TORCH_SPARSE, 2.0),
+    Target("GCN fwd+bwd >= 1.5x DGL", "gcn-train", DGL_GCN, 1.5),
+    Target("GCN within 5x of perfect reuse, uniform, d >= 128", "gcn", None, 5.0, ("uniform",), 128),
 )
 
 
