@@ -3,76 +3,55 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+import torch_geometric.nn
 
-from ..ops import gat_attention
-from .graph_input import GraphLike, PairTensor, split_input
+from ..graph import Graph
+from ..ops import SHORTCUTS, edge_softmax, gat_attention, gsddmm
+from .graph_input import GraphLike, PairTensor
+from .pyg_layer import FusedLayer
+
+# fill_value strings whose loop edge term is linear in the incoming edges' terms: PyG's reduction of them
+_LINEAR_FILLS = {"mean": "mean", "add": "sum", "sum": "sum"}
+
+Attended = torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]
 
 
-class GATConv(torch.nn.Module):
-    """Multi-head graph attention, parameters and results as PyG's ``GATConv`` (``lin.weight``, or
-    ``lin_src.weight`` and ``lin_dst.weight`` for a pair of ``in_channels``; ``att_src``, ``att_dst``,
-    ``bias``, ``res.weight``). Bipartite inputs as PyG's: ``x = (x_src, x_dst)``, ``size``, or a tensor of a
-    sampled block's sources whose first rows are its destinations.
+class GATConv(FusedLayer, torch_geometric.nn.GATConv):
+    """Multi-head graph attention: PyG's ``GATConv`` (constructor, parameters, ``edge_dim``, ``fill_value``,
+    hooks, ...), its forward on featgraph's fused ops. Bipartite inputs as PyG's, and on a sampled block (a
+    bipartite ``Graph``) a tensor ``x`` of its sources whose first rows are its destinations.
 
-    Logits are computed per vertex (n inner products, not E) and, without attention dropout, the softmax
-    weights are recomputed inside three fused passes so nothing per edge is stored; with dropout in training
-    only E x heads weights exist (see ``ops.gat_attention``). Self loops are removed and one per vertex added,
-    as PyG does (on a bipartite graph, destination v's loop comes from source v); the looped graph is cached.
-    Edge features (``edge_dim``) are not supported.
+    Logits are computed per vertex (n inner products, not E) and, without edge features or attention
+    dropout, the softmax weights are recomputed inside three fused passes so nothing per edge is stored;
+    otherwise only E x heads scores exist (see ``ops.gat_attention``). Edge features enter as one logit per
+    edge and head, ``edge_attr @ M`` with ``M`` folded from ``lin_edge`` and ``att_edge``, so no E x heads x
+    channels tensor is made; a self loop's term is ``fill_value`` times ``M``, or the mean (sum for
+    ``"add"``) of its destination's incoming terms. Self loops are removed and one per vertex added, as PyG
+    does; the looped graph is cached. Attention weights asked for with a torch sparse ``adj_t``, and the
+    ``fill_value`` reductions max, min and mul, run PyG's path.
     """
-
-    def __init__(
-        self,
-        in_channels: int | tuple[int, int],
-        out_channels: int,
-        heads: int = 1,
-        concat: bool = True,
-        negative_slope: float = 0.2,
-        dropout: float = 0.0,
-        add_self_loops: bool = True,
-        edge_dim: int | None = None,
-        bias: bool = True,
-        residual: bool = False,
-    ) -> None:
-        super().__init__()
-        if edge_dim is not None:
-            raise NotImplementedError("GATConv with edge features (edge_dim) is not supported by featgraph yet")
-        self.in_channels, self.out_channels, self.heads, self.concat = in_channels, out_channels, heads, concat
-        self.negative_slope, self.dropout, self.add_self_loops = negative_slope, dropout, add_self_loops
-        total = out_channels * (heads if concat else 1)
-        self.lin = self.lin_src = self.lin_dst = None
-        if isinstance(in_channels, int):
-            self.lin = torch.nn.Linear(in_channels, heads * out_channels, bias=False)
-        else:
-            self.lin_src = torch.nn.Linear(in_channels[0], heads * out_channels, bias=False)
-            self.lin_dst = torch.nn.Linear(in_channels[1], heads * out_channels, bias=False)
-        self.att_src = torch.nn.Parameter(torch.empty(1, heads, out_channels))
-        self.att_dst = torch.nn.Parameter(torch.empty(1, heads, out_channels))
-        in_dst = in_channels if isinstance(in_channels, int) else in_channels[1]
-        self.res = torch.nn.Linear(in_dst, total, bias=False) if residual else None
-        self.bias = torch.nn.Parameter(torch.empty(total)) if bias else None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Initialise the parameters as PyG's layer of the same name does."""
-        for layer in (self.lin, self.lin_src, self.lin_dst, self.res):
-            if layer is not None:
-                torch.nn.init.xavier_uniform_(layer.weight)  # PyG's glorot
-        for weight in (self.att_src, self.att_dst):
-            torch.nn.init.xavier_uniform_(weight)  # PyG's glorot
-        if self.bias is not None:
-            torch.nn.init.zeros_(self.bias)
 
     def forward(
         self,
         x: PairTensor,
         edge_index: GraphLike,
-        return_attention_weights: bool | None = None,
+        edge_attr: torch.Tensor | None = None,
         size: tuple[int, int] | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """As PyG: with ``return_attention_weights=True`` also ``(edge_index, alpha)`` of the edges attended over
-        (self loops included), alpha (E, heads)."""
-        x_src, x_dst, g = split_input(x, edge_index, size)
+        return_attention_weights: bool | None = None,
+    ) -> Attended:
+        """As PyG: with ``return_attention_weights=True`` also ``(edge_index, alpha)`` of the edges attended
+        over (self loops included), alpha (E, heads)."""
+        reason = self.fused_blocker(x, edge_index) or self._edge_blocker(edge_index, edge_attr)
+        if reason is None and return_attention_weights and isinstance(edge_index, torch.Tensor):
+            reason = None if edge_index.layout == torch.strided else "attention weights of a sparse adj_t"
+        if reason is not None:
+            return self.fallback(
+                reason, x, edge_index, edge_attr, size=size, return_attention_weights=return_attention_weights
+            )
+        pair = isinstance(x, (tuple, list))
+        x_src, x_dst, g = self.split(x, edge_index, size)
+        edge_logit = None if edge_attr is None or self.lin_edge is None else self._edge_logits(g, edge_attr)
         if self.add_self_loops:
             g = g.with_self_loops()
         shape = (-1, self.heads, self.out_channels)
@@ -80,14 +59,17 @@ class GATConv(torch.nn.Module):
         feat = lin_src(x_src).view(shape)
         if x_dst is None:  # PyG's (x_src, None): the destinations add no logit of their own
             feat_dst = torch.zeros(g.num_dst_nodes, *shape[1:], dtype=feat.dtype, device=feat.device)
-        elif lin_dst is lin_src and not isinstance(x, (tuple, list)):
+        elif lin_dst is lin_src and not pair:
             feat_dst = None  # the destinations are the sources' first rows: their features are feat's
         else:
             feat_dst = lin_dst(x_dst).view(shape)
-        attended = gat_attention(
-            g, feat, self.att_src[0], self.att_dst[0], self.negative_slope, self.dropout, self.training,
-            return_attention=bool(return_attention_weights), feat_dst=feat_dst,
-        )  # fmt: skip
+        if edge_logit is None:
+            attended = gat_attention(
+                g, feat, self.att_src[0], self.att_dst[0], self.negative_slope, self.dropout, self.training,
+                return_attention=bool(return_attention_weights), feat_dst=feat_dst,
+            )  # fmt: skip
+        else:
+            attended = self._attention_with_edge_logits(g, feat, feat_dst, edge_logit, bool(return_attention_weights))
         out, alpha = attended if return_attention_weights else (attended, None)
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.res is not None and x_dst is not None:
@@ -96,5 +78,50 @@ class GATConv(torch.nn.Module):
             out = out + self.bias
         return out if alpha is None else (out, (torch.stack(g.coo()), alpha))
 
-    def extra_repr(self) -> str:
-        return f"{self.in_channels}, {self.out_channels}, heads={self.heads}"
+    def _edge_blocker(self, edge_index: GraphLike, edge_attr: torch.Tensor | None) -> str | None:
+        """Why edge features keep this call off the fused path, or None."""
+        if edge_attr is None or self.lin_edge is None:
+            return None
+        if not (isinstance(edge_index, Graph) or edge_index.layout == torch.strided):
+            return "edge_attr with a sparse adj_t"
+        if self.add_self_loops and isinstance(self.fill_value, str) and self.fill_value not in _LINEAR_FILLS:
+            return f"fill_value={self.fill_value!r}"
+        return None
+
+    def _edge_logits(self, g: Graph, edge_attr: torch.Tensor) -> torch.Tensor:
+        """Each edge's logit term (E, heads), in the order of ``g.with_self_loops()`` when loops are added:
+        ``edge_attr @ M``, ``M[k, h] = sum_c lin_edge.weight[h * C + c, k] * att_edge[h, c]``."""
+        attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+        if attr.shape[0] != g.num_edges:
+            raise ValueError(f"edge_attr: expected one row per edge ({g.num_edges}), got {attr.shape[0]}")
+        weight = self.lin_edge.weight.view(self.heads, self.out_channels, -1)
+        fold = torch.einsum("hck,hc->kh", weight, self.att_edge[0])
+        logit = attr.to(fold.dtype) @ fold
+        if not self.add_self_loops:
+            return logit
+        src, dst = g.coo()
+        kept = logit[src != dst]
+        loops = min(g.num_src_nodes, g.num_dst_nodes)
+        if isinstance(self.fill_value, str):
+            reduce = _LINEAR_FILLS[self.fill_value]
+            dst_kept = dst[src != dst]
+            total = torch.zeros(g.num_dst_nodes, self.heads, dtype=logit.dtype, device=logit.device)
+            loop = total.index_add(0, dst_kept, kept)[:loops]
+            if reduce == "mean":  # PyG's scatter mean: 0 where nothing comes in
+                loop = loop / torch.bincount(dst_kept, minlength=g.num_dst_nodes)[:loops].clamp(min=1).unsqueeze(1)
+        else:
+            fill = torch.as_tensor(self.fill_value, dtype=fold.dtype, device=fold.device)
+            loop = (fill.expand(fold.shape[0]) @ fold).expand(loops, self.heads)
+        return torch.cat([kept, loop])
+
+    def _attention_with_edge_logits(
+        self, g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, edge_logit: torch.Tensor, weights: bool
+    ) -> Attended:
+        """GAT's attention with an extra logit per edge, by the ops one by one (E x heads scores)."""
+        feat_dst = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
+        logit_src, logit_dst = (feat * self.att_src).sum(-1), (feat_dst * self.att_dst).sum(-1)
+        scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v") + edge_logit, self.negative_slope)
+        alpha = edge_softmax(g, scores)
+        alpha = F.dropout(alpha, self.dropout, self.training)
+        out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
+        return (out, alpha) if weights else out

@@ -22,6 +22,7 @@ from torch_geometric.inspector import Inspector
 from torch_geometric.nn.conv import MessagePassing
 
 from ..graph import Graph
+from .graph_input import split_input
 
 _HOOKS = (
     "_propagate_forward_pre_hooks", "_propagate_forward_hooks",
@@ -98,6 +99,14 @@ class FusedLayer:
         if edge_index.layout != torch.strided and edge_index.requires_grad:
             return "the adjacency's values require grad"
         return None
+
+    @staticmethod
+    def split(x: Any, edge_index: Any, size: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor | None, Graph]:
+        """``graph_input.split_input``, a torch sparse ``adj_t`` giving the sizes (sources = its columns,
+        destinations = its rows) where ``size`` is None, as PyG reads them."""
+        if size is None and isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+            size = (edge_index.shape[1], edge_index.shape[0])
+        return split_input(x, edge_index, size)
 
     def fallback(self, reason: str, x: Any, edge_index: Any, *args: Any, **kwargs: Any) -> Any:
         """PyG's ``forward(x, edge_index, *args, **kwargs)``, warning once per layer class and ``reason``. A

@@ -8,7 +8,7 @@ import torch_geometric.nn
 from torch_geometric.nn import aggr as pyg_aggr
 
 from ..ops import gspmm
-from .graph_input import GraphLike, PairTensor, split_input
+from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, weighted_sparse_adj
 
 # PyG's aggregation modules that featgraph's SpMM computes, by featgraph's reducer name
@@ -50,7 +50,7 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         reduce = FUSED_AGGREGATIONS.get(type(self.aggr_module))
         reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
         if reason is None:
-            x_src, x_dst, g = split_input(x, edge_index, size)
+            x_src, x_dst, g = self.split(x, edge_index, size)
             if weighted_sparse_adj(edge_index, g):
                 reason = "a sparse adj_t with values (PyG weights the messages)"
         if reason is not None:

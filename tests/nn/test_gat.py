@@ -7,11 +7,13 @@ from featgraph.nn import GATConv
 from tests.nn.reference import (
     NUM_DST,
     NUM_SRC,
+    E,
     N,
     assert_matches_pyg,
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     per_vertex,
     pyg_conv,
     with_self_loops,
@@ -81,9 +83,50 @@ def test_gat_attention_weights_match_pyg_and_dropout_applies_to_them():
     torch.testing.assert_close(out, expected.flatten(1) + ours.bias)
 
 
-def test_gat_conv_rejects_what_it_does_not_support():
-    with pytest.raises(NotImplementedError, match="edge_dim"):
-        GATConv(4, 4, edge_dim=3)
+@pytest.mark.parametrize("fill_value", ["mean", "add", 0.5, "tensor"])
+@pytest.mark.parametrize("edge_dim", [1, 3])
+def test_edge_features_match_pyg(edge_dim, fill_value):
+    """``edge_dim``: one logit per edge and head folded from lin_edge and att_edge; the loops' term from
+    ``fill_value`` (a constant, a tensor, or the mean / sum of the incoming edges' terms). Outputs and float64
+    gradients of x, edge_attr and every parameter as PyG's, with an existing self loop replaced."""
+    torch.manual_seed(5)
+    if fill_value == "tensor":
+        fill_value = torch.randn(edge_dim)
+    edge_index = edges(8)
+    edge_index[:, 0] = 3  # a self loop, removed before the loops are added
+    theirs = pyg_conv("GATConv")(6, 4, heads=2, edge_dim=edge_dim, fill_value=fill_value)
+    ours = GATConv(6, 4, heads=2, edge_dim=edge_dim, fill_value=fill_value)
+    x = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    shape = (edge_index.shape[1],) if edge_dim == 1 else (edge_index.shape[1], edge_dim)
+    edge_attr = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    assert_same_as_pyg(ours, theirs, (x, edge_attr), x, edge_index, edge_attr)
+
+
+@pytest.mark.parametrize("fill_value", ["max", "mul"])
+def test_edge_fill_reductions_featgraph_lacks_run_pygs_path(fill_value):
+    torch.manual_seed(6)
+    theirs = pyg_conv("GATConv")(6, 4, heads=2, edge_dim=2, fill_value=fill_value)
+    ours = GATConv(6, 4, heads=2, edge_dim=2, fill_value=fill_value)
+    x = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    edge_attr = torch.randn(E, 2, dtype=torch.float64)
+    with expect_fallback(f"fill_value='{fill_value}'"):
+        assert_same_as_pyg(ours, theirs, (x,), x, edges(8), edge_attr)
+
+
+def test_attention_weights_of_a_sparse_adjacency_are_pygs():
+    """With a torch sparse adj_t PyG returns the weights as a sparse (N, N, heads) tensor: so does ours."""
+    torch.manual_seed(7)
+    theirs = pyg_conv("GATConv")(6, 4, heads=2)
+    ours = GATConv(6, 4, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(N, 6)
+    adj_t = torch.sparse_coo_tensor(edges(9).flip(0), torch.ones(E), (N, N)).coalesce().to_sparse_csr()
+    with expect_fallback("attention weights of a sparse adj_t"):
+        out, (adj, alpha) = ours(x, adj_t, return_attention_weights=True)
+    ref, (ref_adj, ref_alpha) = theirs(x, adj_t, return_attention_weights=True)
+    torch.testing.assert_close(out, ref)
+    assert adj.layout == ref_adj.layout and adj.shape == ref_adj.shape == (N, N, 2)
+    torch.testing.assert_close(alpha, ref_alpha)
 
 
 def test_gat_conv_errors_name_the_argument():
