@@ -1,4 +1,6 @@
-"""Sparse templates: generalized SpMM (vertex-wise) and SDDMM (edge-wise) with inlined UDFs."""
+"""Sparse templates with inlined UDFs: generalized SpMM (per destination, a reduction over in-edges), SDDMM (per
+edge) and the edge sum (a UDF summed over all edges), each a compiled, differentiable kernel; the gradient
+kernels they derive include the winner template of max/min aggregations."""
 
 from .edge_sum import EdgeSumKernel, edge_sum
 from .kernel import default_target
