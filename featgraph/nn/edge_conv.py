@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch_geometric.nn
 
 from .. import te
 from ..graph import Graph
@@ -20,9 +21,8 @@ from ..ops import SHORTCUTS, gspmm
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
-from .graph_input import GraphLike, PairTensor, split_input
-
-AGGREGATORS = ("max", "min", "sum", "mean")
+from .graph_input import GraphLike, PairTensor
+from .pyg_layer import FusedLayer, weighted_sparse_adj
 
 
 def _te_activation(module: torch.nn.Module | None) -> Callable[[te.Expr], te.Expr] | None:
@@ -51,50 +51,45 @@ def _split_mlp(nn: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.Module | 
     return None
 
 
-class EdgeConv(torch.nn.Module):
-    """Edge convolution, parameters and results as PyG's ``EdgeConv(nn, aggr)``; see the module docstring
-    for which ``nn`` run fused."""
-
-    def __init__(self, nn: torch.nn.Module, aggr: str = "max") -> None:
-        super().__init__()
-        aggr = "sum" if aggr == "add" else aggr
-        if aggr not in AGGREGATORS:
-            raise ValueError(f"aggr must be one of {AGGREGATORS} (or 'add'), got {aggr!r}")
-        self.nn, self.aggr = nn, aggr
-
-    def reset_parameters(self) -> None:
-        """Initialise the parameters as PyG's layer of the same name does."""
-        for module in self.nn.modules():
-            if module is not self.nn and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
+class EdgeConv(FusedLayer, torch_geometric.nn.EdgeConv):
+    """Edge convolution: PyG's ``EdgeConv(nn, aggr)`` on featgraph's kernels; see the module docstring for
+    which ``nn`` run fused. Besides PyG's forms, ``size=(num_src, num_dst)`` (or a bipartite ``Graph``) with a
+    tensor ``x`` takes its first ``num_dst`` rows as the destinations."""
 
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
         """``x`` a tensor or PyG's pair ``(x_src, x_dst)``: messages ``nn([x_dst[v], x_src[u] - x_dst[v]])``."""
-        x, x_dst, g = split_input(x, edge_index, size)
-        if x_dst is None:
+        if isinstance(x, (tuple, list)) and len(x) == 2 and x[1] is None:
             raise ValueError("x: EdgeConv needs the destinations' features, got (x_src, None)")
+        reduce = self.fused_reduce()
+        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
+        if reason is None:
+            x_src, x_dst, g = self.split(x, edge_index, size)
+            if weighted_sparse_adj(edge_index, g):
+                reason = "a sparse adj_t with values (PyG weights the messages)"
+        if reason is not None:
+            if size is not None and isinstance(x, torch.Tensor):
+                x = (x, x[: size[1]])
+            return self.fallback(reason, x, edge_index)
         split = _split_mlp(self.nn)
         if split is None:
-            at_dst, at_src = SHORTCUTS["copy_v"](g, x_dst), SHORTCUTS["copy_u"](g, x)
+            at_dst, at_src = SHORTCUTS["copy_v"](g, x_dst), SHORTCUTS["copy_u"](g, x_src)
             messages = self.nn(torch.cat([at_dst, at_src - at_dst], dim=-1))
-            return gspmm(g, "copy_rhs", self.aggr, None, messages)
+            return gspmm(g, "copy_rhs", reduce, None, messages)
         linear, activation = split
-        if linear.in_features != 2 * x.shape[1]:
-            raise ValueError(f"nn's first Linear takes {linear.in_features} features, expected 2 * {x.shape[1]}")
-        w_dst, w_src = linear.weight.split(x.shape[1], dim=1)
-        per_source = x @ w_src.t()
+        width = x_src.shape[1]
+        if linear.in_features != 2 * width:
+            raise ValueError(f"nn's first Linear takes {linear.in_features} features, expected 2 * {width}")
+        w_dst, w_src = linear.weight.split(width, dim=1)
+        per_source = x_src @ w_src.t()
         per_dest = x_dst @ (w_dst - w_src).t()
         if linear.bias is not None:
             per_dest = per_dest + linear.bias
-        if self.aggr in ("max", "min"):
-            reduced = gspmm(g, "copy_lhs", self.aggr, per_source, None)
+        if reduce in ("max", "min"):
+            reduced = gspmm(g, "copy_lhs", reduce, per_source, None)
             out = per_dest + reduced if activation is None else activation(per_dest + reduced)
             return torch.where((g.in_degrees() > 0).unsqueeze(1), out, torch.zeros((), dtype=out.dtype))
-        kernel = _message_kernel(g, per_source.shape[1], TORCH_TO_TE[x.dtype], self.aggr, activation)
+        kernel = _message_kernel(g, per_source.shape[1], TORCH_TO_TE[x_src.dtype], reduce, activation)
         return kernel(A=per_source, B=per_dest)
-
-    def extra_repr(self) -> str:
-        return f"aggr={self.aggr!r}"
 
 
 def _message_kernel(g: Graph, d: int, dtype: str, aggr: str, activation: torch.nn.Module | None):

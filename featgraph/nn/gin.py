@@ -1,54 +1,46 @@
-"""``GINConv`` (Xu et al.): ``nn((1 + eps) x_v + sum_u x_u)``, PyG's layer."""
+"""``GINConv`` (Xu et al.): ``nn((1 + eps) x_v + sum_u x_u)``, PyG's layer on featgraph's SpMM."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+import torch_geometric.nn
 
 from ..ops import gspmm
-from .graph_input import GraphLike, PairTensor, split_input
+from .graph_input import GraphLike, PairTensor
+from .pyg_layer import FusedLayer, weighted_sparse_adj
 
 
-class GINConv(torch.nn.Module):
-    """Graph isomorphism layer, parameters and results as PyG's ``GINConv`` (``nn``, ``eps``).
+class GINConv(FusedLayer, torch_geometric.nn.GINConv):
+    """Graph isomorphism layer: PyG's ``GINConv`` (``nn``, ``eps``, ``train_eps``, any ``aggr``; sum, mean,
+    max and min run fused).
 
-    When ``nn`` begins with a ``Linear`` that narrows the features, that linear map runs before the sum
-    aggregation (it commutes with it), so the SpMM moves the narrower features.
+    For sum and mean, when ``nn`` begins with a ``Linear`` that narrows the features, that linear map runs
+    before the aggregation (it commutes with it), so the SpMM moves the narrower features.
     """
 
-    def __init__(self, nn: torch.nn.Module, eps: float = 0.0, train_eps: bool = False) -> None:
-        super().__init__()
-        self.nn, self.initial_eps = nn, eps
-        if train_eps:
-            self.eps = torch.nn.Parameter(torch.full((1,), float(eps)))
-        else:
-            self.register_buffer("eps", torch.full((1,), float(eps)))
-
-    def reset_parameters(self) -> None:
-        """Initialise the parameters as PyG's layer of the same name does."""
-        for module in self.nn.modules():
-            if module is not self.nn and hasattr(module, "reset_parameters"):
-                module.reset_parameters()
-        self.eps.data.fill_(self.initial_eps)
-
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
-        """``nn((1 + eps) x_dst + sum_u x_src[u])``; ``x`` a tensor or PyG's pair ``(x_src, x_dst)``."""
-        pair = isinstance(x, (tuple, list))
-        x_src, x_dst, g = split_input(x, edge_index, size)
+        """``nn((1 + eps) x_dst + aggr_u x_src[u])``; ``x`` a tensor or PyG's pair ``(x_src, x_dst)``."""
+        reduce = self.fused_reduce()
+        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
+        if reason is None:
+            x_src, x_dst, g = self.split(x, edge_index, size)
+            if weighted_sparse_adj(edge_index, g):
+                reason = "a sparse adj_t with values (PyG weights the messages)"
+        if reason is not None:
+            return self.fallback(reason, x, edge_index, size=size)
         first, rest = _leading_linear(self.nn)
-        project = first is not None and first.out_features < first.in_features
-        if project:  # the Linear commutes with the sum: aggregate the narrower features
+        project = reduce in ("sum", "mean") and first is not None and first.out_features < first.in_features
+        if project:  # the Linear commutes with the aggregation: aggregate the narrower features
+            pair = isinstance(x, (tuple, list))
             x_src = F.linear(x_src, first.weight)
             x_dst = x_src[: g.num_dst_nodes] if not pair else None if x_dst is None else F.linear(x_dst, first.weight)
-        out = gspmm(g, "copy_lhs", "sum", x_src, None)
+        out = gspmm(g, "copy_lhs", reduce, x_src, None)
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
         if not project:
             return self.nn(out)
         return rest(out if first.bias is None else out + first.bias)
-
-    def extra_repr(self) -> str:
-        return f"eps={self.initial_eps}"
 
 
 def _leading_linear(nn: torch.nn.Module) -> tuple[torch.nn.Linear | None, torch.nn.Module]:

@@ -14,11 +14,13 @@ Requires ``torch_geometric`` (``featgraph.nn`` imports it; featgraph's core does
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from typing import Any
 
 import torch
 from torch_geometric.inspector import Inspector
+from torch_geometric.nn import aggr as pyg_aggr
 from torch_geometric.nn.conv import MessagePassing
 
 from ..graph import Graph
@@ -32,12 +34,29 @@ _HOOKS = (
     "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
 )  # fmt: skip
 FUSED_DTYPES = (torch.float32, torch.float64)
+# PyG's aggregation modules that featgraph's SpMM computes, by featgraph's reducer name
+FUSED_AGGREGATIONS = {
+    pyg_aggr.MeanAggregation: "mean",
+    pyg_aggr.SumAggregation: "sum",
+    pyg_aggr.MaxAggregation: "max",
+    pyg_aggr.MinAggregation: "min",
+}
 _warned: set[tuple[str, str]] = set()
 
 
 def pyg_base(cls: type) -> type[MessagePassing]:
     """The PyG layer class a featgraph layer class is built on (the first PyG class in its MRO)."""
     return next(c for c in cls.__mro__ if c.__module__.startswith("torch_geometric."))
+
+
+def _unusual_x(x: Any) -> str | None:
+    """What makes ``x`` one that PyG's layers only sometimes take: a sparse or not 2-d tensor (else None)."""
+    for part in x if isinstance(x, (tuple, list)) else (x,):
+        if isinstance(part, torch.Tensor) and part.layout != torch.strided:
+            return f"a sparse x ({part.layout})"
+        if isinstance(part, torch.Tensor) and part.dim() != 2:
+            return f"an x of shape {tuple(part.shape)} (a static graph's batched (B, N, F) features)"
+    return None
 
 
 def weighted_sparse_adj(edge_index: Any, graph: Graph) -> bool:
@@ -100,6 +119,12 @@ class FusedLayer:
             return "the adjacency's values require grad"
         return None
 
+    def fused_reduce(self) -> str | None:
+        """featgraph's reducer for the layer's aggregation (``"sum"``, ``"mean"``, ``"max"``, ``"min"``), or
+        None where featgraph has no kernel for it (``"lstm"``, a list, an MLP, ...)."""
+        assert isinstance(self, MessagePassing)
+        return FUSED_AGGREGATIONS.get(type(self.aggr_module))
+
     @staticmethod
     def split(x: Any, edge_index: Any, size: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor | None, Graph]:
         """``graph_input.split_input``, a torch sparse ``adj_t`` giving the sizes (sources = its columns,
@@ -118,13 +143,22 @@ class FusedLayer:
             warnings.warn(
                 f"{type(self).__name__}: {reason}; running PyG's implementation", FallbackWarning, stacklevel=3
             )
+        pyg_forward = super().forward  # type: ignore[misc]
         if isinstance(edge_index, Graph):
             graph, edge_index = edge_index, torch.stack(edge_index.coo())
             if graph.is_bipartite:
-                kwargs["size"] = (graph.num_src_nodes, graph.num_dst_nodes)
+                if "size" in inspect.signature(pyg_forward).parameters:
+                    kwargs["size"] = (graph.num_src_nodes, graph.num_dst_nodes)
                 if isinstance(x, torch.Tensor):
                     x = (x, x[: graph.num_dst_nodes])
-        return super().forward(x, edge_index, *args, **kwargs)  # type: ignore[misc]
+        try:
+            return pyg_forward(x, edge_index, *args, **kwargs)
+        except (RuntimeError, NotImplementedError, AssertionError, AttributeError) as error:
+            unusual = _unusual_x(x)
+            if unusual is None:
+                raise
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ValueError(f"x: {type(self).__name__} cannot take {unusual} (PyG's layer: {detail})") from error
 
     def __prepare_scriptable__(self) -> MessagePassing:
         """``torch.jit.script`` compiles PyG's own layer: a shallow copy of this one, re-classed to its PyG base

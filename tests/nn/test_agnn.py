@@ -31,3 +31,8 @@ def test_agnn_conv_matches_pyg(add_self_loops):
     theirs = pyg_conv("AGNNConv")(add_self_loops=add_self_loops)
     theirs.beta.data.fill_(0.6)
     assert_matches_pyg(AGNNConv(add_self_loops=add_self_loops), theirs, torch.randn(N, 9), edges(9))
+
+
+def test_bipartite_input_is_refused_naming_x():
+    with pytest.raises(ValueError, match="^x: AGNNConv takes one vertex set"):
+        AGNNConv()((torch.randn(N, 4), torch.randn(3, 4)), edges())

@@ -14,6 +14,7 @@ from tests.nn.reference import (
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     per_vertex,
     pyg_conv,
 )
@@ -55,16 +56,26 @@ def test_edge_conv_matches_pyg(aggr, net):
 
 
 def test_edge_conv_checks_its_input():
-    with pytest.raises(ValueError, match="aggr must be one of"):
-        EdgeConv(torch.nn.Linear(4, 2), aggr="std")
+    with pytest.raises(ValueError, match="Could not resolve 'median2'"):
+        EdgeConv(torch.nn.Linear(4, 2), aggr="median2")
     with pytest.raises(ValueError, match="expected 2 \\* 3"):
         EdgeConv(torch.nn.Linear(4, 2))(torch.randn(N, 3), edges())
 
 
+def test_aggregations_featgraph_lacks_run_pygs_path():
+    torch.manual_seed(8)
+    theirs = pyg_conv("EdgeConv")(NETS["linear-relu"](), aggr="std")
+    with expect_fallback("aggr=std"):
+        assert_matches_pyg(EdgeConv(NETS["linear-relu"](), aggr="std"), theirs, torch.randn(N, D), edges(13))
+
+
 @pytest.mark.parametrize(
     ("layers", "aggr"),
-    [([torch.nn.Linear(10, 4), torch.nn.ReLU()], "max"), ([torch.nn.Linear(10, 4)], "mean"),
-     ([torch.nn.Linear(10, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)], "sum")],
+    [
+        ([torch.nn.Linear(10, 4), torch.nn.ReLU()], "max"),
+        ([torch.nn.Linear(10, 4)], "mean"),
+        ([torch.nn.Linear(10, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)], "sum"),
+    ],
     ids=["fused-max", "fused-mean", "per-edge-mlp"],
 )
 def test_bipartite_inputs_as_pyg(layers, aggr):

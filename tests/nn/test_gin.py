@@ -12,6 +12,7 @@ from tests.nn.reference import (
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     pyg_conv,
 )
 
@@ -59,3 +60,16 @@ def test_bipartite_inputs_as_pyg(width):
 
     assert_same_as_pyg(make(fg_nn), make(pyg_nn), (x_src, x_dst), (x_src, x_dst), edge_index)
     assert_same_as_pyg(make(fg_nn), make(pyg_nn), (x_src,), (x_src, None), edge_index, size=(NUM_SRC, NUM_DST))
+
+
+@pytest.mark.parametrize("aggr", ["mean", "max", "std"])
+def test_other_aggregations_as_pyg(aggr):
+    """PyG's ``aggr=`` keyword: mean and max fused, std on PyG's path with a warning; all PyG's numbers."""
+    torch.manual_seed(9)
+    theirs = pyg_conv("GINConv")(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), aggr=aggr)
+    ours = GINConv(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), aggr=aggr)
+    if aggr == "std":
+        with expect_fallback("aggr=std"):
+            assert_matches_pyg(ours, theirs, torch.randn(N, 8), edges(3))
+    else:
+        assert_matches_pyg(ours, theirs, torch.randn(N, 8), edges(3))
