@@ -10,9 +10,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import warnings
+import weakref
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -47,8 +48,50 @@ def _index_vector(values: Any, what: str) -> torch.Tensor:
     tensor = torch.as_tensor(values)
     if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
         raise TypeError(f"{what} must hold integer node ids, got dtype {tensor.dtype}")
-    # always a fresh contiguous copy: the caller's tensor is never aliased, so nothing reaches it later
-    return tensor.to(dtype=torch.int64, memory_format=torch.contiguous_format, copy=True)
+    return tensor
+
+
+# (data pointer, edges, sources, destinations) of a graph's own (2, E) edge tensor -> the graph
+_OWNERS: weakref.WeakValueDictionary[tuple[int, int, int, int], Graph] = weakref.WeakValueDictionary()
+
+
+class GraphRef(NamedTuple):
+    """A graph as compiled code carries it: its own (2, E) edge tensor and vertex counts (and whether the
+    operator is to add one self loop per vertex), which featgraph's registered operators take and resolve
+    back to the ``Graph`` with its cached formats and kernels when they run. Traced code never looks inside
+    a ``Graph``'s caches, so tracing runs no data-dependent Python; see ``featgraph.ops.library``."""
+
+    edge_index: torch.Tensor
+    num_src_nodes: int
+    num_dst_nodes: int
+    edge_weight: torch.Tensor | None = None
+    self_loops: bool = False
+
+    @property
+    def num_edges(self) -> int:
+        if self.self_loops:
+            raise ValueError("the edge count of a graph with self loops added is known when an operator runs")
+        return self.edge_index.shape[1]
+
+    @property
+    def num_nodes(self) -> int:
+        if self.is_bipartite:
+            raise ValueError("this graph is bipartite: use num_src_nodes / num_dst_nodes")
+        return self.num_src_nodes
+
+    @property
+    def is_bipartite(self) -> bool:
+        return self.num_src_nodes != self.num_dst_nodes
+
+    @property
+    def device(self) -> torch.device:
+        return self.edge_index.device
+
+    def with_self_loops(self, fill_weight: float = 1.0) -> GraphRef:
+        """``Graph.with_self_loops`` for the operator to apply (unweighted loops only)."""
+        if fill_weight != 1.0:
+            raise ValueError(f"compiled code adds self loops of weight 1 only, got fill_weight={fill_weight}")
+        return GraphRef(self.edge_index, self.num_src_nodes, self.num_dst_nodes, None, True)
 
 
 def _sizes(num_nodes: Any) -> tuple[int, int]:
@@ -86,6 +129,9 @@ class Graph:
             )
         if src_t.device != dst_t.device:
             raise ValueError(f"src and dst on different devices: {src_t.device} and {dst_t.device}")
+        # one fresh (2, E) copy, so the caller's tensors are never aliased and ``edge_index`` costs nothing
+        edges = torch.stack([src_t.to(torch.int64), dst_t.to(torch.int64)])
+        src_t, dst_t = edges[0], edges[1]
         num_edges = src_t.numel()
         smallest = int(torch.minimum(src_t.min(), dst_t.min())) if num_edges else 0
         if smallest < 0:
@@ -99,10 +145,11 @@ class Graph:
             for role, top, size in zip(("source", "destination"), largest, sizes, strict=True):
                 if top >= size:
                     raise ValueError(f"{role} id {top} out of range for num_nodes={sizes} (num_src, num_dst)")
-        self._src, self._dst = src_t, dst_t
+        self._src, self._dst, self._edges = src_t, dst_t, edges
         self._num_src, self._num_dst = sizes
         self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
         self._cache: dict[tuple, Any] = {}
+        self._own(edges)
 
     @classmethod
     def _derived(
@@ -114,7 +161,23 @@ class Graph:
         graph._src, graph._dst, graph._edge_weight = src, dst, edge_weight
         graph._num_src, graph._num_dst = sizes
         graph._cache = {}
+        graph._edges = None  # made on first use of ``edge_index``
         return graph
+
+    def _own(self, edges: torch.Tensor) -> None:
+        """Make ``edges`` (2, E) this graph's edge tensor, which ``owning`` finds it by."""
+        self._edges = edges
+        _OWNERS[(edges.data_ptr(), edges.shape[1], self._num_src, self._num_dst)] = self
+
+    @classmethod
+    def owning(cls, edge_index: torch.Tensor, num_src: int, num_dst: int) -> Graph | None:
+        """The live graph whose own ``edge_index`` is this very tensor (same memory; a graph never writes
+        it, so its caches hold), else None."""
+        key = (edge_index.data_ptr(), edge_index.shape[1], num_src, num_dst)
+        graph = _OWNERS.get(key)
+        if graph is None or graph._edges.shape != edge_index.shape or graph._edges.stride() != edge_index.stride():
+            return None
+        return graph if graph._edges.dtype == edge_index.dtype and graph._edges.device == edge_index.device else None
 
     def _validated_weight(self, edge_weight: Any) -> torch.Tensor:
         weight = torch.as_tensor(edge_weight)
@@ -163,8 +226,8 @@ class Graph:
     ) -> Graph:
         """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
-        the graph's own, so kernels build no format for it. ``check=False`` trusts and shares the tensors
-        (int64, contiguous, valid: featgraph's sampler builds them so) instead of checking and copying them."""
+        the graph's own, so kernels build no format for it. ``check=False`` trusts the tensors (int64,
+        contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``."""
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
         if check:
             if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
@@ -180,7 +243,9 @@ class Graph:
         if check:
             graph = cls(indices, dst, (num_src, num_dst), edge_weight)
         else:
-            graph = cls._derived(indices, dst, (num_src, num_dst), edge_weight)
+            edges = torch.stack([indices, dst])
+            graph = cls._derived(edges[0], edges[1], (num_src, num_dst), edge_weight)
+            graph._own(edges)
         ids = torch.arange(indices.numel(), device=indptr.device)
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
         return graph
@@ -244,6 +309,17 @@ class Graph:
     @property
     def edge_weight(self) -> torch.Tensor | None:
         return self._edge_weight
+
+    @property
+    def edge_index(self) -> torch.Tensor:
+        """PyG's (2, E) ``edge_index`` in the user's edge order: the graph's own tensor (read, never write)."""
+        if self._edges is None:
+            self._own(torch.stack(self.coo()))
+        return self._edges
+
+    def ref(self) -> GraphRef:
+        """This graph as compiled code carries it into featgraph's operators (see ``GraphRef``)."""
+        return GraphRef(self.edge_index, self._num_src, self._num_dst, self._edge_weight)
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -326,7 +402,10 @@ class Graph:
         followed by ``add_self_loops``, same edge order); loops weigh ``fill_weight`` where edges are
         weighted. A bipartite graph gets a loop on each destination ``v`` from source ``v`` (its
         destinations are the first of its sources, as in a sampled block; PyG loops the same
-        ``min(num_src, num_dst)`` ids). Cached, so a layer calling it every epoch builds it once."""
+        ``min(num_src, num_dst)`` ids). Cached, so a layer calling it every epoch builds it once. In code
+        that ``torch.compile`` traces, a ``GraphRef`` for the operators to loop instead."""
+        if torch.compiler.is_compiling():
+            return self.ref().with_self_loops(fill_weight)
         return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(fill_weight))
 
     def _loops_replaced(self, fill_weight: float) -> Graph:

@@ -9,11 +9,13 @@ from typing import Any
 import torch
 
 from ..graph import Graph
+from ..graph.graph import GraphRef
 from .udfs import TORCH_TO_TE
 
 
 def check_graph(g: Any, name: str = "g") -> Graph:
-    if not isinstance(g, Graph):
+    """``g`` itself if it is a ``Graph`` (or, in traced code, the ``GraphRef`` a layer made of an edge_index)."""
+    if not isinstance(g, (Graph, GraphRef)):
         raise TypeError(f"{name}: expected a featgraph.Graph, got {type(g).__name__}")
     return g
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from ..backends import cpu, toolchain
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
+from . import library
 from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
@@ -32,6 +33,8 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
     dtype = TORCH_TO_TE.get(x.dtype)
     if x.device.type != "cpu" or dtype not in CTYPES:
         return F.dropout(x, p, training)
+    if torch.compiler.is_compiling():  # the seed stays a tensor: reading it would break the traced graph
+        return library.dropout(x, p, torch.randint(0, 2**62, (1,)))
     return dropout_with_seed(x, p, int(torch.randint(0, 2**62, (1,))))
 
 
@@ -41,7 +44,8 @@ def dropout_with_seed(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     return _HashedDropout.apply(x, p, seed)
 
 
-def _masked(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+def masked(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """``x`` times the hashed mask of ``seed`` over ``1 - p`` (forward and backward alike)."""
     x = x.contiguous()
     out = torch.empty_like(x)
     kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype]))
@@ -55,8 +59,8 @@ class _HashedDropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, p: float, seed: int):  # noqa: D102
         ctx.p, ctx.seed = p, seed
-        return _masked(x, p, seed)
+        return masked(x, p, seed)
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        return _masked(grad, ctx.p, ctx.seed), None, None
+        return masked(grad, ctx.p, ctx.seed), None, None

@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from .. import te
 from ..graph import Graph
 from ..templates import sddmm, spmm
-from ..templates.kernel import cached_kernel
-from . import SHORTCUTS, edge_softmax, gsddmm, gspmm
+from ..templates.gradients import placeholder_gradients
+from ..templates.kernel import Kernel, cached_kernel
+from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, library
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
@@ -53,22 +54,49 @@ def gcn_aggregate(
     check_tensor("x", x, dims=2, rows=check_graph(g).num_nodes, rows_are="the graph's nodes", device=g.device)
     if edge_weight is not None:
         check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
-    base = g.with_self_loops() if add_self_loops else g
-    if edge_weight is None:  # the weights and the normalisation depend on the graph alone: kept on it
-        key = ("gcn-structure", add_self_loops, normalize, fill_value, x.dtype)
-        weight, norm = g.cached(key, lambda: _structure_norm(g, base, add_self_loops, normalize, fill_value, x.dtype))
-    else:
-        weight = _with_loop_weights(g, edge_weight, fill_value, x.dtype) if add_self_loops else edge_weight
-        norm = _norm(base, weight, x.dtype) if normalize else None
+    if torch.compiler.is_compiling() and normalize:  # the registered operator; eager skips its dispatch
+        return library.gcn_aggregate(g, x, edge_weight, add_self_loops, fill_value)
+    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, normalize, fill_value)
     if not normalize:
         if weight is None:
             return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
         return gspmm(base, "mul", "sum", x, weight, tune=tune)
+    kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
+    return kernel(**inputs)
+
+
+def _weights_and_norm(
+    g: Graph, dtype: torch.dtype, edge_weight: torch.Tensor | None, loops: bool, normalize: bool, fill: float
+) -> tuple[Graph, torch.Tensor | None, torch.Tensor | None]:
+    """The graph aggregated over (looped or not), its edge weights (None: all 1) and the normalisation."""
+    base = g.with_self_loops() if loops else g
+    if edge_weight is None:  # the weights and the normalisation depend on the graph alone: kept on it
+        key = ("gcn-structure", loops, normalize, fill, dtype)
+        return base, *g.cached(key, lambda: _structure_norm(g, base, loops, normalize, fill, dtype))
+    weight = _with_loop_weights(g, edge_weight, fill, dtype) if loops else edge_weight
+    return base, weight, (_norm(base, weight, dtype) if normalize else None)
+
+
+def normalised_aggregation(
+    base: Graph, x: torch.Tensor, weight: torch.Tensor | None, norm: torch.Tensor, tune: bool = False
+) -> tuple[Kernel, dict[str, torch.Tensor]]:
+    """The fused normalised SpMM over ``base`` and its inputs by placeholder name (NORM, X, and W where
+    weighted)."""
     kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None, tune)
     inputs = {"NORM": norm.unsqueeze(1), "X": x}
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
-    return kernel(**inputs)
+    return kernel, inputs
+
+
+def gcn_feature_gradient(
+    g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float,
+    grad: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """The gradient of ``gcn_aggregate``'s (normalised) output in ``x``, edge weights held fixed."""
+    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
+    kernel, inputs = normalised_aggregation(base, x, weight, norm)
+    return placeholder_gradients(kernel, inputs, grad, None, None, ["X"])["X"]
 
 
 def _with_loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float, dtype: torch.dtype) -> torch.Tensor:
@@ -161,15 +189,18 @@ def gat_attention(
     logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
     logit_dst = (feat_dst * attn_dst).sum(-1)
     p = dropout if training else 0.0
+    if torch.compiler.is_compiling() and not return_attention:  # the seed stays a tensor in traced code
+        seed_tensor = torch.randint(0, 2**62, (1,)) if p > 0 else torch.zeros(1, dtype=torch.int64)
+        return library.gat_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed_tensor)
     seed = int(torch.randint(0, 2**62, (1,))) if p > 0 else 0  # where ops.dropout would draw it
     if return_attention:  # the per-edge weights are asked for: build them
         return _per_edge_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (logit_src, logit_dst, feat)):
         return _RecomputedAttention.apply(g, logit_src, logit_dst, feat, negative_slope, p, seed)
-    return _fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)[0]
+    return fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)[0]
 
 
-def _fused_attention(
+def fused_attention(
     g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two fused passes, nothing per edge: the log-sum-exp of the scores per destination, then the weighted
@@ -204,25 +235,31 @@ class _RecomputedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int):  # noqa: D102
         ctx.g, ctx.slope, ctx.p, ctx.seed = g, slope, p, seed
-        out, log_total = _fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
+        out, log_total = fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
         ctx.save_for_backward(logit_src, logit_dst, feat, log_total)
         return out
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
         logit_src, logit_dst, feat, log_total = ctx.saved_tensors
-        g = ctx.g
-        kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], ctx.slope, ctx.p)
-        inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat, "G": grad.contiguous()}
-        if ctx.p > 0:
-            inputs["SEED"] = torch.tensor([ctx.seed])
-        row_sum = kernels["row_sum"](**inputs)
-        score_grad = kernels["score_grad"](**inputs, S=row_sum)  # (E, heads)
-        grad_src = SHORTCUTS["copy_e_sum"](g.reverse(), score_grad)
-        grad_dst = SHORTCUTS["copy_e_sum"](g, score_grad)
-        del inputs["F"]
-        grad_feat = kernels["feat_grad"](**inputs)
-        return None, grad_src, grad_dst, grad_feat, None, None, None
+        grads = attention_gradients(ctx.g, logit_src, logit_dst, feat, log_total, grad, ctx.slope, ctx.p, ctx.seed)
+        return None, *grads, None, None, None
+
+
+def attention_gradients(
+    g: Graph, logit_src, logit_dst, feat, log_total, grad: torch.Tensor, slope: float, p: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of (logit_src, logit_dst, feat), recomputing every weight (see ``_RecomputedAttention``)."""
+    kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
+    inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat, "G": grad.contiguous()}
+    if p > 0:
+        inputs["SEED"] = torch.tensor([seed])
+    row_sum = kernels["row_sum"](**inputs)
+    score_grad = kernels["score_grad"](**inputs, S=row_sum)  # (E, heads)
+    grad_src = SHORTCUTS["copy_e_sum"](g.reverse(), score_grad)
+    grad_dst = SHORTCUTS["copy_e_sum"](g, score_grad)
+    del inputs["F"]
+    return grad_src, grad_dst, kernels["feat_grad"](**inputs)
 
 
 class _GatKernels:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from ..graph import Graph
+from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import divide_by_in_degree
-from . import binary, lowering
+from . import binary, library, lowering
 from .checks import check_graph
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -63,21 +64,67 @@ def gspmm(
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
     lhs, rhs = binary.operands(op, rule, lhs, rhs)
-    if reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners
+    if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
+        out = library.gspmm(g, op, reduce, lhs, rhs, strategy)
+    elif reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners
         out = _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
     else:
         out = _GSpMM.apply(g, op, reduce, lhs, rhs, strategy, tune)
     return out.squeeze(-1) if scalar_features(lhs, rhs) else out
 
 
-def _aggregate(g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool) -> torch.Tensor:
-    """The forward kernel of ``op`` with ``reduce`` (autograd through the kernel where inputs need it)."""
+def _aggregate(
+    g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool, return_arg: bool = False
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The forward kernel of ``op`` with ``reduce`` (autograd through the kernel where inputs need it); with
+    ``return_arg`` also max/min's winners."""
     names, fn = binary.BINARY_OPS[op].forward
     roles = _roles(lhs, rhs)
     return lowering.run(
+        g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce,
+        return_arg=return_arg, strategy=strategy, tune=tune,
+    )  # fmt: skip
+
+
+def winner_gradients(
+    g: Graph, op: str, reduce: str, lhs, rhs, arg: torch.Tensor, grad_out: torch.Tensor, wants: tuple[bool, bool],
+    strategy: str, tune: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """max/min: the gradients of (lhs, rhs) where ``wants``, through the forward kernel's winners ``arg``."""
+    names, fn = binary.BINARY_OPS[op].forward
+    roles = _roles(lhs, rhs)
+    kernel, tensors = lowering.bind(
         g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce, strategy=strategy,
         tune=tune,
     )  # fmt: skip
+    wanted = [name for name, want in zip(("lhs", "rhs"), wants, strict=True) if want and name in tensors]
+    grads = placeholder_gradients(kernel, tensors, grad_out, arg, None, wanted)
+    return tuple(grads[n].view_as(x) if n in grads else None for n, x in (("lhs", lhs), ("rhs", rhs)))
+
+
+def gradients(
+    g: Graph, op: str, reduce: str, lhs, rhs, grad_out: torch.Tensor, wants: tuple[bool, bool], strategy: str,
+    tune: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """sum/mean: the gradients of (lhs, rhs) where ``wants``, each a kernel by the rules of ``binary``."""
+    rule = binary.BINARY_OPS[op]
+    grad_out = grad_out.contiguous()
+    if reduce == "mean":
+        grad_out = divide_by_in_degree(g, grad_out)
+    roles = _roles(lhs, rhs, grad_out)
+    grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
+    for name, x, target, grad_rule, want in (
+        ("a", lhs, "u", rule.grad_lhs, wants[0]),
+        ("b", rhs, "e", rule.grad_rhs, wants[1]),
+    ):
+        if want and grad_rule is not None:
+            names, fn = grad_rule
+            grad = lowering.run(
+                g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads), f"gspmm-{op}-d{name}",
+                result=_features(x), strategy=strategy, tune=tune,
+            )  # fmt: skip
+            grads[name] = grad.view_as(x)
+    return grads["a"], grads["b"]
 
 
 def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
@@ -98,19 +145,6 @@ class _GSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
         lhs, rhs = ctx.saved_tensors
-        g, rule = ctx.g, binary.BINARY_OPS[ctx.op]
-        grad_out = grad_out.contiguous()
-        wants = {"a": ctx.needs_input_grad[3], "b": ctx.needs_input_grad[4]}
-        if ctx.reduce == "mean":
-            grad_out = divide_by_in_degree(g, grad_out)
-        roles = _roles(lhs, rhs, grad_out)
-        grads: dict[str, torch.Tensor | None] = {"a": None, "b": None}
-        for name, x, target, grad_rule in (("a", lhs, "u", rule.grad_lhs), ("b", rhs, "e", rule.grad_rhs)):
-            if wants[name] and grad_rule is not None:
-                names, fn = grad_rule
-                grad = lowering.run(
-                    g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads),
-                    f"gspmm-{ctx.op}-d{name}", result=_features(x), strategy=ctx.strategy, tune=ctx.tune,
-                )  # fmt: skip
-                grads[name] = grad.view_as(x)
-        return None, None, None, grads["a"], grads["b"], None, None
+        wants = (ctx.needs_input_grad[3], ctx.needs_input_grad[4])
+        grad_lhs, grad_rhs = gradients(ctx.g, ctx.op, ctx.reduce, lhs, rhs, grad_out, wants, ctx.strategy, ctx.tune)
+        return None, None, None, grad_lhs, grad_rhs, None, None

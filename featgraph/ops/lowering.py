@@ -14,7 +14,7 @@ import torch
 
 from ..graph import Graph
 from ..templates import sddmm, spmm
-from ..templates.kernel import cached_kernel
+from ..templates.kernel import Kernel, cached_kernel
 from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand
 
@@ -37,6 +37,23 @@ def run(
     """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
     one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``;
     ``tune`` tunes the kernel on first use (the strategy stays as given)."""
+    kernel, tensors = bind(g, target, inputs, combine, key, reducer, result, reduce_last, strategy, tune)
+    return kernel.run(return_arg=True, **tensors) if return_arg else kernel(**tensors)
+
+
+def bind(
+    g: Graph,
+    target: str,
+    inputs: Sequence[tuple[str, str, torch.Tensor]],
+    combine: Combine,
+    key: str,
+    reducer: str = "sum",
+    result: Sequence[int] | None = None,
+    reduce_last: bool = False,
+    strategy: str = "gar",
+    tune: bool = False,
+) -> tuple[Kernel, dict[str, torch.Tensor]]:
+    """``run``'s kernel (built once per graph and signature) and the tensors it is called with, by name."""
     if target not in ("u", "v", "e"):
         raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
     graph = g.reverse() if target == "u" else g
@@ -53,8 +70,7 @@ def run(
         return spmm(graph, udf, reducer, tune=tune, strategy=strategy)
 
     kernel = cached_kernel(g, ("op-kernel", signature), build)
-    tensors = {name: _as_2d(x) for name, _, x in inputs}
-    return kernel.run(return_arg=True, **tensors) if return_arg else kernel(**tensors)
+    return kernel, {name: _as_2d(x) for name, _, x in inputs}
 
 
 GAS_MAX_WIDTH = 2

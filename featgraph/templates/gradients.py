@@ -235,26 +235,39 @@ class UdfFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
-        kernel: Kernel = ctx.kernel
         saved = ctx.saved_tensors
         tensors = dict(zip(ctx.names, saved[: len(ctx.names)], strict=True))
         out = saved[-1] if len(saved) > len(ctx.names) else None
-        grad = buffers.contiguous(grad_out)
-        if kernel.spec.reducer == "mean":
-            grad = divide_by_in_degree(kernel.graph, grad)
-        grad_dtype = {v: k for k, v in TORCH_DTYPES.items()}[grad.dtype]
-        grads = []
-        for name, needed in zip(ctx.names, ctx.needs_input_grad[3:], strict=True):
-            p = next(q for q in kernel.spec.op.placeholders if q.name == name)
-            if not needed or p.dtype == "int64":
-                grads.append(None)
-                continue
-            total = None
-            for _, part in kernel.gradient_kernels(p, grad_dtype):
-                available = {**tensors, GRAD: grad, ARG: ctx.arg, OUT: out}
-                inputs = {n: available[n] for n in part.placeholder_names}
-                result = part.evaluate(inputs, want_arg=False)[0]
-                total = result if total is None else total + result
-            x = tensors[name]
-            grads.append(torch.zeros_like(x) if total is None else total.view(p.shape).to(x.dtype))
-        return (None, None, None, *grads)
+        wanted = [name for name, needed in zip(ctx.names, ctx.needs_input_grad[3:], strict=True) if needed]
+        grads = placeholder_gradients(ctx.kernel, tensors, grad_out, ctx.arg, out, wanted)
+        return (None, None, None, *[grads.get(name) for name in ctx.names])
+
+
+def placeholder_gradients(
+    kernel: Kernel,
+    tensors: dict[str, torch.Tensor],
+    grad_out: torch.Tensor,
+    arg: torch.Tensor | None,
+    out: torch.Tensor | None,
+    wanted: list[str],
+) -> dict[str, torch.Tensor]:
+    """d(loss)/d(placeholder) for each ``wanted`` floating placeholder of ``kernel``, given its inputs, the
+    gradient of its output, and what the forward kept: ``arg`` (max/min winners) and ``out`` (logsumexp)."""
+    grad = buffers.contiguous(grad_out)
+    if kernel.spec.reducer == "mean":
+        grad = divide_by_in_degree(kernel.graph, grad)
+    grad_dtype = {v: k for k, v in TORCH_DTYPES.items()}[grad.dtype]
+    grads = {}
+    for name in wanted:
+        p = next(q for q in kernel.spec.op.placeholders if q.name == name)
+        if p.dtype == "int64":
+            continue
+        total = None
+        for _, part in kernel.gradient_kernels(p, grad_dtype):
+            available = {**tensors, GRAD: grad, ARG: arg, OUT: out}
+            inputs = {n: available[n] for n in part.placeholder_names}
+            result = part.evaluate(inputs, want_arg=False)[0]
+            total = result if total is None else total + result
+        x = tensors[name]
+        grads[name] = torch.zeros_like(x) if total is None else total.view(p.shape).to(x.dtype)
+    return grads
