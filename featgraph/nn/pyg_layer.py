@@ -141,7 +141,7 @@ class FusedLayer:
         if key not in _warned:
             _warned.add(key)
             warnings.warn(
-                f"{type(self).__name__}: {reason}; running PyG's implementation", FallbackWarning, stacklevel=3
+                f"{type(self).__name__}: {reason}; running PyG's implementation", FallbackWarning, stacklevel=5
             )
         pyg_forward = super().forward  # type: ignore[misc]
         if isinstance(edge_index, Graph):

@@ -4,7 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn import GCNConv
-from tests.nn.reference import E, N, assert_matches_pyg, edges, pyg_conv
+from tests.nn.reference import E, N, assert_matches_pyg, assert_same_as_pyg, edges, expect_fallback, pyg_conv
 
 
 def dense_gcn(conv, x, edge_index, weight, improved):
@@ -90,3 +90,43 @@ def test_gcn_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
     theirs = pyg_conv("GCNConv")(7, 3)
     with fg.default_target("gpu"):
         assert_matches_pyg(GCNConv(7, 3), theirs, torch.randn(N, 7), edges(1))
+
+
+@pytest.mark.parametrize("improved", [False, True])
+@pytest.mark.parametrize("loops", [False, True])
+def test_sparse_adj_t_as_pyg(improved, loops):
+    """PyG adds I (2I when improved) on top of a torch sparse adj_t, where an edge_index keeps one loop per
+    vertex: ours follows each form (an adj_t with self loops on PyG's path), forward and gradients."""
+    torch.manual_seed(5)
+    edge_index = edges(3).unique(dim=1)
+    if not loops:
+        edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    weight = torch.rand(edge_index.shape[1], dtype=torch.float64) + 0.1
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), weight, (N, N)).coalesce().to_sparse_csr()
+    theirs, ours = pyg_conv("GCNConv")(6, 4, improved=improved), GCNConv(6, 4, improved=improved)
+    x = torch.randn(N, 6, dtype=torch.float64, requires_grad=True)
+    if loops:
+        with expect_fallback("a sparse adj_t with self loops"):
+            assert_same_as_pyg(ours, theirs, (x,), x, adj_t)
+    else:
+        assert_same_as_pyg(ours, theirs, (x,), x, adj_t)
+
+
+def test_cached_keeps_the_first_graph_as_pyg():
+    """``cached=True``: the first call's graph serves later calls (PyG's meaning), PyG's own cache is filled,
+    and ``reset_parameters`` forgets it."""
+    torch.manual_seed(6)
+    theirs = pyg_conv("GCNConv")(6, 4, cached=True)
+    ours = GCNConv(6, 4, cached=True)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(N, 6)
+    first, second = edges(1), edges(2)
+    torch.testing.assert_close(ours(x, first), theirs(x, first))
+    assert ours._cached_edge_index is not None
+    torch.testing.assert_close(ours(x, second), theirs(x, second))  # both still on the first graph
+    torch.testing.assert_close(ours(x, second), ours(x, first))
+    ours.reset_parameters()
+    ours.load_state_dict(theirs.state_dict())
+    fresh = pyg_conv("GCNConv")(6, 4)
+    fresh.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x, second), fresh(x, second))

@@ -1,0 +1,124 @@
+"""The mechanism shared by featgraph's layers: they are PyG's classes, run PyG's forward (with one warning per
+reason) wherever the fused path does not apply, and give PyG's numbers either way."""
+
+import warnings
+
+import pytest
+import torch
+
+import featgraph.nn as fg_nn
+from featgraph import Graph
+from featgraph.nn import GATConv, GCNConv, SAGEConv
+from tests.nn.reference import NUM_DST, NUM_SRC, N, bipartite_edges, edges, expect_fallback
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
+LAYERS = ("GCNConv", "SAGEConv", "GATConv", "GINConv", "AGNNConv", "EdgeConv")
+
+
+def _no_warning(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn()
+
+
+def test_layers_are_pygs_classes_with_pygs_repr():
+    for name in LAYERS:
+        assert issubclass(getattr(fg_nn, name), getattr(pyg_nn, name))
+    assert repr(GCNConv(16, 32)) == "GCNConv(16, 32)"
+    assert repr(SAGEConv((8, 16), 32, aggr="max")) == "SAGEConv((8, 16), 32, aggr=max)"
+    assert repr(GATConv(8, 32, heads=2)) == "GATConv(8, 32, heads=2)"
+    assert list(GATConv(8, 4, edge_dim=3).state_dict()) == list(pyg_nn.GATConv(8, 4, edge_dim=3).state_dict())
+
+
+def test_message_passing_hooks_run_pygs_path_once_warned():
+    torch.manual_seed(0)
+    conv, x, edge_index = GCNConv(8, 4), torch.randn(N, 8), edges()
+    fused = _no_warning(lambda: conv(x, edge_index))
+    seen = []
+    handle = conv.register_message_forward_pre_hook(lambda module, inputs: seen.append(inputs[0]["x_j"].shape))
+    with expect_fallback("hooks registered on message passing"):
+        torch.testing.assert_close(conv(x, edge_index), fused)
+    assert seen
+    _no_warning(lambda: conv(x, edge_index))  # once per layer class and reason
+    handle.remove()
+    torch.testing.assert_close(_no_warning(lambda: conv(x, edge_index)), fused)
+
+
+def test_decomposed_layers_flow_and_explain_run_pygs_path():
+    torch.manual_seed(1)
+    x, edge_index = torch.randn(N, 8), edges()
+    gcn = GCNConv(8, 4)
+    fused = gcn(x, edge_index)
+    gcn.decomposed_layers = 2
+    with expect_fallback("decomposed_layers"):
+        torch.testing.assert_close(gcn(x, edge_index), fused)
+    conv = SAGEConv(8, 4)
+    fused = conv(x, edge_index)
+    conv.flow = "target_to_source"
+    with expect_fallback("flow='target_to_source'"):
+        torch.testing.assert_close(conv(x, edge_index.flip(0)), fused)
+    conv.flow = "source_to_target"
+    conv.explain = True
+    conv._edge_mask = torch.full((edge_index.shape[1],), 50.0)  # sigmoid(50) == 1: every message kept
+    with expect_fallback("explain mode"):
+        torch.testing.assert_close(conv(x, edge_index), fused)
+
+
+def test_a_lazy_layer_initialises_on_pygs_path_then_runs_fused():
+    torch.manual_seed(2)
+    conv, x, edge_index = SAGEConv(-1, 4), torch.randn(N, 8), edges()
+    with expect_fallback("lazy parameters"):
+        first = conv(x, edge_index)
+    assert conv.lin_l.weight.shape == (4, 8)
+    torch.testing.assert_close(_no_warning(lambda: conv(x, edge_index)), first)
+
+
+def test_sparse_and_batched_x_as_pyg_or_an_error_naming_x():
+    """GCNConv takes a sparse COO x and a static graph's (B, N, F) x as PyG does; GATConv, whose PyG layer
+    takes no batched x, raises a ValueError naming x."""
+    torch.manual_seed(3)
+    conv, x, edge_index = GCNConv(8, 4), torch.randn(2, N, 8), edges()
+    with expect_fallback("x of 3 dimensions"):
+        batched = conv(x, edge_index)
+    torch.testing.assert_close(batched, torch.stack([conv(x[0], edge_index), conv(x[1], edge_index)]))
+    with expect_fallback("x is not a dense tensor"):
+        torch.testing.assert_close(conv(x[0].to_sparse(), edge_index), conv(x[0], edge_index))
+    with pytest.raises(ValueError, match=r"^x: GATConv cannot take an x of shape \(2, 20, 8\)"):
+        GATConv(8, 4)(x, edge_index)
+
+
+def test_a_graph_reaches_pygs_path_as_edge_index_and_size():
+    """On PyG's path a featgraph Graph becomes its edge_index (a block: with size, and a tensor of its
+    sources gives the destinations its first rows), with the same results as the fused path."""
+    torch.manual_seed(4)
+    block = Graph.from_edge_index(bipartite_edges(), num_nodes=(NUM_SRC, NUM_DST))
+    conv, x = SAGEConv(8, 4), torch.randn(NUM_SRC, 8)
+    fused = conv(x, block)
+    conv.register_propagate_forward_pre_hook(lambda module, inputs: None)
+    with expect_fallback("hooks"):
+        torch.testing.assert_close(conv(x, block), fused)
+    weighted = Graph.from_edge_index(edges(), N, edge_weight=torch.rand(edges().shape[1]))
+    gcn, x = GCNConv(8, 4), torch.randn(N, 8)
+    fused = gcn(x, weighted)
+    gcn.register_propagate_forward_pre_hook(lambda module, inputs: None)
+    torch.testing.assert_close(gcn(x, weighted), fused)
+
+
+def test_torchscript_compiles_pygs_layer_on_the_same_parameters():
+    torch.manual_seed(5)
+    conv, x, edge_index = GCNConv(8, 4), torch.randn(N, 8), edges()
+    scripted = torch.jit.script(conv)
+    torch.testing.assert_close(scripted(x, edge_index), conv(x, edge_index))
+    assert scripted.lin.weight.data_ptr() == conv.lin.weight.data_ptr()
+
+
+def test_adjacency_values_requiring_grad_get_their_gradient_on_pygs_path():
+    torch.manual_seed(6)
+    edge_index = edges()
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]].unique(dim=1)
+    values = torch.rand(edge_index.shape[1], requires_grad=True)
+    adj_t = torch.sparse_coo_tensor(edge_index.flip(0), values, (N, N)).coalesce()
+    with expect_fallback("the adjacency's values require grad"):
+        out = GCNConv(8, 4, normalize=False)(torch.randn(N, 8), adj_t)
+    (grad,) = torch.autograd.grad(out.sum(), values)
+    assert bool(grad.any())
