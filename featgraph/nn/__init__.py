@@ -1,6 +1,9 @@
-"""GNN layers with PyG's signatures (``forward(x, edge_index)``, also a ``featgraph.Graph``) and parameter
-names, computed with featgraph's fused ops; with the same weights they match PyG's layers of the same name."""
+"""GNN layers built on PyG's layer classes of the same name (constructor, parameters, hooks, ...), their
+forward on featgraph's fused ops where the call allows and PyG's own otherwise (``FallbackWarning``); they also
+take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers to them in place.
+Requires torch_geometric."""
 
+from .accelerate import Acceleration, accelerate
 from .agnn import AGNNConv
 from .appnp import APPNP
 from .edge_conv import EdgeConv
@@ -9,6 +12,7 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .graph_conv import GraphConv
 from .graph_input import as_graph
+from .pyg_layer import FallbackWarning
 from .sage import SAGEConv
 from .sg_conv import SGConv
 
@@ -23,4 +27,7 @@ __all__ = [
     "GraphConv",
     "SGConv",
     "APPNP",
+    "Acceleration",
+    "FallbackWarning",
+    "accelerate",
 ]

@@ -1,0 +1,69 @@
+import copy
+
+import pytest
+import torch
+
+import featgraph.nn as fg_nn
+from featgraph.nn import accelerate
+from tests.nn.reference import N, edges
+
+pyg_nn = pytest.importorskip("torch_geometric.nn")
+
+
+class OwnGCN(pyg_nn.GCNConv):
+    """A user's subclass of a PyG layer: accelerate must keep its own methods."""
+
+    def message(self, x_j, edge_weight):
+        return 2 * super().message(x_j, edge_weight)
+
+
+class Mixed(torch.nn.Module):
+    """Supported layers (one with an aggregation featgraph lacks), an unsupported one, a subclass, plain torch."""
+
+    def __init__(self):
+        super().__init__()
+        self.gcn = pyg_nn.GCNConv(8, 16)
+        self.convs = torch.nn.ModuleList(
+            [pyg_nn.SAGEConv(16, 16, aggr="max"), pyg_nn.GATConv(16, 4, heads=2), pyg_nn.SAGEConv(8, 8, aggr="std")]
+        )
+        self.gin = pyg_nn.GINConv(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), train_eps=True)
+        self.cheb = pyg_nn.ChebConv(8, 8, K=2)
+        self.own = OwnGCN(8, 8)
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x, edge_index):
+        h = self.gcn(x, edge_index).relu()
+        for conv in self.convs[:2]:
+            h = conv(h, edge_index).relu()
+        side = self.convs[2](x, edge_index) + self.gin(x, edge_index) + self.cheb(x, edge_index)
+        return self.head(h[:, :8] + side + self.own(x, edge_index))
+
+
+def test_accelerate_swaps_supported_layers_in_place_with_identical_outputs(capsys):
+    torch.manual_seed(0)
+    model = Mixed().double()
+    reference = copy.deepcopy(model)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    gcn = model.gcn
+    summary = accelerate(model, verbose=True)
+    assert model.gcn is gcn and type(gcn) is fg_nn.GCNConv and isinstance(gcn, pyg_nn.GCNConv)
+    assert [path for path, _ in summary.swapped] == ["gcn", "convs.0", "convs.1", "convs.2", "gin"]
+    assert {path: why for path, _, why in summary.left} == {
+        "cheb": "featgraph has no layer for it",
+        "own": "a subclass of a PyG layer: its own methods are kept",
+    }
+    assert type(model.own) is OwnGCN and "5 layer(s) accelerated, 2 left" in capsys.readouterr().out
+    assert model.state_dict().keys() == state.keys()
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+    x, edge_index = torch.randn(N, 8, dtype=torch.float64, requires_grad=True), edges()
+    out, ref = model(x, edge_index), reference(x, edge_index)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(*(torch.autograd.grad(o.square().sum(), x)[0] for o in (out, ref)))
+    assert accelerate(model).swapped == []  # already featgraph's
+
+
+def test_accelerate_takes_a_single_layer_and_refuses_what_is_not_a_module():
+    conv = pyg_nn.GCNConv(4, 4)
+    assert accelerate(conv).swapped == [("", "GCNConv")] and type(conv) is fg_nn.GCNConv
+    with pytest.raises(TypeError, match="^model: expected a torch.nn.Module"):
+        accelerate("model")
