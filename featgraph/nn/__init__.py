@@ -8,8 +8,10 @@ from .agnn import AGNNConv
 from .appnp import APPNP
 from .edge_conv import EdgeConv
 from .gat import GATConv
+from .gatv2_conv import GATv2Conv
 from .gcn import GCNConv
 from .gin import GINConv
+from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .graph_input import as_graph
 from .pyg_layer import FallbackWarning
@@ -30,4 +32,6 @@ __all__ = [
     "Acceleration",
     "FallbackWarning",
     "accelerate",
+    "GINEConv",
+    "GATv2Conv",
 ]

@@ -1,0 +1,48 @@
+"""``GINEConv`` (Hu et al.): GIN with edge features, ``nn((1 + eps) x_v + sum_u relu(x_u + lin(e_uv)))``,
+PyG's layer on one fused SpMM."""
+
+from __future__ import annotations
+
+import torch
+import torch_geometric.nn
+
+from ..ops.attention import relu_edge_sum
+from .graph_conv import sizes_of
+from .graph_input import GraphLike, PairTensor, split_input
+from .pyg_layer import FusedLayer
+
+
+class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
+    """PyG's ``GINEConv`` (constructor, ``nn``, ``eps``/``train_eps``, ``edge_dim``'s ``lin``, bipartite
+    ``(x_src, x_dst)`` and ``size``), its aggregation one fused SpMM of ``relu(x_u + e_uv)``
+    (``ops.attention.relu_edge_sum``): the messages are never stored. With ``edge_dim`` the edge features
+    are projected first, as PyG does (one GEMM). A sparse ``adj_t`` runs PyG's path."""
+
+    def forward(
+        self,
+        x: PairTensor,
+        edge_index: GraphLike,
+        edge_attr: torch.Tensor | None = None,
+        size: tuple[int, int] | None = None,
+    ) -> torch.Tensor:
+        """As PyG's; ``edge_index`` may also be a ``featgraph.Graph`` (``edge_attr`` in its edge order)."""
+        reason = self.fused_blocker(x, edge_index) or self._blocker(x, edge_index, edge_attr)
+        if reason:
+            return self.fallback(reason, x, edge_index, edge_attr, size)
+        x_src, x_dst, g = split_input(x, edge_index, sizes_of(edge_index, size))
+        out = relu_edge_sum(g, x_src, edge_attr if self.lin is None else self.lin(edge_attr))
+        if x_dst is not None:
+            out = out + (1 + self.eps) * x_dst
+        return self.nn(out)
+
+    def _blocker(self, x: PairTensor, edge_index: GraphLike, edge_attr: torch.Tensor | None) -> str | None:
+        if edge_attr is None:
+            raise ValueError("edge_attr: GINEConv needs edge features (use GINConv without them)")
+        if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
+            return "edge features with a sparse adj_t"
+        dtype = (x[0] if isinstance(x, (tuple, list)) else x).dtype
+        if not isinstance(edge_attr, torch.Tensor) or edge_attr.layout != torch.strided or edge_attr.dim() != 2:
+            return "edge_attr is not a dense (num_edges, features) tensor"
+        if edge_attr.dtype != dtype:
+            return f"edge_attr of dtype {edge_attr.dtype} with x of {dtype}"
+        return None
