@@ -6,7 +6,9 @@ A layer is ``class GCNConv(FusedLayer, torch_geometric.nn.GCNConv)``: constructo
 ``forward`` asks ``fused_blocker`` (the checks every layer shares, plus its own) why the fused path cannot
 take this call; with a reason it returns ``fallback(reason, ...)``, PyG's ``forward`` on the same arguments,
 with a ``FallbackWarning`` the first time each layer class meets that reason. The fused path never guesses:
-whatever it does not handle exactly as PyG does goes to PyG.
+whatever it does not handle exactly as PyG does goes to PyG. Helpers for a layer's own checks:
+``fused_reduce`` (featgraph's reducer for the layer's ``aggr``, or None), ``split`` (features and graph
+from PyG's input forms) and ``weighted_sparse_adj``; ``pyg_base`` gives the PyG class under a layer class.
 
 Requires ``torch_geometric`` (``featgraph.nn`` imports it; featgraph's core does not).
 """
@@ -147,10 +149,14 @@ class FusedLayer:
         if isinstance(edge_index, Graph):
             graph, edge_index = edge_index, torch.stack(edge_index.coo())
             if graph.is_bipartite:
-                if "size" in inspect.signature(pyg_forward).parameters:
-                    kwargs["size"] = (graph.num_src_nodes, graph.num_dst_nodes)
+                signature = inspect.signature(pyg_forward)
+                bound = signature.bind(x, edge_index, *args, **kwargs)
+                if "size" in signature.parameters:
+                    bound.arguments["size"] = (graph.num_src_nodes, graph.num_dst_nodes)
                 if isinstance(x, torch.Tensor):
-                    x = (x, x[: graph.num_dst_nodes])
+                    bound.arguments["x"] = (x, x[: graph.num_dst_nodes])
+                x, edge_index, *args = bound.args
+                kwargs = bound.kwargs
         try:
             return pyg_forward(x, edge_index, *args, **kwargs)
         except (RuntimeError, NotImplementedError, AssertionError, AttributeError) as error:

@@ -97,6 +97,7 @@ def test_a_graph_reaches_pygs_path_as_edge_index_and_size():
     conv.register_propagate_forward_pre_hook(lambda module, inputs: None)
     with expect_fallback("hooks"):
         torch.testing.assert_close(conv(x, block), fused)
+    torch.testing.assert_close(conv.fallback("size given by position", x, block, None), fused)
     weighted = Graph.from_edge_index(edges(), N, edge_weight=torch.rand(edges().shape[1]))
     gcn, x = GCNConv(8, 4), torch.randn(N, 8)
     fused = gcn(x, weighted)
