@@ -35,6 +35,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
+# Builds for smaller graphs (a mini-batch's blocks) skip the trim: their temporaries are small, and trimming
+# after each of a training step's builds handed back pages the next batch faulted in again (GraphSAGE on
+# products-like-small: 20 ms of CPU per step).
+TRIM_MIN_EDGES = 1_000_000
+
+
 def release_freed_heap() -> None:
     """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``). Building a format or a kernel
     frees large temporaries that glibc would otherwise keep mapped under the long-lived result, and the
@@ -223,11 +229,17 @@ class Graph:
         num_src: int,
         edge_weight: Any | None = None,
         check: bool = True,
+        csc: Compressed | None = None,
     ) -> Graph:
         """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
         the graph's own, so kernels build no format for it. ``check=False`` trusts the tensors (int64,
-        contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``."""
+        contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``.
+        ``csc``, the same edges grouped by source (trusted, so only with ``check=False``: featgraph's sampler
+        builds it by a counting sort), is kept too, so gradients with respect to source rows build no format
+        either."""
+        if csc is not None and check:
+            raise ValueError("csc is trusted as given (featgraph's sampler builds it): pass it with check=False")
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
         if check:
             if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
@@ -248,6 +260,10 @@ class Graph:
             graph._own(edges)
         ids = torch.arange(indices.numel(), device=indptr.device)
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
+        graph._cache[("in_deg",)] = counts.to(torch.int64)
+        if csc is not None:
+            graph._cache[("csc",)] = csc
+            graph._cache[("out_deg",)] = csc.indptr[1:] - csc.indptr[:-1]
         return graph
 
     @classmethod
@@ -336,7 +352,8 @@ class Graph:
         that ops bind to this graph, so a training loop builds each of them once."""
         if key not in self._cache:
             self._cache[key] = build()
-            release_freed_heap()
+            if self.num_edges >= TRIM_MIN_EDGES:
+                release_freed_heap()
         return self._cache[key]
 
     # ---- formats ------------------------------------------------------------------------------
@@ -387,11 +404,18 @@ class Graph:
         return any(key[0] == "csr" for key in self._cache)
 
     def reverse(self) -> Graph:
-        """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC."""
-        return self.cached(
-            ("reverse",),
-            lambda: Graph._derived(self._dst, self._src, (self._num_dst, self._num_src), self._edge_weight),
-        )
+        """The graph with every edge flipped (same edge ids); its CSR is this graph's CSC, shared where one
+        is built already (and the other way round)."""
+
+        def flip() -> Graph:
+            flipped = Graph._derived(self._dst, self._src, (self._num_dst, self._num_src), self._edge_weight)
+            for mine, theirs in (("csc", "csr"), ("csr", "csc"), ("out_deg", "in_deg"), ("in_deg", "out_deg")):
+                for key, value in self._cache.items():
+                    if key[0] == mine:
+                        flipped._cache[(theirs, *key[1:])] = value
+            return flipped
+
+        return self.cached(("reverse",), flip)
 
     def self_loop_edges(self) -> torch.Tensor:
         """Ids of the self-loop edges (u -> u), in edge order."""

@@ -200,7 +200,12 @@ class NeighborSampler:
                     self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads
                 )
             edge_weight = None if weight is None else weight[drawn.edge_ids]
-            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, drawn.node_ids.numel(), edge_weight, check=False)
+            num_src = drawn.node_ids.numel()
+            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src)
+            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc)
+            # both formats in the kernels' index type, built here (a loader's background thread) rather than
+            # in the training step that runs the block
+            block_graph.csr(block_graph.index_dtype), block_graph.csc(block_graph.index_dtype)
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from featgraph import Graph
+from featgraph import Graph, ops
+from featgraph.graph.formats import compress
 from tests.conftest import adjacency, random_edges
 
 
@@ -205,11 +206,12 @@ def _heap_temporaries() -> bytearray:
     return keep
 
 
-def test_cached_builds_hand_their_freed_temporaries_back():
-    from featgraph.graph.graph import _malloc_trim
+def test_cached_builds_hand_their_freed_temporaries_back(monkeypatch):
+    from featgraph.graph import graph as graph_module
 
-    if _malloc_trim() is None:
+    if graph_module._malloc_trim() is None:
         pytest.skip("not glibc")
+    monkeypatch.setattr(graph_module, "TRIM_MIN_EDGES", 1)  # this graph counts as large
     before = _resident_mb()
     kept = [_heap_temporaries()]  # outside the cache: glibc keeps the freed 100 MB mapped
     assert _resident_mb() - before > 80
@@ -217,6 +219,19 @@ def test_cached_builds_hand_their_freed_temporaries_back():
     g.cached(("temporaries",), _heap_temporaries)  # inside: freed pages go back, the old ones too
     assert _resident_mb() - before < 40
     assert len(kept) == 1
+
+
+def test_builds_for_graphs_below_the_trim_size_skip_the_trim(monkeypatch):
+    from featgraph.graph import graph as graph_module
+
+    trims = []
+    monkeypatch.setattr(graph_module, "release_freed_heap", lambda: trims.append(1))
+    small = Graph(torch.tensor([0, 1]), torch.tensor([1, 0]), 2)
+    small.cached(("anything",), lambda: 1)
+    assert trims == [] and small.num_edges < graph_module.TRIM_MIN_EDGES
+    monkeypatch.setattr(graph_module, "TRIM_MIN_EDGES", 2)
+    small.cached(("another",), lambda: 2)
+    assert trims == [1]
 
 
 def bipartite_edges(num_src: int, num_dst: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -269,6 +284,24 @@ def test_from_csr_keeps_the_given_csr_and_its_order():
     assert torch.equal(g.csr(torch.int32).indptr, indptr.int())
     trusted = Graph.from_csr(indptr, indices, num_src=7, check=False)
     assert torch.equal(torch.stack(trusted.coo()), torch.stack(g.coo())) and trusted.csr().indptr is indptr
+
+
+def test_from_csr_with_a_csc_keeps_it_and_the_reverse_graph_shares_it():
+    """A trusted CSC (as the sampler builds it) is the graph's own and its reverse's CSR; degrees come from the
+    two indptrs; each agrees with what the graph would build from its edges."""
+    indptr, indices = torch.tensor([0, 2, 2, 5]), torch.tensor([4, 0, 1, 1, 6])
+    reference = Graph.from_csr(indptr, indices, num_src=7)
+    csc = compress(indices, reference.coo()[1], 7)
+    g = Graph.from_csr(indptr, indices, num_src=7, check=False, csc=csc)
+    assert g.csc() is csc and g.reverse().csr() is csc and g.reverse().csc() is g.csr()
+    assert torch.equal(g.in_degrees(), torch.bincount(reference.coo()[1], minlength=3))
+    assert torch.equal(g.out_degrees(), torch.bincount(indices, minlength=7))
+    assert torch.equal(g.reverse().in_degrees(), g.out_degrees())
+    x = torch.randn(3, 4, dtype=torch.float64)
+    expected = ops.gspmm(reference.reverse(), "copy_lhs", "sum", x, None)
+    torch.testing.assert_close(ops.gspmm(g.reverse(), "copy_lhs", "sum", x, None), expected)
+    with pytest.raises(ValueError, match="check=False"):
+        Graph.from_csr(indptr, indices, num_src=7, csc=csc)
 
 
 @pytest.mark.parametrize(

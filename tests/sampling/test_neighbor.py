@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from featgraph import Graph, datasets, ops
+from featgraph.graph.formats import compress
 from featgraph.sampling import MiniBatch, NeighborSampler
 from tests.conftest import random_edges
 from tests.sampling.reference import assert_same_batch, check_minibatch
@@ -139,6 +140,18 @@ def test_a_block_aggregates_like_its_dense_bipartite_adjacency():
         out = ops.gspmm(block.graph, "copy_lhs", "sum", h, None)
         torch.testing.assert_close(out, dense @ h)
         h = out
+
+
+def test_blocks_carry_their_csc_and_degrees_as_built_from_their_edges():
+    graph = skewed_graph()
+    batch = NeighborSampler(graph, [6, 3]).sample(some_seeds(graph.num_nodes, 80), seed=5)
+    for block in batch.blocks:
+        g = block.graph
+        src, dst = g.coo()
+        expected = compress(src, dst, g.num_src_nodes)
+        assert all(torch.equal(a, b) for a, b in zip(g.csc(), expected, strict=True))
+        assert torch.equal(g.in_degrees(), torch.bincount(dst, minlength=g.num_dst_nodes))
+        assert torch.equal(g.out_degrees(), torch.bincount(src, minlength=g.num_src_nodes))
 
 
 def test_one_sampler_shared_by_threads_gives_each_call_its_own_batch():
