@@ -17,6 +17,7 @@ from .graph_input import as_graph
 from .pyg_layer import FallbackWarning
 from .sage import SAGEConv
 from .sg_conv import SGConv
+from .transformer_conv import TransformerConv
 
 __all__ = [
     "AGNNConv",
@@ -34,4 +35,5 @@ __all__ = [
     "accelerate",
     "GINEConv",
     "GATv2Conv",
+    "TransformerConv",
 ]

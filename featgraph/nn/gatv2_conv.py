@@ -9,8 +9,8 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ..graph import Graph
 from ..ops.attention import gatv2_scores, softmax_aggregate
-from .graph_conv import sizes_of
-from .graph_input import GraphLike, PairTensor, split_input
+from .graph_input import GraphLike, PairTensor
+from .layer_inputs import attention_blocker
 from .pyg_layer import FusedLayer
 
 
@@ -39,11 +39,13 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
         return_attention_weights: bool | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """As PyG's; ``edge_index`` may also be a ``featgraph.Graph`` (``edge_attr`` in its edge order)."""
-        reason = self.fused_blocker(x, edge_index) or self._blocker(x, edge_index, edge_attr, return_attention_weights)
+        reason = self.fused_blocker(x, edge_index) or attention_blocker(
+            self, x, edge_index, edge_attr, return_attention_weights, dims=(1, 2)
+        )
         if reason:
             return self.fallback(reason, x, edge_index, edge_attr, return_attention_weights)
         heads, channels = self.heads, self.out_channels
-        x_src, x_dst, g = split_input(x, edge_index, sizes_of(edge_index, None))
+        x_src, x_dst, g = self.split(x, edge_index, None)
         if x_dst is None:
             raise ValueError("x: GATv2Conv needs the destinations' features, got (x_src, None)")
         feat_src = self.lin_l(x_src).view(-1, heads, channels)
@@ -69,22 +71,3 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
         if return_attention_weights:
             return out, (torch.stack(g.coo()), alpha)
         return out
-
-    def _blocker(
-        self, x: PairTensor, edge_index: GraphLike, edge_attr: torch.Tensor | None, return_attention: bool | None
-    ) -> str | None:
-        sparse_adj = isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
-        if sparse_adj and edge_attr is not None:
-            return "edge features with a sparse adj_t"
-        if sparse_adj and return_attention:
-            return "attention weights of a sparse adj_t (returned as a sparse tensor)"
-        if (edge_attr is None) != (self.lin_edge is None):
-            raise ValueError(
-                "edge_attr: given to a GATv2Conv without edge_dim" if self.lin_edge is None
-                else f"edge_attr: this GATv2Conv has edge_dim={self.edge_dim} and needs edge features"
-            )  # fmt: skip
-        if edge_attr is not None:
-            dtype = (x[0] if isinstance(x, (tuple, list)) else x).dtype
-            if edge_attr.layout != torch.strided or edge_attr.dim() not in (1, 2) or edge_attr.dtype != dtype:
-                return "edge_attr is not a dense (num_edges, edge_dim) tensor of x's dtype"
-        return None

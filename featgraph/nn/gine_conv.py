@@ -7,8 +7,8 @@ import torch
 import torch_geometric.nn
 
 from ..ops.attention import relu_edge_sum
-from .graph_conv import sizes_of
-from .graph_input import GraphLike, PairTensor, split_input
+from .graph_input import GraphLike, PairTensor
+from .layer_inputs import edge_attr_blocker
 from .pyg_layer import FusedLayer
 
 
@@ -29,7 +29,7 @@ class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
         reason = self.fused_blocker(x, edge_index) or self._blocker(x, edge_index, edge_attr)
         if reason:
             return self.fallback(reason, x, edge_index, edge_attr, size)
-        x_src, x_dst, g = split_input(x, edge_index, sizes_of(edge_index, size))
+        x_src, x_dst, g = self.split(x, edge_index, size)
         out = relu_edge_sum(g, x_src, edge_attr if self.lin is None else self.lin(edge_attr))
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
@@ -38,11 +38,4 @@ class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
     def _blocker(self, x: PairTensor, edge_index: GraphLike, edge_attr: torch.Tensor | None) -> str | None:
         if edge_attr is None:
             raise ValueError("edge_attr: GINEConv needs edge features (use GINConv without them)")
-        if isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
-            return "edge features with a sparse adj_t"
-        dtype = (x[0] if isinstance(x, (tuple, list)) else x).dtype
-        if not isinstance(edge_attr, torch.Tensor) or edge_attr.layout != torch.strided or edge_attr.dim() != 2:
-            return "edge_attr is not a dense (num_edges, features) tensor"
-        if edge_attr.dtype != dtype:
-            return f"edge_attr of dtype {edge_attr.dtype} with x of {dtype}"
-        return None
+        return edge_attr_blocker(x, edge_index, edge_attr, dims=(2,))

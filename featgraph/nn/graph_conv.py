@@ -5,28 +5,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn
-from torch_geometric import EdgeIndex
 
 from ..graph import Graph
 from ..ops import gspmm
-from .graph_input import GraphLike, PairTensor, split_input
+from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer
-
-# PyG's aggregation names featgraph's SpMM reduces with
-REDUCERS = {"add": "sum", "sum": "sum", "mean": "mean", "max": "max", "min": "min"}
-
-
-def sizes_of(edge_index: GraphLike, size: tuple[int, int] | None) -> tuple[int, int] | None:
-    """PyG's ``size`` for a call: as given, else what the graph argument says of itself, as PyG reads it (a
-    sparse ``adj_t``'s shape, an ``EdgeIndex``'s sparse size), so ``(x_src, None)`` needs no ``size`` there;
-    else None."""
-    if size is not None or not isinstance(edge_index, torch.Tensor):
-        return size
-    if edge_index.layout != torch.strided:
-        return int(edge_index.shape[1]), int(edge_index.shape[0])
-    if isinstance(edge_index, EdgeIndex) and None not in edge_index.sparse_size():
-        return tuple(edge_index.sparse_size())
-    return None
 
 
 def weighted_aggregate(g: Graph, x: torch.Tensor, weight: torch.Tensor | None, reduce: str) -> torch.Tensor:
@@ -57,9 +40,9 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
         reason = self.fused_blocker(x, edge_index) or self._blocker(x, edge_weight)
         if reason:
             return self.fallback(reason, x, edge_index, edge_weight, size)
-        x_src, x_dst, g = split_input(x, edge_index, sizes_of(edge_index, size))
+        x_src, x_dst, g = self.split(x, edge_index, size)
         weight = g.edge_weight if edge_weight is None else edge_weight
-        reduce = REDUCERS[self.aggr]
+        reduce = self.fused_reduce()
         lin = self.lin_rel
         if reduce in ("sum", "mean") and lin.weight.shape[0] < lin.weight.shape[1]:
             out = weighted_aggregate(g, F.linear(x_src, lin.weight), weight, reduce)
@@ -69,7 +52,7 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
         return out if x_dst is None else out + self.lin_root(x_dst)
 
     def _blocker(self, x: PairTensor, edge_weight: torch.Tensor | None) -> str | None:
-        if self.aggr not in REDUCERS:
+        if self.fused_reduce() is None:
             return f"aggr={self.aggr!r}"
         dtype = (x[0] if isinstance(x, (tuple, list)) else x).dtype
         if edge_weight is not None and edge_weight.dtype != dtype:

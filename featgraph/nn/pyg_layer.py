@@ -21,6 +21,7 @@ import warnings
 from typing import Any
 
 import torch
+from torch_geometric import EdgeIndex
 from torch_geometric.inspector import Inspector
 from torch_geometric.nn import aggr as pyg_aggr
 from torch_geometric.nn.conv import MessagePassing
@@ -130,9 +131,12 @@ class FusedLayer:
     @staticmethod
     def split(x: Any, edge_index: Any, size: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor | None, Graph]:
         """``graph_input.split_input``, a torch sparse ``adj_t`` giving the sizes (sources = its columns,
-        destinations = its rows) where ``size`` is None, as PyG reads them."""
+        destinations = its rows) where ``size`` is None, as PyG reads them, and so does an ``EdgeIndex``
+        that knows its sparse size."""
         if size is None and isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided:
             size = (edge_index.shape[1], edge_index.shape[0])
+        if size is None and isinstance(edge_index, EdgeIndex) and None not in edge_index.sparse_size():
+            size = tuple(edge_index.sparse_size())
         return split_input(x, edge_index, size)
 
     def fallback(self, reason: str, x: Any, edge_index: Any, *args: Any, **kwargs: Any) -> Any:
