@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -124,8 +127,16 @@ def value_range(t: torch.Tensor) -> tuple[int, int] | None:
     return int(low), int(high)
 
 
+# every live kernel by its ``key``, which the ``featgraph::kernel`` operator takes in place of the object
+_KERNELS: weakref.WeakValueDictionary[str, Kernel] = weakref.WeakValueDictionary()
+_SERIALS = itertools.count()
+
+
 class Kernel:
-    """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``."""
+    """One fused kernel: template + UDF + schedule, lowered and compiled for ``target``.
+
+    Under ``torch.compile`` a call is the ``featgraph::kernel`` operator, named by ``key`` (template, source
+    hash, serial: a kernel is bound to its graph), with a fake implementation and a gradient operator."""
 
     def __init__(
         self,
@@ -153,6 +164,9 @@ class Kernel:
         self._backend = gpu if target == "gpu" else cpu
         self.source = self._backend.source(spec)
         self._run = self._backend.compile_source(self.source)  # build (or fetch from the disk cache) now
+        self.key = f"{spec.kind}-{hashlib.sha256(self.source.encode()).hexdigest()[:16]}-{next(_SERIALS)}"
+        _KERNELS[self.key] = self
+        self._names = tuple(p.name for p in spec.op.placeholders)
         self._out_dtype = self._output_dtype()
         self._compute = TORCH_DTYPES[spec.dtype]
         self._gradients: dict[tuple[str, str], list] = {}
@@ -164,7 +178,20 @@ class Kernel:
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.spec.op.placeholders)
+        return self._names
+
+    def output_shape(self) -> tuple[int, ...]:
+        """The output's shape: per destination (SpMM), per edge (SDDMM), or the dense shape of an edge sum
+        or a winner scatter."""
+        if self.spec.kind == "winner":
+            return tuple(self.spec.params.shape)
+        rows = {"spmm": (self.graph.num_dst_nodes,), "sddmm": (self.graph.num_edges,), "edge_sum": ()}
+        return (*rows[self.spec.kind], *self.spec.op.shape)
+
+    def _check_names(self, tensors: dict[str, Any]) -> None:
+        if set(tensors) != set(self._names):
+            missing, extra = sorted(set(self._names) - set(tensors)), sorted(set(tensors) - set(self._names))
+            raise TypeError(f"kernel takes placeholders {sorted(self._names)}; missing {missing}, unexpected {extra}")
 
     def _output_dtype(self) -> torch.dtype:
         floats = [p for p in self.spec.op.placeholders if p.dtype != "int64"]
@@ -176,10 +203,7 @@ class Kernel:
 
     def _bind(self, tensors: dict[str, Any]) -> list[torch.Tensor]:
         """Validate the inputs and return them in placeholder order, contiguous, in the compute dtype."""
-        expected = {p.name for p in self.spec.op.placeholders}
-        if set(tensors) != expected:
-            missing, extra = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
-            raise TypeError(f"kernel takes placeholders {sorted(expected)}; missing {missing}, unexpected {extra}")
+        self._check_names(tensors)
         bound = []
         for p in self.spec.op.placeholders:
             t = tensors[p.name]
@@ -206,7 +230,12 @@ class Kernel:
         raise NotImplementedError
 
     def _apply(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Like ``evaluate``, through autograd when an input requires grad."""
+        """Like ``evaluate``, through autograd when an input requires grad (the ``featgraph::kernel`` operator
+        in traced code; eager calls skip its dispatch)."""
+        if torch.compiler.is_compiling():
+            self._check_names(tensors)
+            out, arg = torch.ops.featgraph.kernel(self.key, [tensors[n] for n in self._names])
+            return out, (arg if want_arg else None)
         if not (
             torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors.values())
         ):
@@ -291,3 +320,66 @@ def template_kernel(
     from ..tuning import tune as search
 
     return search(kernel)
+
+
+def registered(key: str) -> Kernel:
+    """The live kernel named ``key``."""
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        raise KeyError(f"no live featgraph kernel is named {key!r}: a kernel runs while its Python object lives")
+    return kernel
+
+
+@torch.library.custom_op("featgraph::kernel", mutates_args=())
+def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
+    kernel = registered(key)
+    out, arg = kernel.evaluate(dict(zip(kernel.placeholder_names, inputs, strict=True)), want_arg=True)
+    return out, (out.new_empty(0, dtype=torch.int64) if arg is None else arg)
+
+
+@_kernel_operator.register_fake
+def _(key, inputs):
+    kernel = registered(key)
+    shape = kernel.output_shape()
+    winners = kernel.spec.kind == "spmm" and kernel.spec.reducer in ("max", "min")
+    out = inputs[0].new_empty(shape, dtype=kernel._out_dtype)
+    return out, out.new_empty(shape if winners else (0,), dtype=torch.int64)
+
+
+@torch.library.custom_op("featgraph::kernel_backward", mutates_args=())
+def _kernel_backward(
+    key: str, inputs: list[torch.Tensor], out: torch.Tensor, arg: torch.Tensor, grad: torch.Tensor, wanted: list[bool]
+) -> list[torch.Tensor]:
+    """The gradients of the kernel ``key`` in its ``wanted`` floating placeholders (empty tensors elsewhere)."""
+    from .gradients import placeholder_gradients
+
+    kernel = registered(key)
+    names = kernel.placeholder_names
+    reducer = kernel.spec.reducer
+    grads = placeholder_gradients(
+        kernel, dict(zip(names, inputs, strict=True)), grad, arg if reducer in ("max", "min") else None,
+        out if reducer == "logsumexp" else None, [n for n, w in zip(names, wanted, strict=True) if w],
+    )  # fmt: skip
+    return [grads[n] if n in grads else x.new_empty(0) for n, x in zip(names, inputs, strict=True)]
+
+
+@_kernel_backward.register_fake
+def _(key, inputs, out, arg, grad, wanted):
+    pairs = zip(inputs, wanted, strict=True)
+    return [x.new_empty(x.shape) if w and x.is_floating_point() else x.new_empty(0) for x, w in pairs]
+
+
+def _kernel_setup(ctx, inputs, output):
+    ctx.key = inputs[0]
+    ctx.wanted = [x.requires_grad for x in inputs[1]]
+    ctx.save_for_backward(*inputs[1], *output)
+
+
+def _kernel_gradient(ctx, grad, _grad_arg):
+    *inputs, out, arg = ctx.saved_tensors
+    grads = torch.ops.featgraph.kernel_backward(ctx.key, inputs, out, arg, grad.contiguous(), ctx.wanted)
+    return None, [g if w else None for g, w in zip(grads, ctx.wanted, strict=True)]
+
+
+_kernel_operator.register_autograd(_kernel_gradient, setup_context=_kernel_setup)
