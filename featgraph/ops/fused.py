@@ -89,14 +89,35 @@ def normalised_aggregation(
     return kernel, inputs
 
 
-def gcn_feature_gradient(
+def gcn_gradients(
     g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float,
-    grad: torch.Tensor,
-) -> torch.Tensor:  # fmt: skip
-    """The gradient of ``gcn_aggregate``'s (normalised) output in ``x``, edge weights held fixed."""
+    grad: torch.Tensor, wants: tuple[bool, bool],
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
+    """The gradients of the normalised ``gcn_aggregate`` in (x, edge_weight) where ``wants``: the fused
+    kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
+    records nothing inside a registered operator)."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
     kernel, inputs = normalised_aggregation(base, x, weight, norm)
-    return placeholder_gradients(kernel, inputs, grad, None, None, ["X"])["X"]
+    learn = wants[1] and edge_weight is not None
+    grads = placeholder_gradients(kernel, inputs, grad, None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
+    if not learn:
+        return grads.get("X"), None
+    # norm = deg^-1/2 (0 where deg <= 0): d norm / d deg = -norm^3 / 2, and deg[v] sums the weights into v
+    degree_grad = grads["NORM"].squeeze(1) * norm.pow(3) * -0.5
+    weight_grad = grads["W"].squeeze(1) + degree_grad[base.coo()[1]]
+    return grads.get("X"), _loop_weights_gradient(g, weight_grad) if add_self_loops else weight_grad
+
+
+def _loop_weights_gradient(g: Graph, looped_grad: torch.Tensor) -> torch.Tensor:
+    """Back through ``_with_loop_weights``: the non-loop edges' own weights, then each vertex's loop, which
+    weighed its last existing loop (or the fill, a constant)."""
+    src, dst = g.coo()
+    kept = (src != dst).nonzero().flatten()
+    grad = torch.zeros(g.num_edges, dtype=looped_grad.dtype, device=looped_grad.device)
+    grad[kept] = looped_grad[: kept.numel()]
+    last_loop = _last_self_loop(g)
+    looped = last_loop >= 0
+    return grad.index_add_(0, last_loop[looped], looped_grad[kept.numel() :][looped])
 
 
 def _with_loop_weights(g: Graph, edge_weight: torch.Tensor | None, fill: float, dtype: torch.dtype) -> torch.Tensor:

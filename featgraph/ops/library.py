@@ -307,17 +307,23 @@ def _(edge_index, num_src, num_dst, self_loops, x, edge_weight, add_self_loops, 
 def _gcn_aggregate_backward(
     edge_index: torch.Tensor, num_src: int, num_dst: int, self_loops: bool, x: torch.Tensor,
     edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float, grad: torch.Tensor,
-) -> torch.Tensor:  # fmt: skip
-    """The gradient of ``gcn_aggregate`` in ``x``."""
-    from .fused import gcn_feature_gradient
+    want_x: bool, want_weight: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The gradients of ``gcn_aggregate`` in (x, edge_weight), empty where not wanted."""
+    from .fused import gcn_gradients
 
     g = resolve(edge_index, num_src, num_dst, self_loops)
-    return gcn_feature_gradient(g, x, edge_weight, add_self_loops, fill_value, grad)
+    wants = (want_x, want_weight and edge_weight is not None)
+    grads = gcn_gradients(g, x, edge_weight, add_self_loops, fill_value, grad, wants)
+    return _optional(grads[0], grad), _optional(grads[1], grad)
 
 
 @_gcn_aggregate_backward.register_fake
-def _(edge_index, num_src, num_dst, self_loops, x, edge_weight, add_self_loops, fill_value, grad):
-    return x.new_empty(x.shape)
+def _(edge_index, num_src, num_dst, self_loops, x, edge_weight, add_self_loops, fill_value, grad, want_x, want_weight):
+    dx = x.new_empty(x.shape) if want_x else grad.new_empty(0)
+    return dx, edge_weight.new_empty(edge_weight.shape) if want_weight and edge_weight is not None else grad.new_empty(
+        0
+    )
 
 
 def _gcn_setup(ctx, inputs, output):
@@ -327,8 +333,11 @@ def _gcn_setup(ctx, inputs, output):
 
 def _gcn_grad(ctx, grad):
     x, edge_weight = ctx.saved_tensors
-    dx = torch.ops.featgraph.gcn_aggregate_backward(*ctx.graph, x, edge_weight, *ctx.options, grad.contiguous())
-    return None, None, None, None, dx, None, None, None
+    want_x, want_weight = ctx.needs_input_grad[4], ctx.needs_input_grad[5]
+    grads = torch.ops.featgraph.gcn_aggregate_backward(
+        *ctx.graph, x, edge_weight, *ctx.options, grad.contiguous(), want_x, want_weight
+    )
+    return None, None, None, None, _given(grads[0], want_x), _given(grads[1], want_weight), None, None
 
 
 _gcn_aggregate.register_autograd(_gcn_grad, setup_context=_gcn_setup)
@@ -337,12 +346,7 @@ _gcn_aggregate.register_autograd(_gcn_grad, setup_context=_gcn_setup)
 def gcn_aggregate(
     g: Graph | GraphRef, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float
 ) -> torch.Tensor:
-    """The ``featgraph::gcn_aggregate`` operator for ``ops.gcn_aggregate`` (normalised; the edge weights, if
-    any, are not learned through it)."""
-    if edge_weight is not None and edge_weight.requires_grad:
-        raise NotImplementedError(
-            "edge_weight: learnable GCN edge weights are differentiated in eager mode only, not under torch.compile"
-        )
+    """The ``featgraph::gcn_aggregate`` operator for ``ops.gcn_aggregate`` (normalised)."""
     return torch.ops.featgraph.gcn_aggregate(*graph_args(g), x, edge_weight, add_self_loops, fill_value)
 
 

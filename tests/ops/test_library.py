@@ -124,14 +124,17 @@ def test_dropout_operator():
 @pytest.mark.parametrize("loops,fill", [(True, 1.0), (True, 2.0), (False, 1.0)])
 def test_gcn_aggregate_operator(graph, weighted, loops, fill):
     x = rand(N, 4)
-    weight = torch.rand(E, dtype=torch.float64) + 0.5 if weighted else None
+    weight = (torch.rand(E, dtype=torch.float64) + 0.5).requires_grad_() if weighted else None
     forward = torch.ops.featgraph.gcn_aggregate.default
     opcheck(forward, (*args_of(graph), x, weight, loops, fill))
     out = forward(*args_of(graph), x, weight, loops, fill)
     torch.testing.assert_close(out, ops.gcn_aggregate(graph, x, weight, loops, True, fill))
-    opcheck_gradient_op(torch.ops.featgraph.gcn_aggregate_backward.default,
-            (*args_of(graph), x, weight, loops, fill, torch.randn_like(out)))  # fmt: skip
-    assert gradcheck(lambda t: forward(*args_of(graph), t, weight, loops, fill), (x,))
+    opcheck_gradient_op(
+        torch.ops.featgraph.gcn_aggregate_backward.default,
+        (*args_of(graph), x, weight, loops, fill, torch.randn_like(out), True, weighted),
+    )
+    inputs = (x, weight) if weighted else (x,)
+    assert gradcheck(lambda t, w=None: forward(*args_of(graph), t, w, loops, fill), inputs)
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3])
@@ -184,8 +187,3 @@ def test_graph_ref_carries_counts_and_loops(graph, block):
         _ = looped.num_edges
     with pytest.raises(ValueError, match="fill_weight"):
         graph.ref().with_self_loops(2.0)
-
-
-def test_learnable_gcn_edge_weights_are_refused_by_the_operator_path(graph):
-    with pytest.raises(NotImplementedError, match="edge_weight"):
-        library.gcn_aggregate(graph, rand(N, 2), rand(E), True, 1.0)
