@@ -1,6 +1,8 @@
 """``featgraph bench train``: seconds per training epoch (forward + backward + Adam step) and peak memory
 of 2-layer GCN, GraphSAGE (mean, max, pool) and GAT with featgraph's layers, PyG's layers on ``edge_index``
-and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios in the same run."""
+and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios in the same run. With
+``--compile`` also featgraph's and PyG's models under ``torch.compile`` (Inductor; compilation falls in the
+warm-up epochs)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ MODELS = {  # bench name: (model, preset overrides)
     "gat": ("gat", {"hidden": 32, "heads": 4}),
 }
 FRAMEWORKS = ("featgraph", "pyg", "pyg-csr", "dgl")
+COMPILABLE = ("featgraph", "pyg", "pyg-csr")
+COMPILED = "-compiled"  # a framework name's suffix: its model under torch.compile
 
 
 @dataclass
@@ -128,9 +132,12 @@ def run_one(graph_name: str, scale: float, bench_model: str, framework: str, rep
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
     y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
-    setup = _setups(g, bench_model, [framework])[framework]
+    base = framework.removesuffix(COMPILED)
+    setup = _setups(g, bench_model, [base])[base]
     if isinstance(setup, str):
         return Row(graph_name, bench_model, framework, None, note=setup)
+    if framework != base:
+        setup = (torch.compile(setup[0]), setup[1])
     optimizer = torch.optim.Adam(setup[0].parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
     result: dict[str, float] = {}
     try:
@@ -178,14 +185,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    parser.add_argument(
+        "--compile", action="store_true", help="add rows for featgraph's and PyG's models under torch.compile"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}; input features {IN_FEATURES}, classes {CLASSES}")
     rows: list[Row] = []
+    frameworks = list(args.frameworks)
+    if args.compile:
+        frameworks += [f + COMPILED for f in args.frameworks if f in COMPILABLE]
     for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
         for bench_model in args.models:
-            batch = run_rows(graph_name, args.scale, bench_model, args.frameworks, args.repeat)
+            batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat)
             print(markdown_rows(batch), flush=True)
             rows += batch
     write_json(args.json, [asdict(r) for r in rows])

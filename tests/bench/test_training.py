@@ -27,3 +27,8 @@ def test_bench_train_subcommand_runs_workers_and_writes_json(tmp_path, capsys):
     assert "| rand100k-2.9M | gcn | featgraph |" in capsys.readouterr().out
     rows = json.loads(out.read_text())["rows"]
     assert [r["framework"] for r in rows] == ["featgraph", "pyg"] and rows[0]["ratio"] == 1.0
+
+
+def test_compiled_rows_name_their_framework():
+    row = training.run_one("rand100k-2.9M", 0.005, "gcn", "featgraph" + training.COMPILED, 1)
+    assert row.framework == "featgraph-compiled" and row.ms is not None and row.ms > 0 and row.note == ""
