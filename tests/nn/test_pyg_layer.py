@@ -9,6 +9,7 @@ import torch
 import featgraph.nn as fg_nn
 from featgraph import Graph
 from featgraph.nn import GATConv, GCNConv, SAGEConv
+from featgraph.nn.pyg_layer import linear_first
 from tests.nn.reference import NUM_DST, NUM_SRC, N, bipartite_edges, edges, expect_fallback
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -123,3 +124,24 @@ def test_adjacency_values_requiring_grad_get_their_gradient_on_pygs_path():
         out = GCNConv(8, 4, normalize=False)(torch.randn(N, 8), adj_t)
     (grad,) = torch.autograd.grad(out.sum(), values)
     assert bool(grad.any())
+
+
+@pytest.mark.parametrize(
+    ("sizes", "num_edges", "in_channels", "out_channels", "expected"),
+    [
+        ((100, 100), 3000, 256, 47, True),  # square: the narrower side, whatever the edge count
+        ((100, 100), 3000, 47, 256, False),
+        ((100, 100), 10, 256, 47, True),
+        ((15000, 1024), 15000, 256, 47, False),  # a sampled block's output layer: far fewer destinations
+        ((2000, 1024), 200_000, 256, 47, True),  # many edges per source: narrowing pays again
+    ],
+)
+def test_linear_first_picks_the_cheaper_order(sizes, num_edges, in_channels, out_channels, expected):
+    """Against the two orders' multiply-add counts computed here from dense shapes."""
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, sizes[0], (num_edges,), generator=gen)
+    dst = torch.randint(0, sizes[1], (num_edges,), generator=gen)
+    graph = Graph(src, dst, sizes)
+    lin_then_aggregate = sizes[0] * in_channels * out_channels + num_edges * out_channels
+    aggregate_then_lin = num_edges * in_channels + sizes[1] * in_channels * out_channels
+    assert linear_first(graph, in_channels, out_channels) == expected == (lin_then_aggregate < aggregate_then_lin)
