@@ -4,8 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn.appnp import APPNP
-from featgraph.nn.pyg_layer import FallbackWarning
-from tests.nn.reference import N, edges
+from tests.nn.reference import N, edges, expect_fallback
 from tests.nn.test_sg_conv import dense_propagation
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -58,7 +57,7 @@ def test_appnp_cached_graph_serves_every_input_form_until_reset():
 def test_appnp_edge_dropout_runs_pyg_s_path():
     x, edge_index = torch.randn(N, 4), edges(5)
     conv = APPNP(K=2, alpha=0.1, dropout=1.0)
-    with pytest.warns(FallbackWarning, match="edge dropout"):
+    with expect_fallback("edge dropout"):
         torch.testing.assert_close(conv(x, edge_index), 0.1 * x)  # every edge dropped: only the teleport
     torch.testing.assert_close(conv.eval()(x, edge_index), pyg_nn.APPNP(K=2, alpha=0.1)(x, edge_index))
     assert str(conv) == "APPNP(K=2, alpha=0.1)"

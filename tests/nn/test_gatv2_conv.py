@@ -5,7 +5,6 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn.gatv2_conv import GATv2Conv
-from featgraph.nn.pyg_layer import FallbackWarning
 from tests.nn.reference import (
     NUM_DST,
     NUM_SRC,
@@ -14,6 +13,7 @@ from tests.nn.reference import (
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     per_vertex,
     with_self_loops,
 )
@@ -112,9 +112,16 @@ def test_gatv2_conv_sparse_adjacency_and_fallback():
     x, edge_index = torch.randn(N, 4), edges(5)
     adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.shape[1]), (N, N)).coalesce()
     torch.testing.assert_close(ours(x, adj_t.to_sparse_csr()), theirs(x, adj_t.to_sparse_csr()))
-    with pytest.warns(FallbackWarning, match="attention weights of a sparse adj_t"):
+    with expect_fallback("attention weights of a sparse adj_t"):
         out, (adj, alpha) = ours(x, adj_t.to_sparse_csr(), return_attention_weights=True)
     assert adj.layout != torch.strided and alpha.shape == (adj._nnz(), 2)
     with pytest.raises(ValueError, match="edge_attr: given to a GATv2Conv without edge_dim"):
         ours(x, edge_index, torch.randn(edge_index.shape[1], 2))
     assert str(ours) == str(theirs)
+
+
+def test_gatv2_conv_under_torch_compile_runs_pyg_s_path():
+    ours, theirs = pair(4, 3, heads=2)
+    x, edge_index = torch.randn(N, 4), edges(6)
+    with expect_fallback("torch.compile"):
+        torch.testing.assert_close(torch.compile(ours, backend="eager")(x, edge_index), theirs(x, edge_index))

@@ -4,8 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn.gine_conv import GINEConv
-from featgraph.nn.pyg_layer import FallbackWarning
-from tests.nn.reference import NUM_DST, NUM_SRC, N, assert_same_as_pyg, bipartite_edges, edges
+from tests.nn.reference import NUM_DST, NUM_SRC, N, assert_same_as_pyg, bipartite_edges, edges, expect_fallback
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 
@@ -63,10 +62,19 @@ def test_gine_conv_falls_back_to_pyg_and_names_bad_input():
     edge_index = edges(3)
     x = torch.randn(3, N, 5, dtype=torch.float64)  # a static graph's batch: PyG's path
     edge_attr = torch.randn(edge_index.shape[1], 5, dtype=torch.float64)
-    with pytest.warns(FallbackWarning, match="x of 3 dimensions"):
+    with expect_fallback("x of 3 dimensions"):
         torch.testing.assert_close(ours(x, edge_index, edge_attr), theirs(x, edge_index, edge_attr))
     with pytest.raises(ValueError, match="edge_attr: GINEConv needs edge features"):
         ours(x[0], edge_index)
     with pytest.raises(ValueError, match="edge_attr: expected 5 features as x"):
         ours(x[0], edge_index, edge_attr[:, :4])
     assert str(ours) == str(theirs)
+
+
+def test_gine_conv_under_torch_compile_runs_pyg_s_path():
+    ours, theirs = pair(None)
+    edge_index = edges(4)
+    x, edge_attr = torch.randn(N, 5, dtype=torch.float64), torch.randn(edge_index.shape[1], 5, dtype=torch.float64)
+    with expect_fallback("torch.compile"):
+        out = torch.compile(ours, backend="eager")(x, edge_index, edge_attr)
+    torch.testing.assert_close(out, theirs(x, edge_index, edge_attr))

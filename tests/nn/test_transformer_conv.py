@@ -5,7 +5,6 @@ import torch
 from torch.autograd import gradcheck
 
 import featgraph as fg
-from featgraph.nn.pyg_layer import FallbackWarning
 from featgraph.nn.transformer_conv import TransformerConv
 from tests.nn.reference import (
     NUM_DST,
@@ -15,6 +14,7 @@ from tests.nn.reference import (
     assert_same_as_pyg,
     bipartite_edges,
     edges,
+    expect_fallback,
     per_vertex,
 )
 
@@ -110,7 +110,7 @@ def test_transformer_conv_sparse_adjacency_and_fallback():
     adj_t = torch.sparse_coo_tensor(edge_index.flip(0), torch.ones(edge_index.shape[1]), (N, N)).coalesce()
     adj_t = adj_t.to_sparse_csr()
     torch.testing.assert_close(ours(x, adj_t), theirs(x, adj_t))
-    with pytest.warns(FallbackWarning, match="attention weights of a sparse adj_t"):
+    with expect_fallback("attention weights of a sparse adj_t"):
         out, (adj, alpha) = ours(x, adj_t, return_attention_weights=True)
     torch.testing.assert_close(out, theirs(x, adj_t))
     with pytest.raises(ValueError, match="edge_attr: given to a TransformerConv without edge_dim"):
