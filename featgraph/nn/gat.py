@@ -63,14 +63,23 @@ class GATConv(FusedLayer, torch_geometric.nn.GATConv):
             feat_dst = None  # the destinations are the sources' first rows: their features are feat's
         else:
             feat_dst = lin_dst(x_dst).view(shape)
-        if edge_logit is None:
-            attended = gat_attention(
+        weights, dropped = bool(return_attention_weights), self.training and self.dropout > 0
+        if edge_logit is None and not (weights and dropped):
+            # the fused passes give the output whether or not the weights are asked for, so both calls agree
+            out = gat_attention(
                 g, feat, self.att_src[0], self.att_dst[0], self.negative_slope, self.dropout, self.training,
-                return_attention=bool(return_attention_weights), feat_dst=feat_dst,
+                feat_dst=feat_dst,
+            )  # fmt: skip
+            alpha = self._attention_weights(g, feat, feat_dst, None) if weights else None
+        elif edge_logit is None:  # the dropped weights, with the mask the output used
+            out, alpha = gat_attention(
+                g, feat, self.att_src[0], self.att_dst[0], self.negative_slope, self.dropout, self.training,
+                return_attention=True, feat_dst=feat_dst,
             )  # fmt: skip
         else:
-            attended = self._attention_with_edge_logits(g, feat, feat_dst, edge_logit, bool(return_attention_weights))
-        out, alpha = attended if return_attention_weights else (attended, None)
+            alpha = F.dropout(self._attention_weights(g, feat, feat_dst, edge_logit), self.dropout, self.training)
+            out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
+            alpha = alpha if weights else None
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
@@ -114,14 +123,12 @@ class GATConv(FusedLayer, torch_geometric.nn.GATConv):
             loop = (fill.expand(fold.shape[0]) @ fold).expand(loops, self.heads)
         return torch.cat([kept, loop])
 
-    def _attention_with_edge_logits(
-        self, g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, edge_logit: torch.Tensor, weights: bool
-    ) -> Attended:
-        """GAT's attention with an extra logit per edge, by the ops one by one (E x heads scores)."""
+    def _attention_weights(
+        self, g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, edge_logit: torch.Tensor | None
+    ) -> torch.Tensor:
+        """GAT's softmax weights (E, heads) by the ops one by one, with an extra logit per edge if given."""
         feat_dst = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
         logit_src, logit_dst = (feat * self.att_src).sum(-1), (feat_dst * self.att_dst).sum(-1)
-        scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v") + edge_logit, self.negative_slope)
-        alpha = edge_softmax(g, scores)
-        alpha = F.dropout(alpha, self.dropout, self.training)
-        out = SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1))
-        return (out, alpha) if weights else out
+        scores = gsddmm(g, "add", logit_src, logit_dst, "u", "v")
+        scores = scores if edge_logit is None else scores + edge_logit
+        return edge_softmax(g, F.leaky_relu(scores, self.negative_slope))

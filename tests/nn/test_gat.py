@@ -169,3 +169,13 @@ def test_a_block_attends_from_its_sources_to_their_leading_rows():
     ours.load_state_dict(theirs.state_dict())
     block = fg.Graph.from_edge_index(edge_index, size=(NUM_SRC, NUM_DST))
     torch.testing.assert_close(ours.double()(x, block), theirs.double()((x, x[:NUM_DST]), edge_index))
+
+
+def test_asking_for_attention_weights_leaves_the_output_bit_identical():
+    """The output comes from the same fused passes whether or not the weights are returned (PyG's tests
+    compare the two with allclose's default tolerance, which a one-ulp softmax difference can exceed)."""
+    torch.manual_seed(8)
+    conv, edge_index = GATConv(8, 32, heads=2), edges(10)
+    for _ in range(5):
+        x = torch.randn(N, 8)
+        assert torch.equal(conv(x, edge_index, return_attention_weights=True)[0], conv(x, edge_index))
