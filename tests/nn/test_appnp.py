@@ -54,10 +54,26 @@ def test_appnp_cached_graph_serves_every_input_form_until_reset():
     torch.testing.assert_close(ours(x, other), pyg_nn.APPNP(K=2, alpha=0.1)(x, torch.stack(other.coo())))
 
 
-def test_appnp_edge_dropout_runs_pyg_s_path():
+@pytest.mark.parametrize("weighted", [False, True])
+def test_appnp_edge_dropout_drops_the_edges_pyg_drops(weighted):
+    """Training with edge dropout: F.dropout on PyG's normalised weights, in the same order, so the same seed
+    gives PyG's output and gradient."""
+    x, edge_index = torch.randn(N, 4, dtype=torch.float64), edges(5)
+    weight = torch.rand(edge_index.shape[1], dtype=torch.float64) if weighted else None
+    results = []
+    for conv in (APPNP(K=3, alpha=0.1, dropout=0.5), pyg_nn.APPNP(K=3, alpha=0.1, dropout=0.5)):
+        inp = x.clone().requires_grad_()
+        torch.manual_seed(11)
+        out = conv(inp, edge_index, weight)
+        out.backward(torch.ones_like(out))
+        results.append((out, inp.grad))
+    torch.testing.assert_close(results[0], results[1])
+    assert not torch.allclose(results[0][0], APPNP(K=3, alpha=0.1).eval()(x, edge_index, weight))
+
+
+def test_appnp_edge_dropout_without_normalize_runs_pyg_s_path():
     x, edge_index = torch.randn(N, 4), edges(5)
-    conv = APPNP(K=2, alpha=0.1, dropout=1.0)
-    with expect_fallback("edge dropout"):
-        torch.testing.assert_close(conv(x, edge_index), 0.1 * x)  # every edge dropped: only the teleport
-    torch.testing.assert_close(conv.eval()(x, edge_index), pyg_nn.APPNP(K=2, alpha=0.1)(x, edge_index))
+    conv = APPNP(K=2, alpha=0.1, dropout=1.0, normalize=False)
+    with expect_fallback("edge dropout in training without normalize"):
+        torch.testing.assert_close(conv(x, edge_index, torch.rand(edge_index.shape[1])), 0.1 * x)
     assert str(conv) == "APPNP(K=2, alpha=0.1)"
