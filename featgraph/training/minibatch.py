@@ -44,6 +44,7 @@ OVERRIDES: dict[str, dict[str, float | int]] = {
 }
 DEFAULT_FANOUTS = (15, 10, 5)
 DEFAULT_BATCH_SIZE = 1024
+STORAGE_DTYPES = {"float32": None, "bfloat16": torch.bfloat16}  # --eval-storage: None keeps the layers' float32
 INFERENCE_CHUNK = 4096  # destinations per block of the evaluation: fewer, larger kernel calls than a batch's
 
 
@@ -107,11 +108,14 @@ class SampledClassifier(torch.nn.Module):
             h = self.layer(depth, self.drop(h, self.dropout, self.training), block)
         return h
 
-    def inference(self, graph: Graph, x: torch.Tensor, progress: bool = False) -> torch.Tensor:
-        """Every vertex's logits, each layer over all in-neighbours (``layerwise_inference``), in eval mode."""
+    def inference(
+        self, graph: Graph, x: torch.Tensor, progress: bool = False, storage_dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
+        """Every vertex's logits, each layer over all in-neighbours (``layerwise_inference``, hidden rows kept
+        in ``storage_dtype``), in eval mode."""
         self.eval()
         steps = [partial(self.layer, depth) for depth in range(len(self.convs))]
-        return layerwise_inference(steps, graph, x, INFERENCE_CHUNK, progress=progress)
+        return layerwise_inference(steps, graph, x, INFERENCE_CHUNK, progress=progress, storage_dtype=storage_dtype)
 
 
 def minibatch_preset(model: str, **overrides: object) -> Preset:
@@ -132,13 +136,15 @@ def fit(
     seed: int = 0,
     progress: bool = True,
     select_on_validation: bool = False,
+    storage_dtype: torch.dtype | None = None,
 ) -> MiniBatchMetrics:
     """Train ``net`` for ``config.epochs`` on ``dataset``'s training vertices in batches of ``batch_size``
     seeds, ``fanouts[h]`` neighbours drawn at hop ``h`` (hop 0 from the seeds); then evaluate it on every
     vertex. Features as ``normalized_features`` gives them. With ``select_on_validation`` every epoch ends
     with an evaluation and ``net`` keeps the weights of its best validation epoch, as full-graph training's
     ``loop.fit`` does (so the two compare like for like on small graphs); otherwise only the last epoch's
-    weights are evaluated, since on a large graph an evaluation costs more than an epoch."""
+    weights are evaluated, since on a large graph an evaluation costs more than an epoch. ``storage_dtype``:
+    the evaluation's hidden rows between layers (``layerwise_inference``)."""
     torch.manual_seed(seed)
     x = normalized_features(dataset.features)
     loader = BlockLoader(
@@ -159,14 +165,14 @@ def fit(
                 bar.update(status=f"loss {loss.item():.3f}")
             times.append(time.perf_counter() - start)
             if select_on_validation:
-                logits = net.inference(dataset.graph, x)
+                logits = net.inference(dataset.graph, x, storage_dtype=storage_dtype)
                 val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
                 if val > best[0]:
                     best = (val, test, {k: v.detach().clone() for k, v in net.state_dict().items()})
     if best[2] is not None:
         net.load_state_dict(best[2])
     start = time.perf_counter()
-    logits = net.inference(dataset.graph, x, progress)
+    logits = net.inference(dataset.graph, x, progress, storage_dtype)
     inference_seconds = time.perf_counter() - start
     val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
     steady = times[1:] or times
@@ -225,6 +231,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         help=f"with --minibatch: seed vertices per batch (default {DEFAULT_BATCH_SIZE})",
     )
+    parser.add_argument(
+        "--eval-storage",
+        choices=tuple(STORAGE_DTYPES),
+        default="float32",
+        help="with --minibatch: dtype of the hidden rows the layer-wise evaluation keeps between layers; bfloat16 "
+        "halves its largest part (two vertices x width matrices: 5 GB in float32 on products-like)",
+    )
 
 
 def run(args: argparse.Namespace, model: str, config: Preset) -> dict[str, float | int]:
@@ -236,7 +249,8 @@ def run(args: argparse.Namespace, model: str, config: Preset) -> dict[str, float
     batch_size = args.batch_size or DEFAULT_BATCH_SIZE
     torch.manual_seed(args.seed)
     net = SampledClassifier(model, dataset.features.shape[1], dataset.num_classes, len(fanouts), config, args.backend)
-    m = fit(net, dataset, fanouts, batch_size, config, args.seed, progress=not args.quiet)
+    storage = STORAGE_DTYPES[args.eval_storage]
+    m = fit(net, dataset, fanouts, batch_size, config, args.seed, progress=not args.quiet, storage_dtype=storage)
     print(
         f"{model} ({args.backend}, mini-batch, fan-out {','.join(map(str, fanouts))}, batch {batch_size}) on "
         f"{dataset.name}: val {m.val_acc:.4f} test {m.test_acc:.4f} after {m.epochs} epochs, "

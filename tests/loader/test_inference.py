@@ -93,3 +93,34 @@ def test_bad_input_is_named():
         layerwise_inference([lambda h, block: h[:1]], graph, torch.zeros(3, 2), batch_size=2, progress=False)
     with pytest.raises(ValueError, match="graph is bipartite"):
         layerwise_inference(identity, Graph(torch.tensor([0]), torch.tensor([0]), (2, 1)), torch.zeros(2, 2))
+
+
+def test_storage_dtype_keeps_hidden_rows_rounded_and_computes_in_the_input_dtype():
+    """With bfloat16 storage each layer sees the previous layer's rows rounded to bfloat16 and computes in x's
+    dtype; the last layer's rows come back in their own dtype. Reference: the same steps with the rounding
+    done by hand."""
+    num_nodes = 120
+    src, dst = random_edges(num_nodes, 700, seed=5)
+    graph = Graph(src, dst, num_nodes)
+    x = torch.randn(num_nodes, 4, generator=torch.Generator().manual_seed(1))
+    seen_dtypes = []
+
+    def step(last: bool):
+        def run(h: torch.Tensor, block) -> torch.Tensor:
+            seen_dtypes.append(h.dtype)
+            block_src, block_dst = block.graph.coo()
+            mean = dense_mean(block.graph.num_dst_nodes, block.graph.num_src_nodes, block_src, block_dst).float()
+            out = mean @ h * 1.001  # a factor bfloat16 cannot hold exactly
+            return out if last else out.tanh()
+
+        return run
+
+    out = layerwise_inference([step(False), step(True)], graph, x, 50, progress=False, storage_dtype=torch.bfloat16)
+    assert out.dtype == torch.float32 and set(seen_dtypes) == {torch.float32}
+    mean = dense_mean(num_nodes, num_nodes, src, dst).float()
+    hidden = (mean @ x * 1.001).tanh().to(torch.bfloat16).float()
+    torch.testing.assert_close(out, mean @ hidden * 1.001)
+    exact = layerwise_inference([step(False), step(True)], graph, x, 50, progress=False)
+    assert not torch.equal(out, exact)
+    with pytest.raises(ValueError, match="storage_dtype must be a floating torch.dtype"):
+        layerwise_inference([step(True)], graph, x, progress=False, storage_dtype=torch.int8)

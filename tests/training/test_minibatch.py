@@ -118,3 +118,22 @@ def test_select_on_validation_keeps_the_best_validation_epoch(cora):
     metrics = minibatch.fit(net, cora, [5, 5], 64, config, seed=0, progress=False, select_on_validation=True)
     assert len(seen) == config.epochs + 1  # one per epoch, then the final evaluation of the kept weights
     assert metrics.val_acc == max(seen[:-1]) == seen[-1]
+
+
+def test_bfloat16_evaluation_storage_rounds_only_the_hidden_rows(cora, tmp_path):
+    """The same trained weights evaluated with float32 and bfloat16 hidden rows: float32 logits, close, nearly
+    every prediction the same; the command line takes the choice."""
+    config = preset("sage", epochs=3)
+    torch.manual_seed(0)
+    net = minibatch.SampledClassifier("sage", cora.features.shape[1], cora.num_classes, 2, config, "featgraph")
+    minibatch.fit(net, cora, [5, 5], 64, config, seed=0, progress=False)
+    x = normalized_features(cora.features)
+    exact = net.inference(cora.graph, x)
+    rounded = net.inference(cora.graph, x, storage_dtype=torch.bfloat16)
+    assert rounded.dtype == torch.float32 and not torch.equal(rounded, exact)
+    torch.testing.assert_close(rounded, exact, rtol=0.02, atol=0.02)
+    assert (rounded.argmax(1) == exact.argmax(1)).float().mean() > 0.98
+    out = tmp_path / "m.json"
+    args = ["train", "--minibatch", "--fanout", "5,5", "--batch-size", "64", "--epochs", "1", "--quiet"]
+    main([*args, "--eval-storage", "bfloat16", "--json", str(out)])
+    assert 0 <= json.loads(out.read_text())["test_acc"] <= 1
