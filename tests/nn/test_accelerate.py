@@ -67,3 +67,14 @@ def test_accelerate_takes_a_single_layer_and_refuses_what_is_not_a_module():
     assert accelerate(conv).swapped == [("", "GCNConv")] and type(conv) is fg_nn.GCNConv
     with pytest.raises(TypeError, match="^model: expected a torch.nn.Module"):
         accelerate("model")
+
+
+@pytest.mark.parametrize("name", ["GCN", "GraphSAGE", "GAT", "GIN"])
+def test_accelerate_pygs_own_models(name):
+    """PyG's ready-made models (``torch_geometric.nn.models``) keep their outputs once their layers swap."""
+    torch.manual_seed(1)
+    model = getattr(pytest.importorskip("torch_geometric.nn.models"), name)(8, 16, 2, out_channels=3).eval()
+    reference = copy.deepcopy(model)
+    x, edge_index = torch.randn(N, 8), edges()
+    assert len(accelerate(model).swapped) == 2
+    torch.testing.assert_close(model(x, edge_index), reference(x, edge_index))
