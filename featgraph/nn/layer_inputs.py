@@ -19,6 +19,7 @@ def traced_blocker() -> str | None:
 
 
 def is_sparse_adj(edge_index: GraphLike) -> bool:
+    """Whether the graph argument is a torch sparse ``adj_t`` (PyG's sparse path)."""
     return isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
 
 
@@ -48,8 +49,9 @@ def attention_blocker(
     """Why an attention layer's fused path cannot take this call, or None: attention weights of a sparse
     ``adj_t`` (PyG returns them as a sparse tensor), edge features it cannot take, or tracing. Edge features
     given to a layer without ``edge_dim``, or missing where it has one, raise ``ValueError``."""
-    if torch.compiler.is_compiling():
-        return traced_blocker()
+    traced = traced_blocker()
+    if traced:
+        return traced
     if is_sparse_adj(edge_index) and return_attention:
         return "attention weights of a sparse adj_t (returned as a sparse tensor)"
     name = type(layer).__name__
