@@ -210,7 +210,9 @@ def gat_attention(
     logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
     logit_dst = (feat_dst * attn_dst).sum(-1)
     p = dropout if training else 0.0
-    if torch.compiler.is_compiling() and not return_attention:  # the seed stays a tensor in traced code
+    if torch.compiler.is_compiling():  # the seed stays a tensor in traced code
+        if return_attention:
+            raise NotImplementedError("return_attention: the per-edge weights are built in eager mode only")
         seed_tensor = torch.randint(0, 2**62, (1,)) if p > 0 else torch.zeros(1, dtype=torch.int64)
         return library.gat_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed_tensor)
     seed = int(torch.randint(0, 2**62, (1,))) if p > 0 else 0  # where ops.dropout would draw it

@@ -175,3 +175,16 @@ def test_gat_attention_dropout_on_the_triton_kernels_is_the_cpu_mask(interpreted
         with fg.default_target(target):
             results.append(ops.gat_attention(graph, feat, a_src, a_dst, 0.2, dropout=0.5, training=True))
     torch.testing.assert_close(results[0], results[1])
+
+
+def test_gat_attention_weights_under_compile_fall_back_to_eager(graph):
+    gen = torch.Generator().manual_seed(4)
+    feat, attn_src, attn_dst = (torch.randn(*s, generator=gen) for s in ((N, 2, 3), (2, 3), (2, 3)))
+
+    def attend(f):
+        return ops.gat_attention(graph, f, attn_src, attn_dst, return_attention=True)
+
+    out, alpha = torch.compile(attend, backend="aot_eager")(feat)  # not traceable: the weights are per edge
+    expected_out, expected_alpha = attend(feat)
+    torch.testing.assert_close(out, expected_out)
+    torch.testing.assert_close(alpha, expected_alpha)
