@@ -10,7 +10,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from ..graph import Graph
 from ..ops import gcn_aggregate
 from .graph_input import GraphLike, as_graph
-from .pyg_layer import FusedLayer
+from .pyg_layer import FusedLayer, linear_first
 
 # what one call aggregates over: the graph, its edge weights (None: all 1) and the weight of added loops
 _Plan = tuple[Graph, torch.Tensor | None, float]
@@ -22,11 +22,11 @@ class GCNConv(FusedLayer, torch_geometric.nn.GCNConv):
 
     The normalisation is never materialised per edge: one fused SpMM scales each message by its two
     endpoints' factors; self loops are n extra edges of a cached looped graph. The linear map goes on
-    whichever side is narrower (it commutes with the aggregation). Loops follow PyG's input forms: an
-    ``edge_index`` (or ``Graph``) keeps one loop per vertex, weighing its existing loop's weight, else 1,
-    or 2 when ``improved`` and edge weights are given; a torch sparse ``adj_t`` gets ``I`` (``2I``) added
-    on top, so one that has self loops runs PyG's path. A ``Graph``'s edge weights serve when
-    ``edge_weight`` is None.
+    whichever side costs fewer multiply-adds (it commutes with the aggregation; ``linear_first``). Loops
+    follow PyG's input forms: an ``edge_index`` (or ``Graph``) keeps one loop per vertex, weighing its
+    existing loop's weight, else 1, or 2 when ``improved`` and edge weights are given; a torch sparse
+    ``adj_t`` gets ``I`` (``2I``) added on top, so one that has self loops runs PyG's path. A ``Graph``'s
+    edge weights serve when ``edge_weight`` is None.
     """
 
     def forward(self, x: torch.Tensor, edge_index: GraphLike, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
@@ -43,7 +43,7 @@ class GCNConv(FusedLayer, torch_geometric.nn.GCNConv):
             return gcn_aggregate(graph, h, weight, self.add_self_loops, self.normalize, fill)
 
         lin = self.lin.weight
-        out = F.linear(aggregate(x), lin) if lin.shape[1] < lin.shape[0] else aggregate(F.linear(x, lin))
+        out = aggregate(F.linear(x, lin)) if linear_first(graph, *lin.shape[::-1]) else F.linear(aggregate(x), lin)
         return out if self.bias is None else out + self.bias
 
     def _plan(self, x: torch.Tensor, edge_index: GraphLike, edge_weight: torch.Tensor | None) -> _Plan | str:

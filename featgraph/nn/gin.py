@@ -8,15 +8,15 @@ import torch_geometric.nn
 
 from ..ops import gspmm
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer, weighted_sparse_adj
+from .pyg_layer import FusedLayer, linear_first, weighted_sparse_adj
 
 
 class GINConv(FusedLayer, torch_geometric.nn.GINConv):
     """Graph isomorphism layer: PyG's ``GINConv`` (``nn``, ``eps``, ``train_eps``, any ``aggr``; sum, mean,
     max and min run fused).
 
-    For sum and mean, when ``nn`` begins with a ``Linear`` that narrows the features, that linear map runs
-    before the aggregation (it commutes with it), so the SpMM moves the narrower features.
+    For sum and mean, when ``nn`` begins with a ``Linear``, that linear map runs before the aggregation where
+    that costs fewer multiply-adds (it commutes with it; ``linear_first``).
     """
 
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
@@ -30,8 +30,10 @@ class GINConv(FusedLayer, torch_geometric.nn.GINConv):
         if reason is not None:
             return self.fallback(reason, x, edge_index, size=size)
         first, rest = _leading_linear(self.nn)
-        project = reduce in ("sum", "mean") and first is not None and first.out_features < first.in_features
-        if project:  # the Linear commutes with the aggregation: aggregate the narrower features
+        project = (
+            reduce in ("sum", "mean") and first is not None and linear_first(g, first.in_features, first.out_features)
+        )
+        if project:  # the Linear commutes with the aggregation: apply it first
             pair = isinstance(x, (tuple, list))
             x_src = F.linear(x_src, first.weight)
             x_dst = x_src[: g.num_dst_nodes] if not pair else None if x_dst is None else F.linear(x_dst, first.weight)

@@ -54,12 +54,15 @@ def pyg_base(cls: type) -> type[MessagePassing]:
 
 
 def _unusual_x(x: Any) -> str | None:
-    """What makes ``x`` one that PyG's layers only sometimes take: a sparse or not 2-d tensor (else None)."""
+    """What makes ``x`` one that PyG's layers only sometimes take: a sparse, not 2-d or not floating-point
+    tensor (else None)."""
     for part in x if isinstance(x, (tuple, list)) else (x,):
         if isinstance(part, torch.Tensor) and part.layout != torch.strided:
             return f"a sparse x ({part.layout})"
         if isinstance(part, torch.Tensor) and part.dim() != 2:
             return f"an x of shape {tuple(part.shape)} (a static graph's batched (B, N, F) features)"
+        if isinstance(part, torch.Tensor) and not part.is_floating_point():
+            return f"an x of dtype {part.dtype}"
     return None
 
 

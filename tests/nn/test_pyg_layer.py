@@ -86,6 +86,8 @@ def test_sparse_and_batched_x_as_pyg_or_an_error_naming_x():
         torch.testing.assert_close(conv(x[0].to_sparse(), edge_index), conv(x[0], edge_index))
     with pytest.raises(ValueError, match=r"^x: GATConv cannot take an x of shape \(2, 20, 8\)"):
         GATConv(8, 4)(x, edge_index)
+    with pytest.raises(ValueError, match=r"^x: SAGEConv cannot take an x of dtype torch.int64"):
+        SAGEConv(8, 4)(torch.ones(N, 8, dtype=torch.int64), edge_index)
 
 
 def test_a_graph_reaches_pygs_path_as_edge_index_and_size():
