@@ -27,9 +27,10 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
     """PyG's ``GATv2Conv`` (constructor, parameters, ``share_weights``, ``edge_dim``, ``fill_value``,
     ``residual``, bipartite ``(x_src, x_dst)``), its attention fused: the scores are one SDDMM whose
     message forms ``x_l[u] + x_r[v] + lin_edge(e)`` per edge and head in registers (``ops.attention.
-    gatv2_scores``), so only E x heads scores and weights exist, never PyG's E x heads x C sums; then the
-    edge softmax and one SpMM. Attention dropout is ``F.dropout`` on the weights, as PyG's. Edge features
-    with a sparse ``adj_t``, and attention weights asked for with one, run PyG's path."""
+    gatv2_scores``), so only E x heads scores and weights exist, never PyG's E x heads x C sums (edge
+    features are projected first, as PyG does); then the edge softmax and one SpMM. Attention dropout is
+    ``F.dropout`` on the weights, as PyG's. Edge features with a sparse ``adj_t``, and attention weights
+    asked for with one, run PyG's path."""
 
     def forward(
         self,
@@ -58,7 +59,7 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
             edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
             if self.add_self_loops:
                 edge_attr = looped_edge_attr(g, edge_attr, self.fill_value)
-            edge = (edge_attr, self.lin_edge.weight.view(heads, channels, -1))
+            edge = (self.lin_edge(edge_attr).view(-1, heads, channels),)
         if self.add_self_loops:
             g = g.with_self_loops()
         scores = gatv2_scores(g, feat_src, feat_dst, self.att[0], self.negative_slope, *edge)

@@ -49,46 +49,43 @@ def gatv2_scores(
     feat_dst: torch.Tensor,
     att: torch.Tensor,
     negative_slope: float = 0.2,
-    edge_attr: torch.Tensor | None = None,
-    edge_weight: torch.Tensor | None = None,
+    edge_feat: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """GATv2's scores before the softmax: ``s[e, h] = sum_c att[h, c] leaky_relu(feat_src[u, h, c] +
-    feat_dst[v, h, c] + sum_k edge_attr[e, k] edge_weight[h, c, k])``, (E, heads).
+    feat_dst[v, h, c] + edge_feat[e, h, c])``, (E, heads).
 
-    ``feat_src`` (num_src, heads, C), ``feat_dst`` (num_dst, heads, C), ``att`` (heads, C); the optional
-    ``edge_attr`` (E, K) enters through ``edge_weight`` (heads, C, K), PyG's ``lin_edge.weight`` viewed so.
-    One SDDMM: the E x heads x C sum is formed per edge in registers and reduced at once."""
+    ``feat_src`` (num_src, heads, C), ``feat_dst`` (num_dst, heads, C), ``att`` (heads, C), the optional
+    ``edge_feat`` (E, heads, C) (PyG's ``lin_edge(edge_attr)``; projected inside the kernel instead, each
+    derived gradient kernel recomputed the projection per weight element: slower than PyG at 16 edge
+    features). One SDDMM: the E x heads x C sum is formed per edge in registers and reduced at once."""
     check_graph(g)
     _vertex_tensor("feat_src", feat_src, g, "src")
     check_tensor("feat_src", feat_src, dims=3)
     _vertex_tensor("feat_dst", feat_dst, g, "dst", like=feat_src)
     heads, channels = feat_src.shape[1:]
-    for name, t, shape in (
-        ("feat_dst", feat_dst, (feat_dst.shape[0], heads, channels)),
-        ("att", att, (heads, channels)),
-    ):
-        check_tensor(name, t, like=feat_src)
-        if tuple(t.shape) != shape:
-            raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
-    _edge_terms(g, edge_attr, edge_weight, feat_src, (heads, channels, -1))
-    k = None if edge_attr is None else edge_attr.shape[1]
+    expected = {"feat_dst": (feat_dst.shape[0], heads, channels), "att": (heads, channels)}
+    if edge_feat is not None:
+        check_tensor("edge_feat", edge_feat, rows=g.num_edges, rows_are="one per edge")
+        expected["edge_feat"] = (g.num_edges, heads, channels)
+    tensors = {"feat_dst": feat_dst, "att": att, "edge_feat": edge_feat}
+    for name, shape in expected.items():
+        check_tensor(name, tensors[name], like=feat_src)
+        if tuple(tensors[name].shape) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {tuple(tensors[name].shape)}")
+    edged = edge_feat is not None
     dtype = TORCH_TO_TE[feat_src.dtype]
-    key = ("gatv2-scores", heads, channels, k, dtype, float(negative_slope))
+    key = ("gatv2-scores", heads, channels, edged, dtype, float(negative_slope))
 
     def build():
         xl = te.placeholder((g.num_src_nodes, heads, channels), dtype, "XL")
         xr = te.placeholder((g.num_dst_nodes, heads, channels), dtype, "XR")
         a = te.placeholder((heads, channels), dtype, "ATT")
-        ea = te.placeholder((g.num_edges, k or 1), dtype, "EA")
-        w = te.placeholder((heads, channels, k or 1), dtype, "WE")
+        ef = te.placeholder((g.num_edges, heads, channels), dtype, "EF")
 
         def udf(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
             def score(h: te.Var) -> te.Expr:
                 c = te.reduce_axis((0, channels), name="c")
-                x = xl[s, h, c] + xr[t, h, c]
-                if k is not None:
-                    j = te.reduce_axis((0, k), name="j")
-                    x = x + te.sum(ea[e, j] * w[h, c, j], axis=j)
+                x = xl[s, h, c] + xr[t, h, c] + ef[e, h, c] if edged else xl[s, h, c] + xr[t, h, c]
                 return te.sum(a[h, c] * te.where(x > 0, x, x * negative_slope), axis=c)
 
             return te.compute((heads,), score)
@@ -96,8 +93,8 @@ def gatv2_scores(
         return sddmm(g, udf)
 
     inputs = {"XL": feat_src, "XR": feat_dst, "ATT": att}
-    if edge_attr is not None:
-        inputs |= {"EA": edge_attr, "WE": edge_weight}
+    if edged:
+        inputs["EF"] = edge_feat
     return cached_kernel(g, key, build)(**inputs)
 
 

@@ -35,10 +35,10 @@ def sum_into_dst(g, per_edge):
 def test_gatv2_scores_against_dense(graph, with_edges):
     src, dst = graph.coo()
     xl, xr, att = rand(graph.num_src_nodes, HEADS, C), rand(graph.num_dst_nodes, HEADS, C), rand(HEADS, C)
-    edge = (rand(graph.num_edges, K), rand(HEADS, C, K)) if with_edges else ()
+    edge = (rand(graph.num_edges, HEADS, C),) if with_edges else ()
 
-    def dense(xl, xr, att, ea=None, w=None):
-        x = xl[src] + xr[dst] + (torch.einsum("ek,hck->ehc", ea, w) if ea is not None else 0)
+    def dense(xl, xr, att, edge_feat=None):
+        x = xl[src] + xr[dst] + (edge_feat if edge_feat is not None else 0)
         return (F.leaky_relu(x, 0.3) * att).sum(-1)
 
     out = attention.gatv2_scores(graph, xl, xr, att, 0.3, *edge)
@@ -84,10 +84,12 @@ def test_bad_arguments_are_named():
         attention.gatv2_scores(g, x, x[:4], torch.randn(HEADS, C))
     with pytest.raises(ValueError, match=r"att: expected shape \(2, 3\)"):
         attention.gatv2_scores(g, x, x, torch.randn(HEADS, C + 1))
+    with pytest.raises(ValueError, match=r"edge_feat: expected shape \(60, 2, 3\)"):
+        attention.gatv2_scores(g, x, x, torch.randn(HEADS, C), 0.2, torch.randn(E, HEADS, C + 1))
     with pytest.raises(ValueError, match="edge_attr and its weight come together"):
-        attention.gatv2_scores(g, x, x, torch.randn(HEADS, C), edge_attr=torch.randn(E, K))
-    with pytest.raises(ValueError, match=r"edge weight: expected shape \(2, 3, 4\)"):
-        attention.gatv2_scores(g, x, x, torch.randn(HEADS, C), 0.2, torch.randn(E, K), torch.randn(HEADS, C, 5))
+        attention.dot_scores(g, x, x, edge_attr=torch.randn(E, K))
+    with pytest.raises(ValueError, match=r"edge weight: expected shape \(13, 2, 4\)"):
+        attention.dot_scores(g, x, x, 1.0, torch.randn(N, HEADS, 5), torch.randn(E, K))
     with pytest.raises(TypeError, match="key: expected torch.float32"):
         attention.dot_scores(g, x, x.double())
     with pytest.raises(ValueError, match="edge_attr: expected 60 rows"):
@@ -98,13 +100,8 @@ def test_bad_arguments_are_named():
 
 def test_inputs_are_not_modified():
     g = fg.Graph(*random_edges(N, E, seed=8), N)
-    x, att, edge_attr, weight = (
-        torch.randn(N, HEADS, C),
-        torch.randn(HEADS, C),
-        torch.randn(E, K),
-        torch.randn(HEADS, C, K),
-    )
-    copies = [t.clone() for t in (x, att, edge_attr, weight)]
-    attention.gatv2_scores(g, x, x, att, 0.2, edge_attr, weight)
-    for t, copy in zip((x, att, edge_attr, weight), copies, strict=True):
+    x, att, edge_feat = torch.randn(N, HEADS, C), torch.randn(HEADS, C), torch.randn(E, HEADS, C)
+    copies = [t.clone() for t in (x, att, edge_feat)]
+    attention.gatv2_scores(g, x, x, att, 0.2, edge_feat)
+    for t, copy in zip((x, att, edge_feat), copies, strict=True):
         assert torch.equal(t, copy)
