@@ -14,9 +14,10 @@ from .pyg_layer import FusedLayer
 
 class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
     """PyG's ``GINEConv`` (constructor, ``nn``, ``eps``/``train_eps``, ``edge_dim``'s ``lin``, bipartite
-    ``(x_src, x_dst)`` and ``size``), its aggregation one fused SpMM of ``relu(x_u + e_uv)``
-    (``ops.attention.relu_edge_sum``): the messages are never stored. With ``edge_dim`` the edge features
-    are projected first, as PyG does (one GEMM). A sparse ``adj_t`` runs PyG's path."""
+    ``(x_src, x_dst)`` and ``size``), its aggregation one fused SpMM of ``relu(x_u + lin(e_uv))``
+    (``ops.attention.relu_edge_sum``): neither the messages nor, with ``edge_dim``, the projected edge
+    features are stored; the backward makes one E x F tensor (the messages' gradient). A sparse ``adj_t``
+    runs PyG's path."""
 
     def forward(
         self,
@@ -30,7 +31,8 @@ class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
         if reason:
             return self.fallback(reason, x, edge_index, edge_attr, size)
         x_src, x_dst, g = self.split(x, edge_index, size)
-        out = relu_edge_sum(g, x_src, edge_attr if self.lin is None else self.lin(edge_attr))
+        lin = self.lin
+        out = relu_edge_sum(g, x_src, edge_attr, *(() if lin is None else (lin.weight, lin.bias)))
         if x_dst is not None:
             out = out + (1 + self.eps) * x_dst
         return self.nn(out)

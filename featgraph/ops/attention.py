@@ -180,25 +180,100 @@ def weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor) 
     return cached_kernel(g, ("weighted-edge-sum", heads, k, dtype), build)(A=weights, EA=edge_attr)
 
 
-def relu_edge_sum(g: Graph, x: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
-    """GINE's aggregation: ``out[v] = sum_{e = (u -> v)} relu(x[u] + edge_attr[e])``, (num_dst, F), one
-    SpMM: the E x F messages are never stored (their gradient is, once, in the backward). A projection of
-    edge features to F goes before (one dense GEMM): applied inside the message instead, each gradient
-    kernel recomputed it per edge and element, 2x slower forward + backward at 16 edge features."""
+def relu_edge_sum(
+    g: Graph,
+    x: torch.Tensor,
+    edge_attr: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """GINE's aggregation: ``out[v] = sum_{e = (u -> v)} relu(x[u] + p[e])``, (num_dst, F), one SpMM, the
+    E x F messages never stored. ``p`` is ``edge_attr`` (E, F) itself, or with ``weight`` (F, K) (and
+    ``bias`` (F,)), PyG's ``Linear`` of ``edge_attr`` (E, K), computed inside the kernels, so the E x F
+    projected features never exist either; the backward then makes one E x F tensor, the messages'
+    gradient ``relu'(x[u] + p[e]) grad[v]``, and gets every input's gradient from it (one SpMM over the
+    reversed graph, GEMMs for the weight). The derived gradient kernels would recompute the projection
+    per element of each gradient."""
     check_graph(g)
     _vertex_tensor("x", x, g, "src")
     check_tensor("x", x, dims=2)
     check_tensor("edge_attr", edge_attr, dims=2, rows=g.num_edges, rows_are="one per edge", like=x)
-    features = x.shape[1]
-    if edge_attr.shape[1] != features:
+    features, k = x.shape[1], edge_attr.shape[1]
+    if weight is None:
+        if bias is not None:
+            raise ValueError("bias: given without a weight")
+        if k != features:
+            raise ValueError(f"edge_attr: expected {features} features as x (or a weight to project it), got {k}")
+        return _ReluEdgeKernels(g, features, k, TORCH_TO_TE[x.dtype], None)["sum"](X=x, EA=edge_attr)
+    check_tensor("weight", weight, dims=2, like=x)
+    if tuple(weight.shape) != (features, k):
         raise ValueError(
-            f"edge_attr: expected {features} features as x (project it to x's width first), got {edge_attr.shape[1]}"
+            f"weight: expected shape {(features, k)} (x's features, edge_attr's), got {tuple(weight.shape)}"
         )
-    dtype = TORCH_TO_TE[x.dtype]
+    if bias is not None:
+        check_tensor("bias", bias, dims=1, rows=features, rows_are="one per feature of x", like=x)
+    return _ProjectedReluEdgeSum.apply(g, x, edge_attr, weight, bias)
 
-    def build():
+
+class _ReluEdgeKernels:
+    """GINE's kernels on one graph, each compiled on first use: "sum" (the aggregation) and "mask" (per
+    edge, ``relu'(x[u] + p[e]) G[v]``), ``p`` the edge features as they are (``projected`` None) or their
+    projection ``EA WT + B`` (``projected``: whether there is a bias)."""
+
+    def __init__(self, g: Graph, features: int, k: int, dtype: str, projected: bool | None) -> None:
+        self.g, self.features, self.k, self.dtype, self.projected = g, features, k, dtype, projected
+
+    def __getitem__(self, name: str):
+        key = ("relu-edge", name, self.features, self.k, self.dtype, self.projected)
+        return cached_kernel(self.g, key, lambda: self._build(name))
+
+    def _build(self, name: str):
+        g, features, k, dtype = self.g, self.features, self.k, self.dtype
         xs = te.placeholder((g.num_src_nodes, features), dtype, "X")
-        ea = te.placeholder((g.num_edges, features), dtype, "EA")
-        return spmm(g, lambda s, t, e: te.compute((features,), lambda i: te.max(xs[s, i] + ea[e, i], 0.0)), "sum")
+        ea = te.placeholder((g.num_edges, k), dtype, "EA")
+        wt, b = te.placeholder((k, features), dtype, "WT"), te.placeholder((features,), dtype, "B")
+        grad = te.placeholder((g.num_dst_nodes, features), dtype, "G")
 
-    return cached_kernel(g, ("relu-edge-sum", features, dtype), build)(X=x, EA=edge_attr)
+        def pre(s: te.Var, e: te.Var, i: te.Var) -> te.Expr:
+            if self.projected is None:
+                return xs[s, i] + ea[e, i]
+            j = te.reduce_axis((0, k), name="j")
+            edge = te.sum(ea[e, j] * wt[j, i], axis=j)
+            return xs[s, i] + (edge + b[i] if self.projected else edge)
+
+        if name == "sum":
+            return spmm(g, lambda s, t, e: te.compute((features,), lambda i: te.max(pre(s, e, i), 0.0)), "sum")
+        return sddmm(g, lambda s, t, e: te.compute((features,), lambda i: te.where(pre(s, e, i) > 0, grad[t, i], 0.0)))
+
+
+class _ProjectedReluEdgeSum(torch.autograd.Function):
+    """``relu_edge_sum`` with the projection inside the kernels and the backward written out: the messages'
+    gradient ``D`` (E x F, one SDDMM) gives ``dx = sum over out-edges of D`` (one SpMM over the reversed
+    graph), ``d edge_attr = D weight``, ``d weight = D^T edge_attr``, ``d bias = sum_e D``."""
+
+    @staticmethod
+    def forward(ctx, g: Graph, x, edge_attr, weight, bias):  # noqa: D102
+        ctx.g = g
+        ctx.save_for_backward(x, edge_attr, weight, bias)
+        return _ReluEdgeKernels(g, x.shape[1], edge_attr.shape[1], TORCH_TO_TE[x.dtype], bias is not None)["sum"](
+            **_projected_inputs(x, edge_attr, weight, bias)
+        )
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        x, edge_attr, weight, bias = ctx.saved_tensors
+        kernels = _ReluEdgeKernels(ctx.g, x.shape[1], edge_attr.shape[1], TORCH_TO_TE[x.dtype], bias is not None)
+        messages = kernels["mask"](**_projected_inputs(x, edge_attr, weight, bias), G=grad.contiguous())
+        want_x, want_attr, want_weight, want_bias = ctx.needs_input_grad[1:5]
+        grad_x = gspmm(ctx.g.reverse(), "copy_rhs", "sum", None, messages) if want_x else None
+        grad_attr = messages @ weight if want_attr else None
+        grad_weight = messages.t() @ edge_attr if want_weight else None
+        grad_bias = messages.sum(0) if want_bias else None
+        return None, grad_x, grad_attr, grad_weight, grad_bias
+
+
+def _projected_inputs(x, edge_attr, weight, bias) -> dict[str, torch.Tensor]:
+    inputs = {"X": x, "EA": edge_attr, "WT": weight.t()}
+    if bias is not None:
+        inputs["B"] = bias
+    return inputs

@@ -68,13 +68,16 @@ def test_weighted_edge_sum_against_dense(graph):
     assert gradcheck(lambda *t: attention.weighted_edge_sum(graph, *t), (weights, edge_attr), fast_mode=True)
 
 
-def test_relu_edge_sum_against_dense(graph):
+@pytest.mark.parametrize("projection", ["none", "weight", "weight and bias"])
+def test_relu_edge_sum_against_dense(graph, projection):
     src, _ = graph.coo()
-    x, edge_attr = rand(graph.num_src_nodes, 5), rand(graph.num_edges, 5)
-    torch.testing.assert_close(
-        attention.relu_edge_sum(graph, x, edge_attr), sum_into_dst(graph, (x[src] + edge_attr).relu())
-    )
-    assert gradcheck(lambda *t: attention.relu_edge_sum(graph, *t), (x, edge_attr), fast_mode=True)
+    x = rand(graph.num_src_nodes, 5)
+    lin = {"none": (), "weight": (rand(5, K),), "weight and bias": (rand(5, K), rand(5))}[projection]
+    edge_attr = rand(graph.num_edges, K if lin else 5)
+    projected = F.linear(edge_attr, *lin) if lin else edge_attr
+    want = sum_into_dst(graph, (x[src] + projected).relu())
+    torch.testing.assert_close(attention.relu_edge_sum(graph, x, edge_attr, *lin), want)
+    assert gradcheck(lambda *t: attention.relu_edge_sum(graph, *t), (x, edge_attr, *lin), fast_mode=True)
 
 
 def test_bad_arguments_are_named():
@@ -96,6 +99,10 @@ def test_bad_arguments_are_named():
         attention.weighted_edge_sum(g, torch.randn(E, HEADS), torch.randn(E - 1, K))
     with pytest.raises(ValueError, match="edge_attr: expected 7 features as x"):
         attention.relu_edge_sum(g, torch.randn(N, 7), torch.randn(E, K))
+    with pytest.raises(ValueError, match=r"weight: expected shape \(7, 4\)"):
+        attention.relu_edge_sum(g, torch.randn(N, 7), torch.randn(E, K), torch.randn(K, 7))
+    with pytest.raises(ValueError, match="bias: given without a weight"):
+        attention.relu_edge_sum(g, torch.randn(N, K), torch.randn(E, K), bias=torch.randn(K))
 
 
 def test_inputs_are_not_modified():
