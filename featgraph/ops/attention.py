@@ -3,7 +3,8 @@
 Each op is one UDF kernel (an SDDMM for per-edge scores, an SpMM for per-vertex sums) whose message
 combines vertex rows, edge rows and a small dense weight inside the kernel, so the E x features tensors
 the message passing formulation builds (``x_i + x_j``, ``key_j + lin(edge_attr)``, the messages) never
-exist; only E x heads scores do. Gradients are the kernels' own (derived from the UDFs).
+exist; only E x heads scores do. Gradients are the kernels' own (derived from the UDFs), except GINE's
+projected edge features, whose backward is written out (see ``relu_edge_sum``).
 """
 
 from __future__ import annotations
