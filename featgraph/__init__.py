@@ -5,9 +5,11 @@ functions fused into one kernel per op, on a ``Graph`` built from PyG's ``edge_i
 too); a compiled neighbour sampler (``sampling``) and loaders (``loader``) for mini-batch training.
 """
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from . import datasets, loader, nn, sampling, te
+from . import datasets, loader, sampling, te
 from .graph import Graph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, default_target, sddmm, spmm
@@ -34,3 +36,11 @@ __all__ = [
     "te",
     "tune",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``featgraph.nn`` on first use: its layers are built on PyG's classes, so importing featgraph (its graphs,
+    expression language, templates, ops, sampler and loaders) never needs PyG."""
+    if name == "nn":
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,11 +9,12 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from featgraph import Graph
-
 if not torch.cuda.is_available():
-    # GPU kernels run in Triton's interpreter on CPU tensors; Triton reads this when it is first imported
+    # GPU kernels run in Triton's interpreter on CPU tensors; Triton reads this when it is first imported, which
+    # may be inside the first import of featgraph (through torch_geometric, say), so it is set before that
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from featgraph import Graph  # noqa: E402 - after TRITON_INTERPRET
 
 
 def random_edges(num_nodes: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
