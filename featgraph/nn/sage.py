@@ -9,15 +9,8 @@ from torch_geometric.nn import aggr as pyg_aggr
 
 from ..ops import gspmm
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer, weighted_sparse_adj
+from .pyg_layer import FusedLayer, linear_first, weighted_sparse_adj
 
-# PyG's aggregation modules that featgraph's SpMM computes, by featgraph's reducer name
-FUSED_AGGREGATIONS = {
-    pyg_aggr.MeanAggregation: "mean",
-    pyg_aggr.SumAggregation: "sum",
-    pyg_aggr.MaxAggregation: "max",
-    pyg_aggr.MinAggregation: "min",
-}
 _LINEAR_AGGREGATORS = ("mean", "sum")
 
 
@@ -28,7 +21,7 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
     Besides PyG's bipartite forms, on a sampled block (a bipartite ``Graph``) a tensor ``x`` of its sources
     gives the destinations its first rows. ``aggr="pool"`` is GraphSAGE's pooling aggregator (DGL's name):
     ``max_u relu(lin(x_u))``, PyG's ``aggr="max", project=True``. For mean and sum, ``lin_l`` runs before
-    the aggregation when that makes the aggregated features narrower (they commute).
+    the aggregation when that costs fewer multiply-adds (they commute; ``linear_first``).
     """
 
     def __init__(
@@ -47,7 +40,7 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         super().__init__(in_channels, out_channels, aggr, normalize, root_weight, project, bias, **kwargs)
 
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
-        reduce = FUSED_AGGREGATIONS.get(type(self.aggr_module))
+        reduce = self.fused_reduce()
         reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
         if reason is None:
             x_src, x_dst, g = self.split(x, edge_index, size)
@@ -56,7 +49,7 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         if reason is not None:
             return self.fallback(reason, x, edge_index, size=size)
         source = F.relu(self.lin(x_src)) if self.project else x_src
-        if reduce in _LINEAR_AGGREGATORS and self.out_channels < source.shape[-1]:
+        if reduce in _LINEAR_AGGREGATORS and linear_first(g, source.shape[-1], self.out_channels):
             out = gspmm(g, "copy_lhs", reduce, F.linear(source, self.lin_l.weight), None)
             out = out if self.lin_l.bias is None else out + self.lin_l.bias
         else:
