@@ -9,7 +9,7 @@ import torch_geometric.nn
 from ..graph import Graph
 from ..ops import gspmm
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer
+from .pyg_layer import FusedLayer, linear_first
 
 
 def weighted_aggregate(g: Graph, x: torch.Tensor, weight: torch.Tensor | None, reduce: str) -> torch.Tensor:
@@ -23,7 +23,7 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
     """``out_v = lin_root(x_v) + lin_rel(aggr_{u -> v} e_uv x_u)``: PyG's ``GraphConv`` (constructor,
     parameters, bipartite ``(x_src, x_dst)`` and ``size``), its aggregation one fused SpMM (sum, mean, max or
     min; the edge weight multiplies inside the kernel). For sum and mean ``lin_rel`` runs before the
-    aggregation when that makes the aggregated features narrower (they commute). Other aggregations run
+    aggregation when that costs fewer multiply-adds (they commute; ``linear_first``). Other aggregations run
     PyG's path."""
 
     def forward(
@@ -44,7 +44,7 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
         weight = g.edge_weight if edge_weight is None else edge_weight
         reduce = self.fused_reduce()
         lin = self.lin_rel
-        if reduce in ("sum", "mean") and lin.weight.shape[0] < lin.weight.shape[1]:
+        if reduce in ("sum", "mean") and linear_first(g, lin.weight.shape[1], lin.weight.shape[0]):
             out = weighted_aggregate(g, F.linear(x_src, lin.weight), weight, reduce)
             out = out if lin.bias is None else out + lin.bias
         else:

@@ -9,7 +9,7 @@ import torch_geometric.nn
 from ..graph import Graph
 from ..ops import gcn_aggregate
 from .graph_input import GraphLike, as_graph
-from .pyg_layer import FusedLayer
+from .pyg_layer import FusedLayer, linear_first
 
 
 def propagation_graph(
@@ -36,7 +36,7 @@ class SGConv(FusedLayer, torch_geometric.nn.SGConv):
     """Simplified graph convolution: PyG's ``SGConv`` (constructor, parameters, ``cached``: the first call's
     propagated features serve until ``reset_parameters``), its K propagation steps each one fused SpMM that
     scales messages by both endpoints' ``deg^-1/2`` (``ops.gcn_aggregate``). Without ``cached``, ``lin``'s
-    weight goes before the propagation when that makes the propagated features narrower (they commute)."""
+    weight goes before the propagation when that costs fewer multiply-adds (they commute; ``linear_first``)."""
 
     def forward(self, x: torch.Tensor, edge_index: GraphLike, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
         """As PyG's; ``edge_index`` may also be a ``featgraph.Graph`` (its edge weights serve when
@@ -48,11 +48,11 @@ class SGConv(FusedLayer, torch_geometric.nn.SGConv):
             return self.fallback(plan, x, edge_index, edge_weight)
         graph, weight = plan
         lin = self.lin
-        narrower = not self.cached and lin.weight.shape[0] < lin.weight.shape[1]
-        h = F.linear(x, lin.weight) if narrower else x
+        first = not self.cached and linear_first(graph, lin.weight.shape[1], lin.weight.shape[0])
+        h = F.linear(x, lin.weight) if first else x
         for _ in range(self.K):
             h = gcn_aggregate(graph, h, weight, self.add_self_loops)
-        if narrower:
+        if first:
             return h if lin.bias is None else h + lin.bias
         if self.cached:
             self._cached_x = h
