@@ -74,10 +74,9 @@ class GraphRef(NamedTuple):
     self_loops: bool = False
 
     @property
-    def num_edges(self) -> int:
-        if self.self_loops:
-            raise ValueError("the edge count of a graph with self loops added is known when an operator runs")
-        return self.edge_index.shape[1]
+    def num_edges(self) -> int | None:
+        """None where self loops are still to be added: the count is known when an operator runs."""
+        return None if self.self_loops else self.edge_index.shape[1]
 
     @property
     def num_nodes(self) -> int:
@@ -92,6 +91,10 @@ class GraphRef(NamedTuple):
     @property
     def device(self) -> torch.device:
         return self.edge_index.device
+
+    def in_degrees(self) -> torch.Tensor:
+        """``Graph.in_degrees`` through the ``featgraph::in_degrees`` operator."""
+        return torch.ops.featgraph.in_degrees(self.edge_index, self.num_src_nodes, self.num_dst_nodes, self.self_loops)
 
     def with_self_loops(self, fill_weight: float = 1.0) -> GraphRef:
         """``Graph.with_self_loops`` for the operator to apply (unweighted loops only)."""

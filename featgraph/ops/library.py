@@ -54,6 +54,20 @@ def _features(x: torch.Tensor) -> tuple[int, ...]:
     return tuple(x.shape[1:]) or (1,)
 
 
+# ---- in_degrees ------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op(GRAPH + "in_degrees", mutates_args=())
+def _in_degrees(edge_index: torch.Tensor, num_src: int, num_dst: int, self_loops: bool) -> torch.Tensor:
+    """Each destination's in-degree (a copy of the graph's cached one)."""
+    return resolve(edge_index, num_src, num_dst, self_loops).in_degrees().clone()
+
+
+@_in_degrees.register_fake
+def _(edge_index, num_src, num_dst, self_loops):
+    return edge_index.new_empty(num_dst)
+
+
 # ---- gspmm ------------------------------------------------------------------------------------------------
 
 
@@ -145,11 +159,11 @@ def _gsddmm(
 
 @_gsddmm.register_fake
 def _(edge_index, num_src, num_dst, self_loops, op, lhs, rhs, lhs_target, rhs_target):
-    if self_loops:
-        raise ValueError("gsddmm on a graph with self loops added needs the looped graph itself")
+    # a looped graph's edge count depends on how many loops the edges hold: a size known when it runs
+    edges = torch.library.get_ctx().new_dynamic_size() if self_loops else edge_index.shape[1]
     given = [x for x in (lhs, rhs) if x is not None]
     features = torch.broadcast_shapes(*[_features(x) for x in given])
-    shape = (edge_index.shape[1], *features[:-1], 1) if op == "dot" else (edge_index.shape[1], *features)
+    shape = (edges, *features[:-1], 1) if op == "dot" else (edges, *features)
     return given[0].new_empty(shape)
 
 
