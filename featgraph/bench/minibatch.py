@@ -16,8 +16,10 @@ Per row: seeds per second sampling alone (batches with their features and labels
 (sample + forward + backward + Adam step), over ``--batches`` batches after ``--warmup``; ``format share``:
 the part of a training step spent turning the sampler's output into what the kernels read (formats,
 self-loop graphs, kernels bound to a block), measured as a fresh batch's forward + backward minus the same
-batch's again, once that work is cached on its graphs; peak memory above the raw edges and features (graph
-structures, sampler, batches and training included). Each row runs in its own process, so peaks are its
+batch's again, once that work is cached on its graphs, with no batch prepared meanwhile (featgraph's loader
+otherwise samples the next batch in a thread while a step runs, and on 2 cores that contention read as format
+work: 16-18% for GraphSAGE where the same steps without it showed none); peak memory above the raw edges and
+features (graph structures, sampler, batches and training included). Each row runs in its own process, so peaks are its
 own; the graph is generated once per run and handed to the workers in a file.
 """
 
@@ -92,10 +94,11 @@ SampledBatch = tuple[torch.Tensor, torch.Tensor, Any]  # input rows, seeds' labe
 
 @dataclass
 class Pipeline:
-    """One framework's way from the graph to a training step: ``batches()`` iterates batches epoch after
-    epoch without end, ``forward(x, graph_input)`` gives the seeds' logits."""
+    """One framework's way from the graph to a training step: ``batches(background)`` iterates batches epoch
+    after epoch without end (``background=False``: none prepared while a step runs; DGL's and PyG's loaders
+    here always sample in the caller's thread), ``forward(x, graph_input)`` gives the seeds' logits."""
 
-    batches: Callable[[], Iterator[SampledBatch]]
+    batches: Callable[[bool], Iterator[SampledBatch]]
     forward: Callable[[torch.Tensor, Any], torch.Tensor]
 
 
@@ -137,11 +140,18 @@ def _endless(loader: Iterable) -> Iterator:
 
 def _featgraph(raw: dict, bench: BenchModel, net: torch.nn.Module) -> Pipeline:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
-    loader = BlockLoader(
-        graph, list(bench.fanouts), BATCH_SIZE, input_nodes=raw["train_idx"], seed=0, x=raw["x"], y=raw["y"]
-    )
 
-    def batches() -> Iterator[SampledBatch]:
+    def batches(background: bool) -> Iterator[SampledBatch]:
+        loader = BlockLoader(
+            graph,
+            list(bench.fanouts),
+            BATCH_SIZE,
+            input_nodes=raw["train_idx"],
+            seed=0,
+            x=raw["x"],
+            y=raw["y"],
+            prefetch=2 if background else 0,
+        )
         return ((b.x, b.y, b.blocks) for b in _endless(loader))
 
     return Pipeline(batches, net)
@@ -155,7 +165,7 @@ def _dgl(raw: dict, bench: BenchModel, dgl: Any, net: torch.nn.Module) -> Pipeli
     loader = dgl.dataloading.DataLoader(graph, raw["train_idx"], sampler, batch_size=BATCH_SIZE, shuffle=True)
     x, y = raw["x"], raw["y"]
 
-    def batches() -> Iterator[SampledBatch]:
+    def batches(background: bool) -> Iterator[SampledBatch]:
         return ((x[input_nodes], y[seeds], blocks) for input_nodes, seeds, blocks in _endless(loader))
 
     return Pipeline(batches, lambda h, blocks: net(blocks, h))
@@ -178,7 +188,7 @@ def _pyg(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
             h = h if depth == len(net.convs) - 1 else net.activation(h)
         return h[:num_seeds]
 
-    def batches() -> Iterator[SampledBatch]:
+    def batches(background: bool) -> Iterator[SampledBatch]:
         return ((b.x, b.y[: b.batch_size], (b.edge_index, b.batch_size)) for b in _endless(loader))
 
     return Pipeline(batches, forward)
@@ -262,10 +272,10 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
 
         net.train()
         for name, work in (("sample_seeds_s", lambda batch: None), ("train_seeds_s", step)):
-            stream = pipeline.batches()
+            stream = pipeline.batches(True)
             setattr(row, name, _seeds_per_s(stream, batches, warmup, work))
             stream.close()
-        stream = pipeline.batches()
+        stream = pipeline.batches(False)
         format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net)
         row.format_share = format_ms / (BATCH_SIZE / row.train_seeds_s * 1e3)
         stream.close()

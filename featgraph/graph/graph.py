@@ -238,9 +238,9 @@ class Graph:
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
         the graph's own, so kernels build no format for it. ``check=False`` trusts the tensors (int64,
         contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``.
-        ``csc``, the same edges grouped by source (trusted, so only with ``check=False``: featgraph's sampler
-        builds it by a counting sort), is kept too, so gradients with respect to source rows build no format
-        either."""
+        ``csc``, the same edges grouped by source in int64 or int32 (trusted, so only with ``check=False``:
+        featgraph's sampler builds it by a counting sort), is kept too, so gradients with respect to source rows
+        build no format either."""
         if csc is not None and check:
             raise ValueError("csc is trusted as given (featgraph's sampler builds it): pass it with check=False")
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
@@ -265,8 +265,8 @@ class Graph:
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
         graph._cache[("in_deg",)] = counts.to(torch.int64)
         if csc is not None:
-            graph._cache[("csc",)] = csc
-            graph._cache[("out_deg",)] = csc.indptr[1:] - csc.indptr[:-1]
+            graph._cache[("csc",) if csc.indptr.dtype == torch.int64 else ("csc", csc.indptr.dtype)] = csc
+            graph._cache[("out_deg",)] = (csc.indptr[1:] - csc.indptr[:-1]).to(torch.int64)
         return graph
 
     @classmethod

@@ -285,23 +285,25 @@ static void sample(void** ptr, const int64_t* arg) {
 }
 
 // ptr: block_indptr (F + 1), block_sources (E), csc_indptr (out, S + 1), csc_destinations (out, E),
-// csc_edge_ids (out, E); arg: op, F, S. Stable: a source's edges keep the block's edge order.
+// csc_edge_ids (out, E), the outputs of type Index; arg: op, F, S, sizeof(Index). Stable: a source's edges keep
+// the block's edge order.
+template <typename Index>
 static void transpose(void** ptr, const int64_t* arg) {
   const int64_t* indptr = (const int64_t*)ptr[0];
   const int64_t* sources = (const int64_t*)ptr[1];
-  int64_t* csc_indptr = (int64_t*)ptr[2];
-  int64_t* destinations = (int64_t*)ptr[3];
-  int64_t* edge_ids = (int64_t*)ptr[4];
+  Index* csc_indptr = (Index*)ptr[2];
+  Index* destinations = (Index*)ptr[3];
+  Index* edge_ids = (Index*)ptr[4];
   const int64_t num_dst = arg[1], num_src = arg[2], num_edges = indptr[num_dst];
-  std::fill(csc_indptr, csc_indptr + num_src + 1, 0);
+  std::fill(csc_indptr, csc_indptr + num_src + 1, (Index)0);
   for (int64_t j = 0; j < num_edges; ++j) ++csc_indptr[sources[j] + 1];
   for (int64_t u = 0; u < num_src; ++u) csc_indptr[u + 1] += csc_indptr[u];
-  std::vector<int64_t> cursor(csc_indptr, csc_indptr + num_src);
+  std::vector<Index> cursor(csc_indptr, csc_indptr + num_src);
   for (int64_t v = 0; v < num_dst; ++v)
     for (int64_t j = indptr[v]; j < indptr[v + 1]; ++j) {
-      const int64_t at = cursor[sources[j]]++;
-      destinations[at] = v;
-      edge_ids[at] = j;
+      const Index at = cursor[sources[j]]++;
+      destinations[at] = (Index)v;
+      edge_ids[at] = (Index)j;
     }
 }
 
@@ -310,7 +312,7 @@ extern "C" void run(void** ptr, const int64_t* arg) {
     case 0: prepare(ptr, arg); break;
     case 1: count(ptr, arg); break;
     case 2: sample(ptr, arg); break;
-    default: transpose(ptr, arg); break;
+    default: arg[3] == 4 ? transpose<int32_t>(ptr, arg) : transpose<int64_t>(ptr, arg); break;
   }
 }
 """
@@ -383,12 +385,19 @@ def sample_hop(
     return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())
 
 
-def transpose(indptr: torch.Tensor, sources: torch.Tensor, num_src: int) -> Compressed:
+def transpose(
+    indptr: torch.Tensor, sources: torch.Tensor, num_src: int, index_dtype: torch.dtype = torch.int64
+) -> Compressed:
     """A block's CSC from its CSR (``indptr`` over destinations, ``sources`` local ids below ``num_src``, the
-    edges' order their ids): what ``formats.compress`` gives when grouping by source, without a sort."""
+    edges' order their ids): what ``formats.compress`` gives when grouping by source, without a sort, written
+    in ``index_dtype`` (int32 where the kernels read int32, so no narrowing copy follows)."""
+    if index_dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype}")
     num_edges = sources.numel()
-    csc_indptr = torch.empty(num_src + 1, dtype=torch.int64)
-    destinations = torch.empty(num_edges, dtype=torch.int64)
-    edge_ids = torch.empty(num_edges, dtype=torch.int64)
-    cpu.launch(_run(), [indptr, sources, csc_indptr, destinations, edge_ids], [TRANSPOSE, indptr.numel() - 1, num_src])
+    csc_indptr = torch.empty(num_src + 1, dtype=index_dtype)
+    destinations = torch.empty(num_edges, dtype=index_dtype)
+    edge_ids = torch.empty(num_edges, dtype=index_dtype)
+    width = 4 if index_dtype == torch.int32 else 8
+    scalars = [TRANSPOSE, indptr.numel() - 1, num_src, width]
+    cpu.launch(_run(), [indptr, sources, csc_indptr, destinations, edge_ids], scalars)
     return Compressed(csc_indptr, destinations, edge_ids)

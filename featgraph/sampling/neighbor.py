@@ -20,6 +20,7 @@ import torch
 
 from ..backends import toolchain
 from ..graph import Graph
+from ..graph.formats import index_dtype_for
 from . import kernel
 
 SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
@@ -201,11 +202,12 @@ class NeighborSampler:
                 )
             edge_weight = None if weight is None else weight[drawn.edge_ids]
             num_src = drawn.node_ids.numel()
-            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src)
-            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc)
             # both formats in the kernels' index type, built here (a loader's background thread) rather than
             # in the training step that runs the block
-            block_graph.csr(block_graph.index_dtype), block_graph.csc(block_graph.index_dtype)
+            index = index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel())
+            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src, index)
+            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc)
+            block_graph.csr(index)
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

@@ -155,7 +155,8 @@ def test_empty_rows_draw_nothing():
 
 
 @pytest.mark.parametrize("num_src, num_dst, num_edges", [(9, 4, 40), (7, 7, 0), (12, 3, 30), (1, 1, 5)])
-def test_transpose_groups_by_source_as_a_stable_sort(num_src, num_dst, num_edges):
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_transpose_groups_by_source_as_a_stable_sort(num_src, num_dst, num_edges, index_dtype):
     """Against an independent grouping (numpy's stable argsort by source), on blocks with isolated sources and
     destinations, duplicate edges and an empty block."""
     gen = torch.Generator().manual_seed(num_edges)
@@ -163,9 +164,10 @@ def test_transpose_groups_by_source_as_a_stable_sort(num_src, num_dst, num_edges
     dst = torch.sort(torch.randint(0, num_dst, (num_edges,), generator=gen)).values
     indptr = torch.zeros(num_dst + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
-    csc = kernel.transpose(indptr, sources, num_src)
+    csc = kernel.transpose(indptr, sources, num_src, index_dtype)
+    assert all(part.dtype == index_dtype for part in csc)
     order = np.argsort(sources.numpy(), kind="stable")
-    assert torch.equal(csc.edge_ids, torch.from_numpy(order))
-    assert torch.equal(csc.indices, dst[order])
-    assert torch.equal(csc.indptr[1:] - csc.indptr[:-1], torch.bincount(sources, minlength=num_src))
+    assert torch.equal(csc.edge_ids.long(), torch.from_numpy(order))
+    assert torch.equal(csc.indices.long(), dst[order])
+    assert torch.equal((csc.indptr[1:] - csc.indptr[:-1]).long(), torch.bincount(sources, minlength=num_src))
     assert csc.indptr[0] == 0

@@ -149,7 +149,7 @@ def test_blocks_carry_their_csc_and_degrees_as_built_from_their_edges():
         g = block.graph
         src, dst = g.coo()
         expected = compress(src, dst, g.num_src_nodes)
-        assert all(torch.equal(a, b) for a, b in zip(g.csc(), expected, strict=True))
+        assert all(torch.equal(a, b) for a, b in zip(g.csc(g.index_dtype), expected.to(g.index_dtype), strict=True))
         assert torch.equal(g.in_degrees(), torch.bincount(dst, minlength=g.num_dst_nodes))
         assert torch.equal(g.out_degrees(), torch.bincount(src, minlength=g.num_src_nodes))
 

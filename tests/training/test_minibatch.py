@@ -109,8 +109,8 @@ def test_select_on_validation_keeps_the_best_validation_epoch(cora):
     seen = []
     inference = net.inference
 
-    def recording(graph, x, progress=False):
-        logits = inference(graph, x, progress)
+    def recording(graph, x, progress=False, storage_dtype=None):
+        logits = inference(graph, x, progress, storage_dtype)
         seen.append(float((logits.argmax(1)[cora.val_idx] == cora.labels[cora.val_idx]).float().mean()))
         return logits
 
