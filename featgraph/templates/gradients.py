@@ -105,9 +105,16 @@ def _restrict(term: Expr, conditions: list[Expr]) -> Expr:
     return term
 
 
+def _with_unit_axis(axes: tuple[Var, ...]) -> tuple[Var, ...]:
+    """``axes``, or one axis of extent 1 where there are none: a compute needs an axis, and a placeholder
+    with no feature axes (``W[eid]`` of an ``(E,)`` W, ``X[src]`` of an ``(N,)`` X) has a gradient of one
+    value per row, which ``placeholder_gradients`` views back to the placeholder's shape."""
+    return axes or (Var("gj0", "axis", 1),)
+
+
 def _gradient_axes(p: Placeholder, role: str) -> tuple[Var, ...]:
     dims = p.shape if role == "dense" else p.shape[1:]
-    return tuple(Var(f"gj{t}", "axis", extent) for t, extent in enumerate(dims))
+    return _with_unit_axis(tuple(Var(f"gj{t}", "axis", extent) for t, extent in enumerate(dims)))
 
 
 def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, tuple[tuple[Var, ...], Expr]]:
@@ -170,7 +177,7 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
     for role, (write, body) in found.items():
         if is_zero(body):
             continue
-        free = tuple(v for v in write if v.kind == "axis") or (Var("w0", "axis", 1),)
+        free = _with_unit_axis(tuple(v for v in write if v.kind == "axis"))
         compute = ComputeOp(tuple(v.extent for v in free), free, body, "grad")
         params = WinnerParams(role, outer, write, p.shape, kernel.spec.params.num_threads)
         result[role] = (compute, params)
