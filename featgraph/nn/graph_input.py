@@ -1,8 +1,11 @@
 """Turn a layer's graph argument (PyG ``edge_index``, a torch sparse ``adj_t`` or a ``Graph``) into a ``Graph``.
 
 A training loop passes the same ``edge_index`` tensor every epoch; its ``Graph`` (and with it the formats,
-normalisation data and compiled kernels cached on the graph) is remembered for as long as that tensor lives
-and holds the same edges, so per-graph preprocessing happens once, not once per epoch. "The same edges" is
+normalisation data and compiled kernels cached on the graph) is remembered while that tensor holds the same
+edges, so per-graph preprocessing happens once, not once per epoch. A tensor is found again by its memory (data
+pointer, shape, strides), so featgraph's operators, given the same tensor inside compiled code, find the same
+graph; an ``edge_index`` traced by ``torch.compile`` becomes a ``GraphRef`` that those operators resolve
+here when they run, so tracing builds nothing. "The same edges" is
 checked at every call against the graph's own copy: edits through ``.data`` or numpy do not move torch's
 version counter, so the counter cannot tell. On CPU the check is one ``memcmp`` (1.5M edges, on this
 2-core VM under other jobs' load: 1.9 ms alone, 3.6 ms right after a layer's OpenMP kernels, against
@@ -13,27 +16,31 @@ threads gained nothing next to the kernels' spinning OpenMP threads).
 from __future__ import annotations
 
 import ctypes
-import weakref
 from collections import OrderedDict
+from collections.abc import Hashable
 
 import torch
 
 from ..graph import Graph
+from ..graph.graph import GraphRef
 
-GraphLike = torch.Tensor | Graph
+GraphLike = torch.Tensor | Graph | GraphRef
 PairTensor = torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]
 Sizes = int | tuple[int, int]
 _REMEMBERED = 16
-# id(tensor) -> (the tensor, num_nodes, its graph, what its contents must equal)
-_graphs: OrderedDict[int, tuple[weakref.ref, int, Graph, tuple[torch.Tensor, ...]]] = OrderedDict()
+# the tensor's memory -> (num_nodes, its graph, what its contents must equal)
+_graphs: OrderedDict[Hashable, tuple[Sizes, Graph, tuple[torch.Tensor, ...]]] = OrderedDict()
 _memcmp = ctypes.CDLL(None).memcmp
 _memcmp.argtypes, _memcmp.restype = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
 
 
-def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph:
+def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph | GraphRef:
     """The ``Graph`` for ``edges`` on ``num_nodes`` vertices (a pair: sources and destinations of a bipartite
     graph): an ``edge_index`` (2, E), a square torch sparse ``adj_t`` (row = destination, column = source, as
-    PyG's ``SparseTensor`` path; values other than 1 become edge weights), or a ``Graph``."""
+    PyG's ``SparseTensor`` path; values other than 1 become edge weights), or a ``Graph``. In code that
+    ``torch.compile`` traces, an ``edge_index`` becomes a ``GraphRef`` (checked when the operators run)."""
+    if isinstance(edges, GraphRef):
+        return edges
     if isinstance(edges, Graph):
         sizes = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
         if (edges.num_src_nodes, edges.num_dst_nodes) != sizes:
@@ -42,16 +49,36 @@ def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph:
         return edges
     if not isinstance(edges, torch.Tensor):
         raise TypeError(f"expected an edge_index tensor or a featgraph.Graph, got {type(edges).__name__}")
-    key = id(edges)
+    if torch.compiler.is_compiling():
+        return _traced(edges, num_nodes)
+    key = _memory(edges)
     entry = _graphs.get(key)
-    if entry is not None and entry[0]() is edges and entry[1] == num_nodes and _holds(edges, entry[3]):
+    if entry is not None and entry[0] == num_nodes and _holds(edges, entry[2]):
         _graphs.move_to_end(key)
-        return entry[2]
+        return entry[1]
     graph = _from_tensor(edges, num_nodes)
-    _graphs[key] = (weakref.ref(edges), num_nodes, graph, _reference(edges, graph))
+    _graphs[key] = (num_nodes, graph, _reference(edges, graph))
     if len(_graphs) > _REMEMBERED:
         _graphs.popitem(last=False)
     return graph
+
+
+def _traced(edges: torch.Tensor, num_nodes: Sizes) -> GraphRef:
+    if edges.layout != torch.strided:
+        raise TypeError("under torch.compile a layer takes an edge_index or a featgraph.Graph, not a sparse adj_t")
+    if edges.dim() != 2 or edges.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape (2, E), got {tuple(edges.shape)}")
+    num_src, num_dst = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
+    return GraphRef(edges, num_src, num_dst)
+
+
+def _memory(edges: torch.Tensor) -> Hashable:
+    """What finds a tensor again: its memory, shape and strides (a sparse tensor, or a wrapper subclass whose
+    data pointer reads 0: the object itself); a match is confirmed by the contents, so memory that a new
+    tensor reuses is never mistaken for the old."""
+    if edges.layout != torch.strided or edges.data_ptr() == 0:
+        return id(edges)
+    return edges.data_ptr(), tuple(edges.shape), edges.stride(), edges.dtype, edges.device
 
 
 def _parts(edges: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -81,10 +108,12 @@ def _holds(edges: torch.Tensor, reference: tuple[torch.Tensor, ...]) -> bool:
 
 
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Same values: ``memcmp`` where both are contiguous CPU tensors of one dtype, else ``torch.equal``."""
+    """Same values: ``memcmp`` where both are contiguous CPU tensors of one dtype with their own storage, else
+    ``torch.equal`` (a wrapper subclass such as PyG's ``EdgeIndex`` reports data pointer 0)."""
     if a.shape != b.shape:
         return False
-    if a.dtype == b.dtype and a.device.type == b.device.type == "cpu" and a.is_contiguous() and b.is_contiguous():
+    direct = a.is_contiguous() and b.is_contiguous() and a.data_ptr() != 0 and b.data_ptr() != 0
+    if direct and a.dtype == b.dtype and a.device.type == b.device.type == "cpu":
         return _memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0
     return torch.equal(a, b)
 

@@ -108,3 +108,18 @@ def test_split_input_names_what_does_not_fit(x, size, message):
     graph = fg.Graph.from_edge_index(edge_index, size=(7, 3)) if message.startswith("x_dst") else edge_index
     with pytest.raises(ValueError, match=message):
         split_input(x, graph, size)
+
+
+def test_pyg_edge_index_passed_again_is_compared_by_content():
+    """PyG's ``EdgeIndex`` reports data pointer 0; passing the same one twice (every epoch of a training loop) is
+    checked by content instead of by memcmp on that pointer, which crashed the process."""
+    from torch_geometric import EdgeIndex
+
+    from featgraph.nn import GCNConv
+
+    edge_index = EdgeIndex(edges(), sparse_size=(N, N))
+    conv = GCNConv(5, 3)
+    x = torch.randn(N, 5)
+    first = conv(x, edge_index)
+    torch.testing.assert_close(conv(x, edge_index), first)
+    torch.testing.assert_close(first, conv(x, edge_index.as_tensor().clone()))
