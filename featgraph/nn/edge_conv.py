@@ -22,7 +22,7 @@ from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer, weighted_sparse_adj
+from .pyg_layer import FusedLayer
 
 
 def _te_activation(module: torch.nn.Module | None) -> Callable[[te.Expr], te.Expr] | None:
@@ -60,16 +60,12 @@ class EdgeConv(FusedLayer, torch_geometric.nn.EdgeConv):
         """``x`` a tensor or PyG's pair ``(x_src, x_dst)``: messages ``nn([x_dst[v], x_src[u] - x_dst[v]])``."""
         if isinstance(x, (tuple, list)) and len(x) == 2 and x[1] is None:
             raise ValueError("x: EdgeConv needs the destinations' features, got (x_src, None)")
-        reduce = self.fused_reduce()
-        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
-        if reason is None:
-            x_src, x_dst, g = self.split(x, edge_index, size)
-            if weighted_sparse_adj(edge_index, g):
-                reason = "a sparse adj_t with values (PyG weights the messages)"
-        if reason is not None:
+        reason, fused = self.aggregation_inputs(x, edge_index, size)
+        if fused is None:
             if size is not None and isinstance(x, torch.Tensor):
                 x = (x, x[: size[1]])
             return self.fallback(reason, x, edge_index)
+        reduce, x_src, x_dst, g = fused
         split = _split_mlp(self.nn)
         if split is None:
             at_dst, at_src = SHORTCUTS["copy_v"](g, x_dst), SHORTCUTS["copy_u"](g, x_src)

@@ -8,7 +8,7 @@ import torch_geometric.nn
 
 from ..ops import gspmm
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer, linear_first, weighted_sparse_adj
+from .pyg_layer import FusedLayer, linear_first
 
 
 class GINConv(FusedLayer, torch_geometric.nn.GINConv):
@@ -21,14 +21,10 @@ class GINConv(FusedLayer, torch_geometric.nn.GINConv):
 
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
         """``nn((1 + eps) x_dst + aggr_u x_src[u])``; ``x`` a tensor or PyG's pair ``(x_src, x_dst)``."""
-        reduce = self.fused_reduce()
-        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
-        if reason is None:
-            x_src, x_dst, g = self.split(x, edge_index, size)
-            if weighted_sparse_adj(edge_index, g):
-                reason = "a sparse adj_t with values (PyG weights the messages)"
-        if reason is not None:
+        reason, fused = self.aggregation_inputs(x, edge_index, size)
+        if fused is None:
             return self.fallback(reason, x, edge_index, size=size)
+        reduce, x_src, x_dst, g = fused
         first, rest = _leading_linear(self.nn)
         project = (
             reduce in ("sum", "mean") and first is not None and linear_first(g, first.in_features, first.out_features)

@@ -145,6 +145,20 @@ class FusedLayer:
         assert isinstance(self, MessagePassing)
         return FUSED_AGGREGATIONS.get(type(self.aggr_module))
 
+    def aggregation_inputs(
+        self, x: Any, edge_index: Any, size: tuple[int, int] | None
+    ) -> tuple[str, None] | tuple[None, tuple[str, torch.Tensor, torch.Tensor | None, Graph]]:
+        """For a layer whose messages go unweighted into its ``aggr`` (SAGE, GIN, EdgeConv): why the fused path
+        cannot take the call (and None), else None and (featgraph's reducer, x_src, x_dst, the graph)."""
+        reduce = self.fused_reduce()
+        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
+        if reason is not None:
+            return reason, None
+        x_src, x_dst, g = self.split(x, edge_index, size)
+        if weighted_sparse_adj(edge_index, g):
+            return "a sparse adj_t with values (PyG weights the messages)", None
+        return None, (reduce, x_src, x_dst, g)
+
     @staticmethod
     def split(x: Any, edge_index: Any, size: tuple[int, int] | None) -> tuple[torch.Tensor, torch.Tensor | None, Graph]:
         """``graph_input.split_input``, a torch sparse ``adj_t`` giving the sizes (sources = its columns,

@@ -9,7 +9,7 @@ from torch_geometric.nn import aggr as pyg_aggr
 
 from ..ops import gspmm
 from .graph_input import GraphLike, PairTensor
-from .pyg_layer import FusedLayer, linear_first, weighted_sparse_adj
+from .pyg_layer import FusedLayer, linear_first
 
 _LINEAR_AGGREGATORS = ("mean", "sum")
 
@@ -40,14 +40,10 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         super().__init__(in_channels, out_channels, aggr, normalize, root_weight, project, bias, **kwargs)
 
     def forward(self, x: PairTensor, edge_index: GraphLike, size: tuple[int, int] | None = None) -> torch.Tensor:
-        reduce = self.fused_reduce()
-        reason = self.fused_blocker(x, edge_index) or (None if reduce else f"aggr={self.aggr}")
-        if reason is None:
-            x_src, x_dst, g = self.split(x, edge_index, size)
-            if weighted_sparse_adj(edge_index, g):
-                reason = "a sparse adj_t with values (PyG weights the messages)"
-        if reason is not None:
+        reason, fused = self.aggregation_inputs(x, edge_index, size)
+        if fused is None:
             return self.fallback(reason, x, edge_index, size=size)
+        reduce, x_src, x_dst, g = fused
         source = F.relu(self.lin(x_src)) if self.project else x_src
         if reduce in _LINEAR_AGGREGATORS and linear_first(g, source.shape[-1], self.out_channels):
             out = gspmm(g, "copy_lhs", reduce, F.linear(source, self.lin_l.weight), None)
