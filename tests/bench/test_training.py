@@ -32,3 +32,4 @@ def test_bench_train_subcommand_runs_workers_and_writes_json(tmp_path, capsys):
 def test_compiled_rows_name_their_framework():
     row = training.run_one("rand100k-2.9M", 0.005, "gcn", "featgraph" + training.COMPILED, 1)
     assert row.framework == "featgraph-compiled" and row.ms is not None and row.ms > 0 and row.note == ""
+    assert row.first_ms is not None and row.first_ms > 0  # the epoch that compiles
