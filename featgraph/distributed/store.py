@@ -1,0 +1,173 @@
+"""Partitions on disk, one directory per graph: ``meta.json`` (graph fingerprint, part count, method, sizes)
+and ``part-<k>.pt`` per part, which its rank loads alone.
+
+A part owns some vertices (``own``, global ids, ascending) and all their in-edges. Its local vertex ids are
+its own vertices (0..num_own-1) then its halo: the sources of its in-edges owned by other parts, grouped by
+owner part and ascending within each. Its in-edges form a bipartite CSR (destinations: its own vertices;
+sources: own + halo), the layout of a sampled block, so featgraph's bipartite layers run on it as they are.
+``send_index[q]`` lists the own rows part ``q``'s halo holds, in its order, and ``recv_counts[q]`` how many
+of this part's halo rows ``q`` owns: what one halo exchange sends and receives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+
+from ..graph import Graph
+from .partition import edge_cut
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a partitioned graph, as its rank loads it (see the module's docstring)."""
+
+    rank: int
+    num_parts: int
+    own: torch.Tensor  # (num_own,) global ids of the vertices this part owns, ascending
+    halo: torch.Tensor  # (num_halo,) global ids of the other parts' sources of its in-edges
+    indptr: torch.Tensor  # (num_own + 1,) CSR of in-edges over the own vertices
+    indices: torch.Tensor  # (num_local_edges,) local source ids in [0, num_own + num_halo)
+    edge_ids: torch.Tensor  # (num_local_edges,) each local edge's id in the whole graph
+    degree: torch.Tensor  # (num_own + num_halo,) in-degree in the whole graph, self loops excluded
+    send_index: list[torch.Tensor]  # per part q: own rows (local ids) that q's halo holds, in q's order
+    recv_counts: list[int]  # per part q: how many halo rows q owns (0 for this part)
+    features: torch.Tensor  # (num_own, F)
+    labels: torch.Tensor | None  # (num_own,)
+    masks: dict[str, torch.Tensor]  # name -> (num_own,) bool, e.g. train/val/test
+
+    @property
+    def num_own(self) -> int:
+        return self.own.numel()
+
+    @property
+    def num_halo(self) -> int:
+        return self.halo.numel()
+
+    def graph(self) -> Graph:
+        """The part's in-edges as a bipartite graph: sources own + halo, destinations own (the first sources)."""
+        return Graph.from_csr(self.indptr, self.indices, self.num_own + self.num_halo)
+
+
+def save_parts(
+    directory: str | Path,
+    graph: Graph,
+    parts: torch.Tensor,
+    features: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    masks: dict[str, torch.Tensor] | None = None,
+    method: str = "given",
+) -> dict:
+    """Write ``graph`` split by ``parts`` (the owning part of each vertex, as ``partition`` gives) to
+    ``directory``, with each part's rows of ``features``, ``labels`` and the boolean vertex ``masks``.
+    Returns the metadata written to ``meta.json``."""
+    n = graph.num_nodes
+    parts = torch.as_tensor(parts).cpu()
+    if parts.shape != (n,) or parts.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"parts must be an integer tensor of shape ({n},), got {parts.dtype} {tuple(parts.shape)}")
+    parts = parts.to(torch.int64)
+    num_parts = int(parts.max()) + 1 if n else 1
+    if n and int(parts.min()) < 0:
+        raise ValueError(f"parts holds a negative part id {int(parts.min())}")
+    masks = dict(masks or {})
+    _check_rows("features", features, n)
+    if labels is not None:
+        _check_rows("labels", labels, n)
+    for name, mask in masks.items():
+        _check_rows(f"masks[{name!r}]", mask, n)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"masks[{name!r}] must be a bool tensor, got {mask.dtype}")
+    src, dst = (t.cpu() for t in graph.coo())
+    degree = torch.bincount(dst[src != dst], minlength=n)
+    owners = [torch.nonzero(parts == k).flatten() for k in range(num_parts)]
+    local = torch.empty(n, dtype=torch.int64)  # reused per part: global id -> local id
+    halos, pieces = [], []
+    for k, own in enumerate(owners):
+        into = torch.nonzero(parts[dst] == k).flatten()  # edge ids into part k, ascending
+        sources = src[into]
+        foreign = torch.unique(sources[parts[sources] != k])
+        halo = foreign[torch.argsort(parts[foreign] * n + foreign)]
+        local[own] = torch.arange(own.numel())
+        local[halo] = own.numel() + torch.arange(halo.numel())
+        order = torch.sort(local[dst[into]], stable=True).indices
+        into = into[order]
+        counts = torch.bincount(local[dst[into]], minlength=own.numel())
+        indptr = torch.zeros(own.numel() + 1, dtype=torch.int64)
+        indptr[1:] = torch.cumsum(counts, 0)
+        halos.append(halo)
+        pieces.append((own, halo, indptr, local[src[into]], into))
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    for k, (own, halo, indptr, indices, edge_ids) in enumerate(pieces):
+        send_index = [torch.searchsorted(own, halos[q][parts[halos[q]] == k]) for q in range(num_parts)]
+        recv_counts = [int((parts[halo] == q).sum()) for q in range(num_parts)]
+        record = {
+            "rank": k, "num_parts": num_parts, "own": own, "halo": halo, "indptr": indptr, "indices": indices,
+            "edge_ids": edge_ids, "degree": degree[torch.cat([own, halo])], "send_index": send_index,
+            "recv_counts": recv_counts, "features": features[own].contiguous(),
+            "labels": None if labels is None else labels[own].contiguous(),
+            "masks": {name: mask[own].contiguous() for name, mask in masks.items()},
+        }  # fmt: skip
+        torch.save(record, directory / f"part-{k}.pt")
+        sizes.append({"own": own.numel(), "halo": halo.numel(), "edges": edge_ids.numel()})
+    meta = {
+        "format": FORMAT_VERSION, "fingerprint": graph.fingerprint, "num_parts": num_parts, "method": method,
+        "num_nodes": n, "num_edges": graph.num_edges, "edge_cut": edge_cut(graph, parts), "parts": sizes,
+    }  # fmt: skip
+    (directory / META_FILE).write_text(json.dumps(meta, indent=1))
+    return meta
+
+
+def read_meta(directory: str | Path) -> dict:
+    """The metadata of a partition directory; a clear error where there is none."""
+    path = Path(directory) / META_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"directory {str(directory)!r} holds no partition ({META_FILE} is missing)")
+    meta = json.loads(path.read_text())
+    if meta.get("format") != FORMAT_VERSION:
+        raise ValueError(
+            f"directory {str(directory)!r}: partition format {meta.get('format')!r}, expected {FORMAT_VERSION}"
+        )
+    return meta
+
+
+def check_meta(meta: dict, directory: str | Path, fingerprint: str | None = None, num_parts: int | None = None) -> None:
+    """Raise where the partition in ``directory`` was made for another graph or part count."""
+    if fingerprint is not None and meta["fingerprint"] != fingerprint:
+        raise ValueError(
+            f"directory {str(directory)!r} holds a partition of another graph (fingerprint {meta['fingerprint']}, "
+            f"this graph's is {fingerprint}); partition this graph into a new directory"
+        )
+    if num_parts is not None and meta["num_parts"] != num_parts:
+        raise ValueError(
+            f"directory {str(directory)!r} holds {meta['num_parts']} parts, but {num_parts} were asked for"
+        )
+
+
+def load_part(directory: str | Path, rank: int, world_size: int, fingerprint: str | None = None) -> Part:
+    """Part ``rank`` of the partition in ``directory``, for a job of ``world_size`` processes (one part each,
+    so the part count must equal ``world_size``); with ``fingerprint``, the partition must be of that graph."""
+    meta = read_meta(directory)
+    if meta["num_parts"] != world_size:
+        raise ValueError(
+            f"world size {world_size} does not match the {meta['num_parts']} parts in {str(directory)!r}: "
+            "run one process per part, or partition again"
+        )
+    check_meta(meta, directory, fingerprint)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be an int in [0, {world_size}), got {rank!r}")
+    record = torch.load(Path(directory) / f"part-{rank}.pt", weights_only=True)
+    return Part(**{f.name: record[f.name] for f in fields(Part)})
+
+
+def _check_rows(name: str, tensor: torch.Tensor, n: int) -> None:
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1 or tensor.shape[0] != n:
+        shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+        raise ValueError(f"{name} must be a tensor with one row per vertex ({n}), got {shape}")

@@ -1,0 +1,79 @@
+import pytest
+import torch
+
+from featgraph import Graph
+from featgraph.distributed import load_part, partition, read_meta, save_parts
+from tests.conftest import random_edges
+
+
+def labelled_graph(n: int = 50, e: int = 300, seed: int = 0):
+    src, dst = random_edges(n, e, seed)
+    src = torch.cat([src, torch.tensor([3, 3])])  # a self loop and a duplicate edge
+    dst = torch.cat([dst, torch.tensor([3, 3])])
+    g = Graph(src, dst, n)
+    x = torch.randn(n, 5, generator=torch.Generator().manual_seed(seed))
+    y = torch.arange(n) % 3
+    masks = {"train": torch.arange(n) % 2 == 0, "val": torch.arange(n) % 4 == 1}
+    return g, x, y, masks
+
+
+@pytest.mark.parametrize("method", ["metis", "random", "contiguous"])
+@pytest.mark.parametrize("num_parts", [2, 4])
+def test_round_trip(tmp_path, method, num_parts):
+    g, x, y, masks = labelled_graph()
+    assignment = partition(g, num_parts, method)
+    meta = save_parts(tmp_path, g, assignment, x, y, masks, method)
+    assert meta["num_parts"] == num_parts and meta["method"] == method and meta["fingerprint"] == g.fingerprint
+    src, dst = g.coo()
+    seen = []
+    loaded = [load_part(tmp_path, k, num_parts, g.fingerprint) for k in range(num_parts)]
+    for k, part in enumerate(loaded):
+        assert torch.equal(part.own, torch.nonzero(assignment == k).flatten())
+        assert bool((assignment[part.halo] != k).all())
+        local_to_global = torch.cat([part.own, part.halo])
+        pg = part.graph()
+        assert pg.num_dst_nodes == part.num_own and pg.num_src_nodes == part.num_own + part.num_halo
+        lsrc, ldst = pg.coo()
+        # each local edge is the global edge it names, in global ids
+        assert torch.equal(local_to_global[lsrc], src[part.edge_ids])
+        assert torch.equal(part.own[ldst], dst[part.edge_ids])
+        # the halo is exactly the foreign sources of the part's in-edges
+        into = dst[assignment[dst] == k]
+        foreign = src[assignment[dst] == k]
+        assert set(part.halo.tolist()) == set(foreign[assignment[foreign] != k].tolist()) and into.numel() >= 0
+        assert torch.equal(part.degree, torch.bincount(dst[src != dst], minlength=g.num_nodes)[local_to_global])
+        assert torch.equal(part.features, x[part.own]) and torch.equal(part.labels, y[part.own])
+        assert torch.equal(part.masks["train"], masks["train"][part.own])
+        seen.append(part.edge_ids)
+        # what k sends to q is what q's halo expects from k, in q's order
+        for q, other in enumerate(loaded):
+            from_k = other.halo[assignment[other.halo] == k]
+            assert torch.equal(part.own[part.send_index[q]], from_k)
+            assert other.recv_counts[k] == from_k.numel()
+    assert torch.equal(torch.sort(torch.cat(seen)).values, torch.arange(g.num_edges))  # each edge in one part
+    assert read_meta(tmp_path)["edge_cut"] == int((assignment[src] != assignment[dst]).sum())
+
+
+def test_wrong_graph_part_count_or_world_size(tmp_path):
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    other = labelled_graph(seed=1)[0]
+    with pytest.raises(ValueError, match="another graph"):
+        load_part(tmp_path, 0, 2, other.fingerprint)
+    with pytest.raises(ValueError, match="world size 4 does not match the 2 parts"):
+        load_part(tmp_path, 0, 4, g.fingerprint)
+    with pytest.raises(ValueError, match="rank"):
+        load_part(tmp_path, 2, 2)
+    with pytest.raises(FileNotFoundError, match="no partition"):
+        load_part(tmp_path / "missing", 0, 2)
+
+
+def test_bad_rows(tmp_path):
+    g, x, y, masks = labelled_graph()
+    parts = partition(g, 2, "random")
+    with pytest.raises(ValueError, match="features"):
+        save_parts(tmp_path, g, parts, x[:-1])
+    with pytest.raises(TypeError, match="bool"):
+        save_parts(tmp_path, g, parts, x, y, {"train": torch.ones(g.num_nodes)})
+    with pytest.raises(ValueError, match="parts"):
+        save_parts(tmp_path, g, parts[:-1], x)
