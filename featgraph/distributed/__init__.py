@@ -5,5 +5,19 @@ full-graph models with ``DistributedDataParallel``. See docs/guides/distributed.
 from .halo import HaloPlan, exchange
 from .partition import METHODS, edge_cut, partition
 from .store import Part, load_part, read_meta, save_parts
+from .trainer import EpochRecord, PartClassifier, Trainer
 
-__all__ = ["METHODS", "HaloPlan", "Part", "edge_cut", "exchange", "load_part", "partition", "read_meta", "save_parts"]
+__all__ = [
+    "METHODS",
+    "EpochRecord",
+    "HaloPlan",
+    "Part",
+    "PartClassifier",
+    "Trainer",
+    "edge_cut",
+    "exchange",
+    "load_part",
+    "partition",
+    "read_meta",
+    "save_parts",
+]
