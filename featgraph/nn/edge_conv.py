@@ -18,6 +18,7 @@ import torch_geometric.nn
 from .. import te
 from ..graph import Graph
 from ..ops import SHORTCUTS, gspmm
+from ..ops.library import kernel_operator
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
@@ -25,20 +26,25 @@ from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer
 
 
-def _te_activation(module: torch.nn.Module | None) -> Callable[[te.Expr], te.Expr] | None:
-    """The activation as a te expression builder, or None when it is not a known non-decreasing one."""
+def _activation(module: torch.nn.Module | None) -> tuple[str, float] | None:
+    """The activation as (name, negative slope) for ``_te_activation``, or None when it is not a known
+    non-decreasing one."""
     if module is None or isinstance(module, torch.nn.Identity):
-        return lambda x: x
+        return "identity", 0.0
     if isinstance(module, torch.nn.ReLU):
-        return lambda x: te.where(x > 0, x, x * 0.0)
+        return "leaky_relu", 0.0
     if isinstance(module, torch.nn.LeakyReLU) and module.negative_slope >= 0:
-        slope = module.negative_slope
-        return lambda x: te.where(x > 0, x, x * slope)
-    if isinstance(module, torch.nn.Sigmoid):
-        return te.sigmoid
-    if isinstance(module, torch.nn.Tanh):
-        return te.tanh
+        return "leaky_relu", float(module.negative_slope)
+    if isinstance(module, (torch.nn.Sigmoid, torch.nn.Tanh)):
+        return type(module).__name__.lower(), 0.0
     return None
+
+
+def _te_activation(name: str, slope: float) -> Callable[[te.Expr], te.Expr]:
+    """The te expression builder of an activation named by ``_activation``."""
+    if name == "leaky_relu":
+        return lambda x: te.where(x > 0, x, x * slope)
+    return {"identity": lambda x: x, "sigmoid": te.sigmoid, "tanh": te.tanh}[name]
 
 
 def _split_mlp(nn: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.Module | None] | None:
@@ -47,7 +53,7 @@ def _split_mlp(nn: torch.nn.Module) -> tuple[torch.nn.Linear, torch.nn.Module | 
         return nn, None
     if isinstance(nn, torch.nn.Sequential) and len(nn) in (1, 2) and isinstance(nn[0], torch.nn.Linear):
         activation = nn[1] if len(nn) == 2 else None
-        return (nn[0], activation) if _te_activation(activation) is not None else None
+        return (nn[0], activation) if _activation(activation) is not None else None
     return None
 
 
@@ -84,18 +90,22 @@ class EdgeConv(FusedLayer, torch_geometric.nn.EdgeConv):
             reduced = gspmm(g, "copy_lhs", reduce, per_source, None)
             out = per_dest + reduced if activation is None else activation(per_dest + reduced)
             return torch.where((g.in_degrees() > 0).unsqueeze(1), out, torch.zeros((), dtype=out.dtype))
-        kernel = _message_kernel(g, per_source.shape[1], TORCH_TO_TE[x_src.dtype], reduce, activation)
-        return kernel(A=per_source, B=per_dest)
+        return _message_sum(g, per_source, per_dest, reduce, *_activation(activation))
 
 
-def _message_kernel(g: Graph, d: int, dtype: str, aggr: str, activation: torch.nn.Module | None):
-    """The fused SpMM ``aggr_u act(A[u] + B[v])``, compiled once per graph, width, dtype and activation."""
-    act = _te_activation(activation)
-    key = ("edge-conv", d, dtype, aggr, repr(activation))
+@kernel_operator("edge_conv_messages", fake=lambda ref, per_source, per_dest, *_: per_dest.new_empty(per_dest.shape))
+def _message_sum(
+    g: Graph, per_source: torch.Tensor, per_dest: torch.Tensor, aggr: str, activation: str, slope: float
+):  # fmt: skip
+    """The fused SpMM ``aggr_u act(A[u] + B[v])`` (sum or mean), compiled once per graph, width, dtype and
+    activation (``_activation``'s name and slope), and its placeholders."""
+    act = _te_activation(activation, slope)
+    d, dtype = per_source.shape[1], TORCH_TO_TE[per_source.dtype]
+    key = ("edge-conv", d, dtype, aggr, activation, slope)
 
     def build():
         A = te.placeholder((g.num_src_nodes, d), dtype, "A")
         B = te.placeholder((g.num_dst_nodes, d), dtype, "B")
         return spmm(g, lambda s, t, e: te.compute((d,), lambda i: act(A[s, i] + B[t, i])), aggr)
 
-    return cached_kernel(g, key, build)
+    return cached_kernel(g, key, build), {"A": per_source, "B": per_dest}

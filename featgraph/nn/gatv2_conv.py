@@ -43,6 +43,8 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
         reason = self.fused_blocker(x, edge_index) or attention_blocker(
             self, x, edge_index, edge_attr, return_attention_weights, dims=(1, 2)
         )
+        if edge_attr is not None and self.add_self_loops and torch.compiler.is_compiling():
+            reason = reason or "edge features of added self loops in traced code (their rows depend on the edges)"
         if reason:
             return self.fallback(reason, x, edge_index, edge_attr, return_attention_weights)
         heads, channels = self.heads, self.out_channels

@@ -8,7 +8,7 @@ import torch_geometric.nn
 
 from ..ops.attention import relu_edge_sum
 from .graph_input import GraphLike, PairTensor
-from .layer_inputs import edge_attr_blocker, traced_blocker
+from .layer_inputs import edge_attr_blocker
 from .pyg_layer import FusedLayer
 
 
@@ -40,4 +40,4 @@ class GINEConv(FusedLayer, torch_geometric.nn.GINEConv):
     def _blocker(self, x: PairTensor, edge_index: GraphLike, edge_attr: torch.Tensor | None) -> str | None:
         if edge_attr is None:
             raise ValueError("edge_attr: GINEConv needs edge features (use GINConv without them)")
-        return traced_blocker() or edge_attr_blocker(x, edge_index, edge_attr, dims=(2,))
+        return edge_attr_blocker(x, edge_index, edge_attr, dims=(2,))

@@ -8,16 +8,6 @@ import torch
 from .graph_input import GraphLike, PairTensor
 
 
-def traced_blocker() -> str | None:
-    """Why code being traced by ``torch.compile`` runs PyG's path: the kernels of ``ops.attention`` are not
-    ``torch.library`` operators, so they cannot take the graph reference tracing passes."""
-    return (
-        "torch.compile tracing (featgraph.ops.attention has no torch.library operators)"
-        if torch.compiler.is_compiling()
-        else None
-    )
-
-
 def is_sparse_adj(edge_index: GraphLike) -> bool:
     """Whether the graph argument is a torch sparse ``adj_t`` (PyG's sparse path)."""
     return isinstance(edge_index, torch.Tensor) and edge_index.layout != torch.strided
@@ -47,11 +37,11 @@ def attention_blocker(
     dims: tuple[int, ...] = (2,),
 ) -> str | None:
     """Why an attention layer's fused path cannot take this call, or None: attention weights of a sparse
-    ``adj_t`` (PyG returns them as a sparse tensor), edge features it cannot take, or tracing. Edge features
+    ``adj_t`` (PyG returns them as a sparse tensor) or in code ``torch.compile`` traces (the graph is a
+    ``GraphRef`` there, its edges the operators' to read), or edge features it cannot take. Edge features
     given to a layer without ``edge_dim``, or missing where it has one, raise ``ValueError``."""
-    traced = traced_blocker()
-    if traced:
-        return traced
+    if return_attention and torch.compiler.is_compiling():
+        return "attention weights in traced code"
     if is_sparse_adj(edge_index) and return_attention:
         return "attention weights of a sparse adj_t (returned as a sparse tensor)"
     name = type(layer).__name__

@@ -14,21 +14,29 @@ import torch.nn.functional as F
 
 from .. import te
 from ..graph import Graph
+from ..graph.graph import GraphRef
 from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
 from .checks import check_graph, check_tensor, vertex_rows
 from .edge_softmax import edge_softmax
 from .gspmm import gspmm
+from .library import fake_edges, graph_operator, kernel_operator
 from .udfs import TORCH_TO_TE
 
 
-def _vertex_tensor(name: str, x: torch.Tensor, g: Graph, side: str, like: torch.Tensor | None = None) -> None:
+def _vertex_tensor(
+    name: str, x: torch.Tensor, g: Graph | GraphRef, side: str, like: torch.Tensor | None = None
+) -> None:
     rows, rows_are = vertex_rows(g, side)
     check_tensor(name, x, rows=rows, rows_are=rows_are, like=like, device=g.device)
 
 
 def _edge_terms(
-    g: Graph, edge_attr: torch.Tensor | None, weight: torch.Tensor | None, like: torch.Tensor, weight_shape: tuple
+    g: Graph | GraphRef,
+    edge_attr: torch.Tensor | None,
+    weight: torch.Tensor | None,
+    like: torch.Tensor,
+    weight_shape: tuple,
 ) -> None:
     """``edge_attr`` (E, K) and its ``weight`` come together, the weight of ``weight_shape`` with -1 for K."""
     if (edge_attr is None) != (weight is None):
@@ -45,7 +53,7 @@ def _edge_terms(
 
 
 def gatv2_scores(
-    g: Graph,
+    g: Graph | GraphRef,
     feat_src: torch.Tensor,
     feat_dst: torch.Tensor,
     att: torch.Tensor,
@@ -73,6 +81,21 @@ def gatv2_scores(
         check_tensor(name, tensors[name], like=feat_src)
         if tuple(tensors[name].shape) != shape:
             raise ValueError(f"{name}: expected shape {shape}, got {tuple(tensors[name].shape)}")
+    return _gatv2_scores(g, feat_src, feat_dst, att, edge_feat, float(negative_slope))
+
+
+def _per_edge_and_head(ref: GraphRef, x: torch.Tensor, *_) -> torch.Tensor:
+    """The fake rule of the score kernels: (E, heads), heads the second axis of the first tensor."""
+    return x.new_empty(fake_edges(ref), x.shape[1])
+
+
+@kernel_operator("gatv2_scores", fake=_per_edge_and_head)
+def _gatv2_scores(
+    g: Graph, feat_src: torch.Tensor, feat_dst: torch.Tensor, att: torch.Tensor, edge_feat: torch.Tensor | None,
+    negative_slope: float,
+):  # fmt: skip
+    """``gatv2_scores``' kernel and its placeholders (arguments checked)."""
+    heads, channels = feat_src.shape[1:]
     edged = edge_feat is not None
     dtype = TORCH_TO_TE[feat_src.dtype]
     key = ("gatv2-scores", heads, channels, edged, dtype, float(negative_slope))
@@ -96,11 +119,11 @@ def gatv2_scores(
     inputs = {"XL": feat_src, "XR": feat_dst, "ATT": att}
     if edged:
         inputs["EF"] = edge_feat
-    return cached_kernel(g, key, build)(**inputs)
+    return cached_kernel(g, key, build), inputs
 
 
 def dot_scores(
-    g: Graph,
+    g: Graph | GraphRef,
     query: torch.Tensor,
     key: torch.Tensor,
     scale: float = 1.0,
@@ -123,6 +146,16 @@ def dot_scores(
     if edge_query is not None:
         _vertex_tensor("edge_query", edge_query, g, "dst", like=query)
     _edge_terms(g, edge_attr, edge_query, query, (query.shape[0], heads, -1))
+    return _dot_scores(g, query, key, edge_query, edge_attr, float(scale))
+
+
+@kernel_operator("dot_scores", fake=_per_edge_and_head)
+def _dot_scores(
+    g: Graph, query: torch.Tensor, key: torch.Tensor, edge_query: torch.Tensor | None,
+    edge_attr: torch.Tensor | None, scale: float,
+):  # fmt: skip
+    """``dot_scores``' kernel and its placeholders (arguments checked)."""
+    heads, channels = query.shape[1:]
     k = None if edge_attr is None else edge_attr.shape[1]
     dtype = TORCH_TO_TE[query.dtype]
     cache_key = ("dot-scores", heads, channels, k, dtype, float(scale))
@@ -149,11 +182,11 @@ def dot_scores(
     inputs = {"Q": query, "K": key}
     if edge_attr is not None:
         inputs |= {"QE": edge_query, "EA": edge_attr}
-    return cached_kernel(g, cache_key, build)(**inputs)
+    return cached_kernel(g, cache_key, build), inputs
 
 
 def softmax_aggregate(
-    g: Graph, scores: torch.Tensor, values: torch.Tensor, dropout: float = 0.0, training: bool = False
+    g: Graph | GraphRef, scores: torch.Tensor, values: torch.Tensor, dropout: float = 0.0, training: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention over in-edges: ``alpha = edge_softmax(scores)`` (E, heads), dropped out as ``F.dropout``
     does (the same draws as PyG's layers for the same seed), and ``out[v, h] = sum_e alpha[e, h]
@@ -163,13 +196,22 @@ def softmax_aggregate(
     return gspmm(g, "mul", "sum", values, dropped.unsqueeze(-1)), alpha, dropped
 
 
-def weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
+def weighted_edge_sum(g: Graph | GraphRef, weights: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
     """``out[v, h, k] = sum_{e into v} weights[e, h] edge_attr[e, k]``, (num_dst, heads, K): edge features
     aggregated with per-head weights (attention over edges whose values carry ``edge_attr W^T``: the
     projection commutes with the sum, so it is applied per vertex afterwards)."""
     check_graph(g)
     check_tensor("weights", weights, dims=2, rows=g.num_edges, rows_are="one per edge", device=g.device)
     check_tensor("edge_attr", edge_attr, dims=2, rows=g.num_edges, rows_are="one per edge", like=weights)
+    return _weighted_edge_sum(g, weights, edge_attr)
+
+
+@kernel_operator(
+    "weighted_edge_sum",
+    fake=lambda ref, weights, edge_attr: weights.new_empty(ref.num_dst_nodes, weights.shape[1], edge_attr.shape[1]),
+)
+def _weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor):
+    """``weighted_edge_sum``'s kernel and its placeholders (arguments checked)."""
     heads, k = weights.shape[1], edge_attr.shape[1]
     dtype = TORCH_TO_TE[weights.dtype]
 
@@ -178,11 +220,11 @@ def weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor) 
         ea = te.placeholder((g.num_edges, k), dtype, "EA")
         return spmm(g, lambda s, t, e: te.compute((heads, k), lambda h, j: a[e, h] * ea[e, j]), "sum")
 
-    return cached_kernel(g, ("weighted-edge-sum", heads, k, dtype), build)(A=weights, EA=edge_attr)
+    return cached_kernel(g, ("weighted-edge-sum", heads, k, dtype), build), {"A": weights, "EA": edge_attr}
 
 
 def relu_edge_sum(
-    g: Graph,
+    g: Graph | GraphRef,
     x: torch.Tensor,
     edge_attr: torch.Tensor,
     weight: torch.Tensor | None = None,
@@ -205,7 +247,7 @@ def relu_edge_sum(
             raise ValueError("bias: given without a weight")
         if k != features:
             raise ValueError(f"edge_attr: expected {features} features as x (or a weight to project it), got {k}")
-        return _ReluEdgeKernels(g, features, k, TORCH_TO_TE[x.dtype], None)["sum"](X=x, EA=edge_attr)
+        return _relu_edge_sum(g, x, edge_attr)
     check_tensor("weight", weight, dims=2, like=x)
     if tuple(weight.shape) != (features, k):
         raise ValueError(
@@ -213,7 +255,12 @@ def relu_edge_sum(
         )
     if bias is not None:
         check_tensor("bias", bias, dims=1, rows=features, rows_are="one per feature of x", like=x)
-    return _ProjectedReluEdgeSum.apply(g, x, edge_attr, weight, bias)
+    return _projected_relu_edge_sum(g, x, edge_attr, weight, bias)
+
+
+def _per_destination(ref: GraphRef, x: torch.Tensor, *_) -> torch.Tensor:
+    """The fake rule of GINE's aggregation: one row of x's features per destination."""
+    return x.new_empty(ref.num_dst_nodes, x.shape[1])
 
 
 class _ReluEdgeKernels:
@@ -221,8 +268,9 @@ class _ReluEdgeKernels:
     edge, ``relu'(x[u] + p[e]) G[v]``), ``p`` the edge features as they are (``projected`` None) or their
     projection ``EA WT + B`` (``projected``: whether there is a bias)."""
 
-    def __init__(self, g: Graph, features: int, k: int, dtype: str, projected: bool | None) -> None:
-        self.g, self.features, self.k, self.dtype, self.projected = g, features, k, dtype, projected
+    def __init__(self, g: Graph, x: torch.Tensor, edge_attr: torch.Tensor, projected: bool | None) -> None:
+        self.g, self.features, self.k = g, x.shape[1], edge_attr.shape[1]
+        self.dtype, self.projected = TORCH_TO_TE[x.dtype], projected
 
     def __getitem__(self, name: str):
         key = ("relu-edge", name, self.features, self.k, self.dtype, self.projected)
@@ -247,30 +295,37 @@ class _ReluEdgeKernels:
         return sddmm(g, lambda s, t, e: te.compute((features,), lambda i: te.where(pre(s, e, i) > 0, grad[t, i], 0.0)))
 
 
-class _ProjectedReluEdgeSum(torch.autograd.Function):
-    """``relu_edge_sum`` with the projection inside the kernels and the backward written out: the messages'
-    gradient ``D`` (E x F, one SDDMM) gives ``dx = sum over out-edges of D`` (one SpMM over the reversed
-    graph), ``d edge_attr = D weight``, ``d weight = D^T edge_attr``, ``d bias = sum_e D``."""
+@kernel_operator("relu_edge_sum", fake=_per_destination)
+def _relu_edge_sum(g: Graph, x: torch.Tensor, edge_attr: torch.Tensor):
+    """``relu_edge_sum``'s kernel without a projection and its placeholders (arguments checked)."""
+    return _ReluEdgeKernels(g, x, edge_attr, None)["sum"], {"X": x, "EA": edge_attr}
 
-    @staticmethod
-    def forward(ctx, g: Graph, x, edge_attr, weight, bias):  # noqa: D102
-        ctx.g = g
-        ctx.save_for_backward(x, edge_attr, weight, bias)
-        return _ReluEdgeKernels(g, x.shape[1], edge_attr.shape[1], TORCH_TO_TE[x.dtype], bias is not None)["sum"](
-            **_projected_inputs(x, edge_attr, weight, bias)
-        )
 
-    @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        x, edge_attr, weight, bias = ctx.saved_tensors
-        kernels = _ReluEdgeKernels(ctx.g, x.shape[1], edge_attr.shape[1], TORCH_TO_TE[x.dtype], bias is not None)
-        messages = kernels["mask"](**_projected_inputs(x, edge_attr, weight, bias), G=grad.contiguous())
-        want_x, want_attr, want_weight, want_bias = ctx.needs_input_grad[1:5]
-        grad_x = gspmm(ctx.g.reverse(), "copy_rhs", "sum", None, messages) if want_x else None
-        grad_attr = messages @ weight if want_attr else None
-        grad_weight = messages.t() @ edge_attr if want_weight else None
-        grad_bias = messages.sum(0) if want_bias else None
-        return None, grad_x, grad_attr, grad_weight, grad_bias
+def _projected_gradients(
+    g: Graph, x, edge_attr, weight, bias, *, grad: torch.Tensor, wants: list[bool]
+) -> list[torch.Tensor | None]:
+    """The projected ``relu_edge_sum``'s gradients written out: the messages' gradient ``D`` (E x F, one
+    SDDMM) gives ``dx = sum over out-edges of D`` (one SpMM over the reversed graph), ``d edge_attr = D
+    weight``, ``d weight = D^T edge_attr``, ``d bias = sum_e D``."""
+    messages = _ReluEdgeKernels(g, x, edge_attr, bias is not None)["mask"].evaluate(
+        _projected_inputs(x, edge_attr, weight, bias) | {"G": grad}, want_arg=False
+    )[0]
+    want_x, want_attr, want_weight, want_bias = wants
+    return [
+        gspmm(g.reverse(), "copy_rhs", "sum", None, messages) if want_x else None,
+        messages @ weight if want_attr else None,
+        messages.t() @ edge_attr if want_weight else None,
+        messages.sum(0) if want_bias and bias is not None else None,
+    ]
+
+
+@graph_operator("projected_relu_edge_sum", fake=_per_destination, gradients=_projected_gradients)
+def _projected_relu_edge_sum(
+    g: Graph, x: torch.Tensor, edge_attr: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """``relu_edge_sum`` with the projection inside the kernel (arguments checked)."""
+    kernel = _ReluEdgeKernels(g, x, edge_attr, bias is not None)["sum"]
+    return kernel.evaluate(_projected_inputs(x, edge_attr, weight, bias), want_arg=False)[0]
 
 
 def _projected_inputs(x, edge_attr, weight, bias) -> dict[str, torch.Tensor]:

@@ -15,6 +15,8 @@ a small graph's epoch).
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from ..graph import Graph
@@ -424,3 +426,141 @@ def gat_attention(
 ) -> torch.Tensor:
     """The ``featgraph::gat_attention`` operator for ``ops.gat_attention``."""
     return torch.ops.featgraph.gat_attention(*graph_args(g), logit_src, logit_dst, feat, negative_slope, p, seed)[0]
+
+
+# ---- graph functions --------------------------------------------------------------------------------------
+# One mechanism for the ops written as a Python function of a graph, tensors and constants (the fused
+# attention ops): ``graph_operator`` registers such a function, its fake rule and its gradients as the
+# operator ``featgraph::<name>`` and its gradient operator ``featgraph::<name>_backward``; ``kernel_operator``
+# does so for a function that is one UDF kernel, whose gradients are that kernel's own.
+
+_SCHEMA_TYPES = {
+    "torch.Tensor": "Tensor",
+    "torch.Tensor | None": "Tensor?",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+}
+_GRAPH_SCHEMA = "Tensor edge_index, SymInt num_src, SymInt num_dst, bool self_loops"
+
+
+def fake_edges(ref: GraphRef) -> int | torch.SymInt:
+    """A fake implementation's edge count: the edge tensor's, or for a graph whose self loops the operator
+    adds (the count depends on how many loops the edges hold) a size known when it runs."""
+    return torch.library.get_ctx().new_dynamic_size() if ref.self_loops else ref.edge_index.shape[1]
+
+
+class GraphFunction(torch.autograd.Function):
+    """Eager autograd for a ``graph_operator`` function on a ``Graph``: its forward, its gradients."""
+
+    @staticmethod
+    def forward(ctx, spec: _GraphOperator, g: Graph, *args):  # noqa: D102
+        ctx.spec, ctx.g, ctx.args = spec, g, args
+        return spec.forward(g, *args)
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        spec = ctx.spec
+        wants = [ctx.needs_input_grad[2 + i] for i in spec.tensor_positions]
+        grads = spec.gradients(ctx.g, *ctx.args, grad=grad.contiguous(), wants=wants)
+        by_position = dict(zip(spec.tensor_positions, grads, strict=True))
+        return None, None, *[by_position.get(i) for i in range(len(ctx.args))]
+
+
+class _GraphOperator:
+    """A registered graph function: in code being compiled (or given a ``GraphRef``) the operator
+    ``featgraph::<name>``, in eager code on a ``Graph`` the function itself (``GraphFunction``)."""
+
+    def __init__(self, name: str, forward, fake, gradients) -> None:
+        self.name, self.forward, self.fake, self.gradients = name, forward, fake, gradients
+        params = list(inspect.signature(forward).parameters.values())[1:]  # after the graph
+        types = [_SCHEMA_TYPES[p.annotation] for p in params]
+        self.tensor_positions = [i for i, t in enumerate(types) if t.startswith("Tensor")]
+        args = ", ".join(f"{t} {p.name}" for t, p in zip(types, params, strict=True))
+        self.operator = torch.library.custom_op(
+            GRAPH + name, self._run, mutates_args=(), schema=f"({_GRAPH_SCHEMA}, {args}) -> Tensor"
+        )
+        self.operator.register_fake(self._fake)
+        self.operator.register_autograd(self._backward, setup_context=self._setup)
+        self.backward_operator = torch.library.custom_op(
+            GRAPH + name + "_backward", self._run_backward, mutates_args=(),
+            schema=f"({_GRAPH_SCHEMA}, {args}, Tensor grad, bool[] wants) -> Tensor[]",
+        )  # fmt: skip
+        self.backward_operator.register_fake(self._fake_backward)
+        self.__doc__ = forward.__doc__
+
+    def __call__(self, g: Graph | GraphRef, *args) -> torch.Tensor:
+        if isinstance(g, GraphRef) or torch.compiler.is_compiling():
+            return self.operator(*graph_args(g), *args)
+        return GraphFunction.apply(self, g, *args)  # eager: skips the operator's dispatch
+
+    def _tensors(self, args) -> list[torch.Tensor | None]:
+        return [args[i] for i in self.tensor_positions]
+
+    def _run(self, edge_index, num_src, num_dst, self_loops, *args):
+        return self.forward(resolve(edge_index, num_src, num_dst, self_loops), *args)
+
+    def _fake(self, edge_index, num_src, num_dst, self_loops, *args):
+        return self.fake(GraphRef(edge_index, num_src, num_dst, None, self_loops), *args)
+
+    def _run_backward(self, edge_index, num_src, num_dst, self_loops, *args):
+        *args, grad, wants = args
+        g = resolve(edge_index, num_src, num_dst, self_loops)
+        grads = self.gradients(g, *args, grad=grad, wants=wants)
+        return [_optional(d, grad) for d in grads]
+
+    def _fake_backward(self, edge_index, num_src, num_dst, self_loops, *args):
+        *args, grad, wants = args
+        pairs = zip(self._tensors(args), wants, strict=True)
+        return [x.new_empty(x.shape) if want and x is not None else grad.new_empty(0) for x, want in pairs]
+
+    def _setup(self, ctx, inputs, output):
+        ctx.graph, ctx.args = inputs[:4], list(inputs[4:])
+        ctx.wants = [ctx.needs_input_grad[4 + i] for i in self.tensor_positions]
+        for i in self.tensor_positions:
+            ctx.args[i] = None  # kept by save_for_backward instead
+        ctx.save_for_backward(*self._tensors(inputs[4:]))
+
+    def _backward(self, ctx, grad):
+        args = list(ctx.args)
+        for i, x in zip(self.tensor_positions, ctx.saved_tensors, strict=True):
+            args[i] = x
+        grads = self.backward_operator(*ctx.graph, *args, grad.contiguous(), ctx.wants)
+        by_position = {i: _given(d, w) for i, d, w in zip(self.tensor_positions, grads, ctx.wants, strict=True)}
+        return None, None, None, None, *[by_position.get(i) for i in range(len(args))]
+
+
+def graph_operator(name: str, fake, gradients):
+    """Register ``forward(g: Graph, *args) -> Tensor`` (its arguments annotated as tensors, optional tensors,
+    floats, bools or strings) with ``fake(ref: GraphRef, *args)``, its output's fake from the inputs' shapes, and
+    ``gradients(g, *args, grad, wants)``, one gradient (or None) per tensor argument where ``wants``."""
+    return lambda forward: _GraphOperator(name, forward, fake, gradients)
+
+
+def kernel_operator(name: str, fake):
+    """``graph_operator`` for ``plan(g, *args) -> (kernel, placeholders)``: the function is one UDF kernel
+    on ``placeholders`` (a dict in the order of the tensor arguments, absent ones left out), its gradients
+    the kernel's gradient kernels."""
+
+    def register(plan) -> _GraphOperator:
+        from ..templates.gradients import placeholder_gradients
+
+        def forward(g: Graph, *args) -> torch.Tensor:
+            kernel, inputs = plan(g, *args)
+            return kernel.evaluate(inputs, want_arg=False)[0]
+
+        def gradients(g: Graph, *args, grad: torch.Tensor, wants: list[bool]) -> list[torch.Tensor | None]:
+            kernel, inputs = plan(g, *args)
+            tensors = [args[i] for i in operator.tensor_positions]
+            names = iter(inputs)
+            named = [None if x is None else next(names) for x in tensors]  # each given tensor's placeholder
+            wanted = [n for n, w in zip(named, wants, strict=True) if w and n is not None]
+            grads = placeholder_gradients(kernel, inputs, grad, None, None, wanted)
+            return [grads.get(n) if n else None for n in named]
+
+        forward.__signature__ = inspect.signature(plan)
+        forward.__doc__ = plan.__doc__
+        operator = _GraphOperator(name, forward, fake, gradients)
+        return operator
+
+    return register

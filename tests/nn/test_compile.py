@@ -89,23 +89,65 @@ def test_mini_batches_of_varying_sizes_do_not_recompile(name):
     assert len(frames) > 3 and frames[-1] - frames[0] <= 1
 
 
-@pytest.mark.parametrize("graph_input", ["graph", "edge_index"])
-def test_layers_reading_degrees_or_looped_edge_data_compile(data, graph_input):
-    """EdgeConv (max) reads in-degrees; AGNN's per-edge scores live on the looped graph, whose edge count the
-    operator knows only when it runs (a size Dynamo takes with capture_dynamic_output_shape_ops)."""
+def compiled_matches_eager(layer: torch.nn.Module, x: torch.Tensor, *args) -> None:
+    """The layer compiled with ``fullgraph=True`` (no graph break) gives eager's output and x's gradient."""
+    x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = torch.compile(layer, backend="aot_eager", fullgraph=True)(x_compiled, *args)
+    expected = layer(x_eager, *args)
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad)
+
+
+def layer_case(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A layer and its arguments after (x, graph): edge features of 4 for the layers taking them."""
+    torch.manual_seed(0)
+    edge_attr = (torch.randn(E, 4),)
+    mlp = torch.nn.Linear(2 * FEATURES, FEATURES)
+    return {
+        "gine": (fg.nn.GINEConv(torch.nn.Linear(FEATURES, FEATURES), edge_dim=4), edge_attr),
+        "gatv2-edge-features": (fg.nn.GATv2Conv(FEATURES, 3, heads=2, add_self_loops=False, edge_dim=4), edge_attr),
+        "transformer": (fg.nn.TransformerConv(FEATURES, 3, heads=2, edge_dim=4), edge_attr),
+        "graph-conv": (fg.nn.GraphConv(FEATURES, 3, aggr="mean"), ()),
+        "sg-conv": (fg.nn.SGConv(FEATURES, 3, K=2), ()),
+        "appnp": (fg.nn.APPNP(K=3, alpha=0.1), ()),
+        "edge-conv-sum": (fg.nn.EdgeConv(torch.nn.Sequential(mlp, torch.nn.ReLU()), aggr="add"), ()),
+        "edge-conv-mean": (fg.nn.EdgeConv(mlp, aggr="mean"), ()),
+        "edge-conv-max": (fg.nn.EdgeConv(mlp, aggr="max"), ()),  # reads in-degrees
+        "gatv2-looped": (fg.nn.GATv2Conv(FEATURES, 3, heads=2), ()),
+        "agnn": (fg.nn.AGNNConv(), ()),
+    }[name]
+
+
+EDGE_FEATURE_LAYERS = ("gine", "gatv2-edge-features", "transformer")
+OTHER_LAYERS = ("graph-conv", "sg-conv", "appnp", "edge-conv-sum", "edge-conv-mean", "edge-conv-max")
+
+
+@pytest.mark.parametrize(
+    "name,graph_input",
+    [(name, given) for name in EDGE_FEATURE_LAYERS for given in ("graph", "edge_index")]
+    + [(name, "edge_index") for name in OTHER_LAYERS],
+)
+def test_layers_compile_without_graph_breaks(data, name, graph_input):
+    """The fused attention and edge-feature kernels (GINE, GATv2, Transformer) and EdgeConv's fused message
+    sum run as featgraph operators in traced code, as the other layers' ops do."""
     edge_index, x, _ = data
     edges = fg.Graph.from_edge_index(edge_index, num_nodes=N) if graph_input == "graph" else edge_index
-    torch.manual_seed(0)
-    layers = [fg.nn.EdgeConv(torch.nn.Linear(2 * FEATURES, FEATURES), aggr="max"), fg.nn.AGNNConv()]
+    layer, args = layer_case(name)
+    compiled_matches_eager(layer, x, edges, *args)
+
+
+@pytest.mark.parametrize("name,graph_input", [("gatv2-looped", "graph"), ("agnn", "edge_index")])
+def test_per_edge_data_of_a_looped_graph_compiles_with_dynamic_output_shapes(data, name, graph_input):
+    """GATv2's and AGNN's per-edge scores live on the graph with self loops added: its edge count (edges
+    less the loops they hold, plus one per vertex) depends on the edges' values, a size the operator knows
+    only when it runs, which Dynamo takes with capture_dynamic_output_shape_ops."""
+    edge_index, x, _ = data
+    edges = fg.Graph.from_edge_index(edge_index, num_nodes=N) if graph_input == "graph" else edge_index
+    layer, args = layer_case(name)
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
-        for layer in layers:
-            x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
-            out = torch.compile(layer, backend="aot_eager", fullgraph=True)(x_compiled, edges)
-            expected = layer(x_eager, edges)
-            torch.testing.assert_close(out, expected)
-            out.sum().backward()
-            expected.sum().backward()
-            torch.testing.assert_close(x_compiled.grad, x_eager.grad)
+        compiled_matches_eager(layer, x, edges, *args)
 
 
 def test_exported_inference_model_runs(data):

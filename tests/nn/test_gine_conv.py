@@ -1,9 +1,12 @@
+import warnings
+
 import pytest
 import torch
 from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph.nn.gine_conv import GINEConv
+from featgraph.nn.pyg_layer import FallbackWarning
 from tests.nn.reference import NUM_DST, NUM_SRC, N, assert_same_as_pyg, bipartite_edges, edges, expect_fallback
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -71,10 +74,11 @@ def test_gine_conv_falls_back_to_pyg_and_names_bad_input():
     assert str(ours) == str(theirs)
 
 
-def test_gine_conv_under_torch_compile_runs_pyg_s_path():
+def test_gine_conv_under_torch_compile_runs_the_fused_operator():
     ours, theirs = pair(None)
     edge_index = edges(4)
     x, edge_attr = torch.randn(N, 5, dtype=torch.float64), torch.randn(edge_index.shape[1], 5, dtype=torch.float64)
-    with expect_fallback("torch.compile"):
-        out = torch.compile(ours, backend="eager")(x, edge_index, edge_attr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        out = torch.compile(ours, backend="eager", fullgraph=True)(x, edge_index, edge_attr)
     torch.testing.assert_close(out, theirs(x, edge_index, edge_attr))

@@ -191,3 +191,50 @@ def test_in_degrees_operator(graph, block):
         opcheck(torch.ops.featgraph.in_degrees.default, args_of(g, loops))
         expected = (graph.with_self_loops() if loops else g).in_degrees()
         assert torch.equal(torch.ops.featgraph.in_degrees(*args_of(g, loops)), expected)
+
+
+K = 4  # edge features
+
+
+def attention_cases(g):
+    """Per fused attention operator: its arguments after the graph's on ``g`` (float64, requiring grad) and
+    the public function giving the same value from them."""
+    from featgraph.ops import attention
+
+    src, dst, edges = g.num_src_nodes, g.num_dst_nodes, g.num_edges
+    return {
+        "gatv2_scores": (
+            (rand(src, HEADS, D), rand(dst, HEADS, D), rand(HEADS, D), rand(edges, HEADS, D), 0.2),
+            lambda a, b, att, ef, slope: attention.gatv2_scores(g, a, b, att, slope, ef),
+        ),
+        "dot_scores": (
+            (rand(dst, HEADS, D), rand(src, HEADS, D), rand(dst, HEADS, K), rand(edges, K), 0.5),
+            lambda q, k, qe, ea, scale: attention.dot_scores(g, q, k, scale, qe, ea),
+        ),
+        "weighted_edge_sum": (
+            (rand(edges, HEADS), rand(edges, K)),
+            lambda w, ea: attention.weighted_edge_sum(g, w, ea),
+        ),
+        "relu_edge_sum": ((rand(src, D), rand(edges, D)), lambda x, ea: attention.relu_edge_sum(g, x, ea)),
+        "projected_relu_edge_sum": (
+            (rand(src, D), rand(edges, K), rand(D, K), rand(D)),
+            lambda x, ea, w, b: attention.relu_edge_sum(g, x, ea, w, b),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(attention_cases(fg.Graph([0], [0], 1))))
+@pytest.mark.parametrize("on", ["graph", "block"])
+def test_attention_operators(graph, block, name, on):
+    """Each fused attention op of ``ops.attention`` is a registered operator: opcheck on it and its gradient
+    operator, its value that of the eager function, its gradients checked numerically through it."""
+    g = graph if on == "graph" else block
+    args, eager = attention_cases(g)[name]
+    forward, backward = getattr(torch.ops.featgraph, name).default, getattr(torch.ops.featgraph, name + "_backward")
+    opcheck(forward, (*args_of(g), *args))
+    out = forward(*args_of(g), *args)
+    torch.testing.assert_close(out, eager(*args))
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    constants = args[len(tensors) :]
+    opcheck_gradient_op(backward.default, (*args_of(g), *args, torch.randn_like(out), [True] * len(tensors)))
+    assert gradcheck(lambda *xs: forward(*args_of(g), *xs, *constants), tensors)
