@@ -163,3 +163,26 @@ def test_compiled_model_reports_bad_edges_as_eager_does(data):
     bad = torch.tensor([[0, N + 5], [1, 2]])
     with pytest.raises(ValueError, match=f"edge_index: node id {N + 5} out of range"):
         compiled(x, bad)
+
+
+def test_pyg_style_mini_batches_outside_the_compiled_model_do_not_recompile():
+    """PyG's pattern: the loader runs outside the compiled model (so tracing never enters the sampler) and
+    hands it each batch as one flat edge_index over the sampled vertices (``MiniBatch.to_edge_index``, the
+    layout of PyG's NeighborLoader); with ``dynamic=True`` the varying sizes compile at most once more."""
+    graph = fg.Graph(*random_edges(300, 2000, seed=6), 300)
+    gen = torch.Generator().manual_seed(4)
+    features, labels = torch.randn(300, FEATURES, generator=gen), torch.randint(0, CLASSES, (300,), generator=gen)
+    net = model("sage")
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(net, backend=counter, dynamic=True, fullgraph=True)
+    sampler = fg.sampling.NeighborSampler(graph, [4, 3])
+    frames = []
+    for step, size in enumerate((40, 53, 61, 47, 70)):
+        batch = sampler.sample(torch.randperm(300, generator=gen)[:size], seed=step).to_edge_index()
+        x = features[batch.n_id]
+        out = compiled(x, batch.edge_index)[: batch.batch_size]
+        F.cross_entropy(out, labels[batch.n_id[: batch.batch_size]]).backward()
+        frames.append(counter.frame_count)
+    net.eval()
+    torch.testing.assert_close(compiled(x, batch.edge_index), net(x, batch.edge_index))
+    assert frames[-1] - frames[0] <= 1
