@@ -9,6 +9,7 @@ where an all-gather of every rank's boundary rows would deliver all of them to e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -19,17 +20,21 @@ from .store import Part
 @dataclass(frozen=True)
 class HaloPlan:
     """What one exchange sends to and receives from each rank of ``group`` (None: the default group, whose
-    ranks are the parts)."""
+    ranks are the parts), and how long it waits for them: gloo's point-to-point transfers wait for ever
+    unless told, so a rank that stops answering would hang the others."""
 
     send_index: list[torch.Tensor]  # per rank q: own rows q's halo holds, in q's order
     recv_counts: list[int]  # per rank q: halo rows owned by q, which come first in q's rank order
     num_own: int
     group: dist.ProcessGroup | None = None
+    timeout: timedelta = dist.default_pg_timeout
 
     @classmethod
-    def of(cls, part: Part, group: dist.ProcessGroup | None = None) -> HaloPlan:
+    def of(
+        cls, part: Part, group: dist.ProcessGroup | None = None, timeout: timedelta = dist.default_pg_timeout
+    ) -> HaloPlan:
         """The plan of a stored part."""
-        return cls(part.send_index, part.recv_counts, part.num_own, group)
+        return cls(part.send_index, part.recv_counts, part.num_own, group, timeout)
 
     def rows_moved(self) -> tuple[int, int]:
         """(rows sent, rows received) by one forward exchange; backward moves as many the other way."""
@@ -45,18 +50,18 @@ def exchange(x: torch.Tensor, plan: HaloPlan) -> torch.Tensor:
     return _HaloExchange.apply(x, plan)
 
 
-def _transfer(outgoing: list[torch.Tensor], incoming: list[torch.Tensor], group: dist.ProcessGroup | None) -> None:
-    """Send ``outgoing[q]`` to and receive ``incoming[q]`` from each rank q (empty ones skipped: both sides
-    know the counts)."""
+def _transfer(outgoing: list[torch.Tensor], incoming: list[torch.Tensor], plan: HaloPlan) -> None:
+    """Send ``outgoing[q]`` to and receive ``incoming[q]`` from each rank q of the plan's group (empty ones
+    skipped: both sides know the counts), failing after the plan's timeout."""
     ops = []
     for peer, (send, recv) in enumerate(zip(outgoing, incoming, strict=True)):
         if send.numel():
-            ops.append(dist.P2POp(dist.isend, send.contiguous(), peer, group))
+            ops.append(dist.P2POp(dist.isend, send.contiguous(), peer, plan.group))
         if recv.numel():
-            ops.append(dist.P2POp(dist.irecv, recv, peer, group))
+            ops.append(dist.P2POp(dist.irecv, recv, peer, plan.group))
     if ops:
         for request in dist.batch_isend_irecv(ops):
-            request.wait()
+            request.wait(plan.timeout)
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -65,7 +70,7 @@ class _HaloExchange(torch.autograd.Function):
         ctx.plan = plan
         tail = x.shape[1:]
         incoming = [x.new_empty((count, *tail)) for count in plan.recv_counts]
-        _transfer([x[index] for index in plan.send_index], incoming, plan.group)
+        _transfer([x[index] for index in plan.send_index], incoming, plan)
         return torch.cat(incoming) if incoming else x.new_empty((0, *tail))
 
     @staticmethod
@@ -73,7 +78,7 @@ class _HaloExchange(torch.autograd.Function):
         plan = ctx.plan
         tail = grad.shape[1:]
         incoming = [grad.new_empty((index.numel(), *tail)) for index in plan.send_index]
-        _transfer(list(grad.split(plan.recv_counts)), incoming, plan.group)
+        _transfer(list(grad.split(plan.recv_counts)), incoming, plan)
         grad_x = grad.new_zeros((plan.num_own, *tail))
         for index, rows in zip(plan.send_index, incoming, strict=True):
             grad_x.index_add_(0, index, rows)

@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -35,15 +36,22 @@ class PartClassifier(NodeClassifier):
     """``NodeClassifier`` of ``model`` run on one part: ``forward(x)`` takes the part's own rows and gives
     their logits; every rank must call it at the same time (each layer exchanges halo rows). The exchanges
     run on ``halo_group``, by default a new group of all ranks: on the default group they would interleave
-    with the gradient all-reduces DDP starts during backward, and mismatch them."""
+    with the gradient all-reduces DDP starts during backward, and mismatch them. An exchange fails when a
+    rank does not answer within ``timeout``."""
 
     def __init__(
-        self, model: str, part: Part, num_classes: int, config: Preset, halo_group: dist.ProcessGroup | None = None
+        self,
+        model: str,
+        part: Part,
+        num_classes: int,
+        config: Preset,
+        halo_group: dist.ProcessGroup | None = None,
+        timeout: timedelta = dist.default_pg_timeout,
     ) -> None:
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS} for distributed training, got {model!r}")
         super().__init__(model, part.features.shape[1], num_classes, config, "featgraph")
-        self.plan = HaloPlan.of(part, dist.new_group() if halo_group is None else halo_group)
+        self.plan = HaloPlan.of(part, dist.new_group() if halo_group is None else halo_group, timeout)
         self.graph = part.graph()
         if model == "gcn":  # D^-1/2 (A + I) D^-1/2 of the whole graph, on the part's looped edges
             self.graph = self.graph.with_self_loops()

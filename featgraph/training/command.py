@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..distributed import launch
 from . import minibatch
 from .loop import Metrics, build, evaluate, fit, load_model, node_task, save
 from .models import BACKENDS, MODELS, Preset, preset
@@ -33,12 +34,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write the final metrics as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     minibatch.add_arguments(parser)
+    launch.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> dict[str, float | int]:
-    if args.minibatch:
+    if args.distributed:
+        model = args.model or "gcn"
+        result: dict = launch.run(args, model, _config(args, model, preset))
+    elif args.minibatch:
         model = args.model or "sage"
-        result: dict = minibatch.run(args, model, _config(args, model, minibatch.minibatch_preset))
+        result = minibatch.run(args, model, _config(args, model, minibatch.minibatch_preset))
     elif args.load:
         net, task, meta = load_model(args.load)
         val, test = evaluate(net, task)
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         if args.save:
             save(args.save, net, task, config, args.backend)
             print(f"saved to {args.save}")
-    if args.json:
+    if args.json and launch.writes_files():
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     return result

@@ -13,6 +13,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import featgraph.nn  # noqa: F401 - imported once before the forks, not by every rank (seconds each: torch_geometric)
+
 
 def free_port() -> int:
     with socket.socket() as s:
