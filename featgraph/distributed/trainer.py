@@ -33,11 +33,13 @@ MODELS = ("gcn", "sage", "gat")  # layers that run on a part's bipartite graph
 
 
 class PartClassifier(NodeClassifier):
-    """``NodeClassifier`` of ``model`` run on one part: ``forward(x)`` takes the part's own rows and gives
-    their logits; every rank must call it at the same time (each layer exchanges halo rows). The exchanges
-    run on ``halo_group``, by default a new group of all ranks: on the default group they would interleave
-    with the gradient all-reduces DDP starts during backward, and mismatch them. An exchange fails when a
-    rank does not answer within ``timeout``."""
+    """``NodeClassifier`` of ``model`` run on one part: ``forward()`` gives the logits of the part's own
+    vertices. Every rank must call it at the same time: the second layer's halo rows come from their owners
+    (``halo.exchange``). The first layer's input rows never change, so the halo's feature rows are fetched
+    once, here, and each epoch exchanges only hidden rows. The exchanges run on ``halo_group``, by default a
+    new group of all ranks: on the default group they would interleave with the gradient all-reduces DDP
+    starts during backward, and mismatch them. An exchange fails when a rank does not answer within
+    ``timeout``."""
 
     def __init__(
         self,
@@ -52,26 +54,29 @@ class PartClassifier(NodeClassifier):
             raise ValueError(f"model must be one of {MODELS} for distributed training, got {model!r}")
         super().__init__(model, part.features.shape[1], num_classes, config, "featgraph")
         self.plan = HaloPlan.of(part, dist.new_group() if halo_group is None else halo_group, timeout)
+        # plain attributes, not buffers: DDP would broadcast rank 0's buffers over the others' parts
+        self.features, self.halo_features = part.features, exchange(part.features, self.plan)
         self.graph = part.graph()
         if model == "gcn":  # D^-1/2 (A + I) D^-1/2 of the whole graph, on the part's looped edges
             self.graph = self.graph.with_self_loops()
             scale = (part.degree + 1).to(part.features.dtype).rsqrt()
             src, dst = self.graph.coo()
-            # a plain attribute, not a buffer: DDP would broadcast rank 0's buffers over the others' parts
             self.gcn_norm = (scale[src] * scale[dst]).unsqueeze(1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        x = self.drop(x, self.dropout, self.training)
-        x = self.drop(self.activation(self.layer(self.conv1, x)), self.dropout, self.training)
+    def forward(self) -> torch.Tensor:  # type: ignore[override]
+        own, halo = (self.drop(x, self.dropout, self.training) for x in (self.features, self.halo_features))
+        x = self.drop(self.activation(self.layer(self.conv1, own, halo)), self.dropout, self.training)
         return self.layer(self.conv2, x)
 
-    def layer(self, conv: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """One message-passing layer on the own rows ``x``, its sources completed with the halo rows."""
-        if self.model != "gcn":
-            return conv(torch.cat([x, exchange(x, self.plan)]), self.graph)
-        h = F.linear(x, conv.lin.weight)  # the narrower side crosses the network: the linear map commutes
-        out = gspmm(self.graph, "mul", "sum", torch.cat([h, exchange(h, self.plan)]), self.gcn_norm)
-        return out if conv.bias is None else out + conv.bias
+    def layer(self, conv: torch.nn.Module, own: torch.Tensor, halo: torch.Tensor | None = None) -> torch.Tensor:
+        """One message-passing layer of the own rows ``own`` and the halo's rows ``halo``, which are exchanged
+        here where not given."""
+        if self.model == "gcn":  # the linear map commutes with the aggregation: the narrower rows cross
+            own = F.linear(own, conv.lin.weight)
+            halo = exchange(own, self.plan) if halo is None else F.linear(halo, conv.lin.weight)
+            out = gspmm(self.graph, "mul", "sum", torch.cat([own, halo]), self.gcn_norm)
+            return out if conv.bias is None else out + conv.bias
+        return conv(torch.cat([own, exchange(own, self.plan) if halo is None else halo]), self.graph)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad()
         train = self.part.masks["train"]
-        loss_sum = F.cross_entropy(self.model(self.part.features)[train], self.part.labels[train], reduction="sum")
+        loss_sum = F.cross_entropy(self.model()[train], self.part.labels[train], reduction="sum")
         # DDP averages the ranks' gradients: scaled so that the average is the gradient of the global mean
         (loss_sum * (self.world_size / self.num_train)).backward()
         self.optimizer.step()
@@ -133,7 +138,7 @@ class Trainer:
     def evaluate(self) -> tuple[float, float]:
         """(validation accuracy, test accuracy) over the whole graph."""
         self.net.eval()
-        correct = self.net(self.part.features).argmax(1) == self.part.labels
+        correct = self.net().argmax(1) == self.part.labels
         masks = [self.part.masks["val"], self.part.masks["test"]]
         counts = global_sum(torch.tensor([[float(correct[m].sum()), float(m.sum())] for m in masks]))
         return tuple(float(hit / max(total, 1.0)) for hit, total in counts.tolist())  # type: ignore[return-value]

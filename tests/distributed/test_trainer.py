@@ -72,3 +72,12 @@ def test_model_must_run_on_a_bipartite_part(tmp_path):
     save_parts(tmp_path, g, partition(g, 1, "random"), x, y, masks)
     with pytest.raises(ValueError, match="model must be one of"):
         PartClassifier("gin", load_part(tmp_path, 0, 1), CLASSES, config("gin"))
+
+
+def test_a_part_without_vertices(tmp_path):
+    """Part 1 owns nothing (it sends, receives and computes empty rows); the results are still one process's."""
+    g, x, y, masks = task()
+    save_parts(tmp_path / "parts", g, torch.where(torch.arange(N) % 2 == 0, 0, 2), x, y, masks)
+    losses, _ = one_process("gat")
+    for result in run_ranks(distributed_on_rank, 3, tmp_path, str(tmp_path / "parts"), "gat"):
+        assert result["losses"] == pytest.approx(losses, rel=1e-10)
