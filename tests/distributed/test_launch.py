@@ -1,6 +1,9 @@
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -121,3 +124,13 @@ def test_bad_input(tmp_path, monkeypatch):
         [*TRAIN, *parts, "--epochs", "1", "--resume", "--checkpoint-dir", str(tmp_path / "none")], tmp_path
     )
     assert all("no checkpoint" in e for e in errors), errors
+
+
+def test_torchrun(tmp_path):
+    """The documented command, as torchrun starts it."""
+    argv = [*TRAIN, "--partition-dir", str(tmp_path / "parts"), "--epochs", "2", "--json", str(tmp_path / "out.json")]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    done = subprocess.run([*torchrun, "-m", "featgraph", *argv], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "gcn on cora, 2 processes" in done.stdout
+    assert json.loads((tmp_path / "out.json").read_text())["world_size"] == 2
