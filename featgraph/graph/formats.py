@@ -38,3 +38,33 @@ def compress(group: torch.Tensor, other: torch.Tensor, num_groups: int) -> Compr
 def index_dtype_for(num_nodes: int, num_edges: int) -> torch.dtype:
     """int32 when every id and offset fits, int64 otherwise."""
     return torch.int32 if max(num_nodes, num_edges) <= INT32_LIMIT else torch.int64
+
+
+def with_loops(compressed: Compressed, keep: torch.Tensor | None, num_loops: int) -> Compressed:
+    """``compressed`` (grouped stably: a group's edges in id order) for the graph whose edges are the kept ones
+    (``keep``, a mask in edge id order; None keeps all), renumbered in order, then one self loop on each of the
+    first ``num_loops`` groups, loop ``v`` numbered ``kept + v``: what ``compress`` gives for that graph, in a
+    few linear passes and no sort, since each group keeps its edges' order and gains its loop last (the
+    largest id). The index arrays keep ``compressed``'s dtype."""
+    indptr, indices, edge_ids = compressed
+    dtype, device = indptr.dtype, indptr.device
+    if keep is not None:
+        kept_here = keep[edge_ids]  # the mask in compressed order
+        renumbered = torch.cumsum(keep, 0, dtype=dtype) - 1  # a kept edge's new id
+        indices, edge_ids = indices[kept_here], renumbered[edge_ids[kept_here]]
+        running = torch.zeros(kept_here.numel() + 1, dtype=dtype, device=device)
+        torch.cumsum(kept_here, 0, dtype=dtype, out=running[1:])
+        indptr = running[indptr]
+    num_kept = indices.numel()
+    looped_before = torch.arange(indptr.numel(), dtype=dtype, device=device).clamp_(max=num_loops)
+    new_indptr = indptr + looped_before
+    # an edge moves right by the loops of the groups ending at or before it
+    ends = torch.bincount(indptr[1 : num_loops + 1], minlength=num_kept + 1)[:num_kept]
+    moved = torch.cumsum(ends, 0, dtype=dtype).add_(torch.arange(num_kept, dtype=dtype, device=device))
+    new_indices = torch.empty(num_kept + num_loops, dtype=dtype, device=device)
+    new_ids = torch.empty_like(new_indices)
+    new_indices[moved], new_ids[moved] = indices, edge_ids
+    loop_slots = new_indptr[1 : num_loops + 1] - 1
+    loops = torch.arange(num_loops, dtype=dtype, device=device)
+    new_indices[loop_slots], new_ids[loop_slots] = loops, loops + num_kept
+    return Compressed(new_indptr, new_indices, new_ids)

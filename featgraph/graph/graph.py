@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import interop
-from .formats import Compressed, compress, index_dtype_for
+from .formats import Compressed, compress, index_dtype_for, with_loops
 from .hilbert import hilbert_edge_order
 from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources
 from .tc_translation import TCTranslation, translate
@@ -436,14 +436,29 @@ class Graph:
         return self.cached(("with_self_loops", fill_weight), lambda: self._loops_replaced(fill_weight))
 
     def _loops_replaced(self, fill_weight: float) -> Graph:
+        """The looped graph. The CSR and CSC this graph has built are carried over by ``formats.with_loops``
+        without a sort (a sampled block comes with both), in the narrow index type where one is built."""
         keep = self._src != self._dst
-        loops = torch.arange(min(self._num_src, self._num_dst), dtype=self._src.dtype, device=self.device)
-        weight = None
-        if self._edge_weight is not None:
-            fill = torch.full((loops.numel(),), fill_weight, dtype=self._edge_weight.dtype, device=self.device)
-            weight = torch.cat([self._edge_weight[keep], fill])
-        src, dst = torch.cat([self._src[keep], loops]), torch.cat([self._dst[keep], loops])
-        return Graph._derived(src, dst, (self._num_src, self._num_dst), weight)
+        if bool(keep.all()):
+            keep = None
+        num_loops = min(self._num_src, self._num_dst)
+        loops = torch.arange(num_loops, dtype=self._src.dtype, device=self.device)
+        src, dst, weight = self._src, self._dst, self._edge_weight
+        if keep is not None:
+            src, dst = src[keep], dst[keep]
+            weight = None if weight is None else weight[keep]
+        if weight is not None:
+            weight = torch.cat([weight, torch.full((num_loops,), fill_weight, dtype=weight.dtype, device=self.device)])
+        sizes = (self._num_src, self._num_dst)
+        looped = Graph._derived(torch.cat([src, loops]), torch.cat([dst, loops]), sizes, weight)
+        for name, degrees in (("csr", "in_deg"), ("csc", "out_deg")):
+            built = [key for key in self._cache if key[0] == name]
+            narrowed = [key for key in built if len(key) > 1]  # what kernels read; int64 only if alone
+            for key in narrowed or built:
+                looped._cache[key] = with_loops(self._cache[key], keep, num_loops)
+                indptr = looped._cache[key].indptr
+                looped._cache[(degrees,)] = (indptr[1:] - indptr[:-1]).to(torch.int64)
+        return looped
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:

@@ -1,7 +1,8 @@
 import numpy as np
+import pytest
 import torch
 
-from featgraph.graph.formats import INT32_LIMIT, compress, index_dtype_for
+from featgraph.graph.formats import INT32_LIMIT, compress, index_dtype_for, with_loops
 
 
 def test_compress_groups_stably_against_numpy():
@@ -19,3 +20,28 @@ def test_index_dtype_switches_at_int32_limit():
     assert index_dtype_for(10, INT32_LIMIT) == torch.int32
     assert index_dtype_for(10, INT32_LIMIT + 1) == torch.int64
     assert index_dtype_for(INT32_LIMIT + 1, 0) == torch.int64
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("with_existing_loops", [False, True])
+@pytest.mark.parametrize("sizes", [(12, 12), (12, 7), (5, 9)])
+def test_with_loops_matches_compressing_the_looped_edges(dtype, with_existing_loops, sizes):
+    gen = np.random.default_rng(1)
+    num_src, num_dst = sizes
+    src = torch.from_numpy(gen.integers(0, num_src, 80))
+    dst = torch.from_numpy(gen.integers(0, num_dst, 80))
+    if with_existing_loops:
+        src[:10] = dst[:10] % num_src
+    keep = src != dst
+    num_loops = min(num_src, num_dst)
+    loops = torch.arange(num_loops)
+    looped_src, looped_dst = torch.cat([src[keep], loops]), torch.cat([dst[keep], loops])
+    mask = None if bool(keep.all()) else keep
+    for group, other, looped_group, looped_other, count in (
+        (dst, src, looped_dst, looped_src, num_dst),
+        (src, dst, looped_src, looped_dst, num_src),
+    ):
+        got = with_loops(compress(group, other, count).to(dtype), mask, num_loops)
+        expected = compress(looped_group, looped_other, count).to(dtype)
+        for mine, theirs in zip(got, expected, strict=True):
+            assert mine.dtype == dtype and torch.equal(mine, theirs)

@@ -321,3 +321,21 @@ def test_from_csr_with_a_csc_keeps_it_and_the_reverse_graph_shares_it():
 def test_bad_bipartite_input(build, message):
     with pytest.raises((ValueError, TypeError), match=message):
         build()
+
+
+@pytest.mark.parametrize("sizes", [(30, 30), (30, 12)])
+def test_with_self_loops_carries_built_formats_over_as_a_fresh_build_would_make_them(sizes):
+    src, dst = random_edges(max(sizes), 100, seed=3)
+    src, dst = src % sizes[0], dst % sizes[1]
+    src[:5] = dst[:5]
+    g = Graph(src, dst, sizes)
+    built = [g.csr(), g.csc(torch.int32)]  # an int64 CSR alone, a CSC narrowed
+    looped = g.with_self_loops()
+    fresh = Graph(*looped.coo(), sizes)
+    for name, dtype in (("csr", torch.int64), ("csc", torch.int32)):
+        assert (name,) + (() if dtype == torch.int64 else (dtype,)) in looped._cache  # carried, not rebuilt
+        got, expected = getattr(looped, name)(dtype), getattr(fresh, name)(dtype)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert torch.equal(looped.in_degrees(), fresh.in_degrees())
+    assert torch.equal(looped.out_degrees(), fresh.out_degrees())
+    assert all(torch.equal(a, b) for a, b in zip(g.csr(), built[0], strict=True))  # the original's untouched
