@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -192,4 +193,4 @@ def global_sum(t: torch.Tensor) -> torch.Tensor:
 
 def epoch_seed(seed: int, epoch: int, rank: int) -> int:
     """The torch seed of one rank's epoch: a resumed run draws what the uninterrupted one drew."""
-    return (seed * 1_000_003 + epoch) * 1_009 + rank
+    return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1, np.uint64)[0] >> 1)
