@@ -196,3 +196,16 @@ def test_gpu_target_kernels_run_inside_the_compiled_operators(data, name):
     layer, args = (fg.nn.GCNConv(FEATURES, 3), ()) if name == "gcn" else layer_case("gine")
     with fg.default_target("gpu"):
         compiled_matches_eager(layer, x, edge_index, *args)
+
+
+def test_compiled_attention_layers_report_bad_edge_features_as_eager_does(data):
+    """Shape errors are raised while tracing, so Dynamo runs the call eagerly and the caller gets the eager
+    error (with ``fullgraph=True``, Dynamo's own error quoting it)."""
+    edge_index, x, _ = data
+    layer, (edge_attr,) = layer_case("gine")
+    compiled = torch.compile(layer, backend="aot_eager")
+    for bad, message in ((edge_attr[:-3], f"edge_attr: expected {E} rows"), (edge_attr[:, :2], "weight: expected")):
+        with pytest.raises(ValueError, match=message):
+            layer(x, edge_index, bad)
+        with pytest.raises(ValueError, match=message):
+            compiled(x, edge_index, bad)
