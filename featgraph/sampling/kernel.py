@@ -15,6 +15,7 @@ cache, with four operations behind its ``run`` entry point.
 - ``TRANSPOSE`` (per hop): the block's out-edges grouped by source (its CSC, the CSR of the flipped block
   that gradients with respect to source features run over), by one counting sort: O(E + sources), where
   sorting the block's edges by source took a third of a GraphSAGE training step on products-like-small.
+  Threads count their own runs of rows per source, so the edges keep their order within a column.
 
 Randomness: vertex ``v`` at hop ``h`` draws from its own splitmix64 stream seeded by ``(seed, h, v)`` (the
 finaliser ``fg_keep`` hashes with), so a batch depends on the seed alone, not on which thread sampled which
@@ -44,6 +45,7 @@ SOURCE = r"""
 
 static const uint64_t FG_GOLDEN = 0x9e3779b97f4a7c15ULL;
 static const int64_t ROW_GROUP = 64;  // frontier vertices per unit of work
+static const int64_t TRANSPOSE_GRAIN = 16384;  // block edges per transposing thread, at least
 // splitmix64's finaliser (the one fg_keep hashes with): a bijection of 64-bit words
 static inline uint64_t fg_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -285,8 +287,10 @@ static void sample(void** ptr, const int64_t* arg) {
 }
 
 // ptr: block_indptr (F + 1), block_sources (E), csc_indptr (out, S + 1), csc_destinations (out, E),
-// csc_edge_ids (out, E), the outputs of type Index; arg: op, F, S, sizeof(Index). Stable: a source's edges keep
-// the block's edge order.
+// csc_edge_ids (out, E), the outputs of type Index; arg: op, F, S, sizeof(Index), threads. Stable: a source's
+// edges keep the block's edge order, for any thread count. Each thread takes a run of rows (an equal share of
+// the edges) and counts its edges per source; a column's offset for thread t is the column's start plus the
+// counts of threads before t, so thread t writes its edges of the column after theirs, in its own order.
 template <typename Index>
 static void transpose(void** ptr, const int64_t* arg) {
   const int64_t* indptr = (const int64_t*)ptr[0];
@@ -295,16 +299,48 @@ static void transpose(void** ptr, const int64_t* arg) {
   Index* destinations = (Index*)ptr[3];
   Index* edge_ids = (Index*)ptr[4];
   const int64_t num_dst = arg[1], num_src = arg[2], num_edges = indptr[num_dst];
-  std::fill(csc_indptr, csc_indptr + num_src + 1, (Index)0);
-  for (int64_t j = 0; j < num_edges; ++j) ++csc_indptr[sources[j] + 1];
-  for (int64_t u = 0; u < num_src; ++u) csc_indptr[u + 1] += csc_indptr[u];
-  std::vector<Index> cursor(csc_indptr, csc_indptr + num_src);
-  for (int64_t v = 0; v < num_dst; ++v)
-    for (int64_t j = indptr[v]; j < indptr[v + 1]; ++j) {
-      const Index at = cursor[sources[j]]++;
-      destinations[at] = (Index)v;
-      edge_ids[at] = (Index)j;
+  const int threads = (int)std::max<int64_t>(1, std::min<int64_t>(arg[4], num_edges / TRANSPOSE_GRAIN));
+  std::vector<Index> cursors((size_t)threads * num_src);  // thread t's counts, then its write positions
+  std::vector<int64_t> sums(threads + 1, 0);
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t first = std::lower_bound(indptr, indptr + num_dst, num_edges * t / nt) - indptr;
+    const int64_t last =
+        t == nt - 1 ? num_dst : std::lower_bound(indptr, indptr + num_dst, num_edges * (t + 1) / nt) - indptr;
+    Index* mine = cursors.data() + (size_t)t * num_src;
+    for (int64_t j = indptr[first]; j < indptr[last]; ++j) ++mine[sources[j]];
+    #pragma omp barrier
+    int64_t lo, hi, running = 0;
+    share(num_src, t, nt, lo, hi);
+    for (int64_t u = lo; u < hi; ++u) {  // each column's size, and thread t's offset within it
+      int64_t column = 0;
+      for (int other = 0; other < nt; ++other) {
+        Index& count = cursors[(size_t)other * num_src + u];
+        const Index before = (Index)column;
+        column += count;
+        count = before;
+      }
+      running += column;
+      csc_indptr[u + 1] = (Index)running;
     }
+    sums[t + 1] = running;
+    #pragma omp barrier
+    #pragma omp single
+    {
+      offsets(sums, nt);
+      csc_indptr[0] = 0;
+    }
+    for (int64_t u = lo; u < hi; ++u) csc_indptr[u + 1] += (Index)sums[t];
+    #pragma omp barrier
+    for (int64_t u = 0; u < num_src; ++u) mine[u] += csc_indptr[u];
+    for (int64_t v = first; v < last; ++v)
+      for (int64_t j = indptr[v]; j < indptr[v + 1]; ++j) {
+        const Index at = mine[sources[j]]++;
+        destinations[at] = (Index)v;
+        edge_ids[at] = (Index)j;
+      }
+  }
 }
 
 extern "C" void run(void** ptr, const int64_t* arg) {
@@ -386,11 +422,16 @@ def sample_hop(
 
 
 def transpose(
-    indptr: torch.Tensor, sources: torch.Tensor, num_src: int, index_dtype: torch.dtype = torch.int64
+    indptr: torch.Tensor,
+    sources: torch.Tensor,
+    num_src: int,
+    index_dtype: torch.dtype = torch.int64,
+    threads: int = 1,
 ) -> Compressed:
     """A block's CSC from its CSR (``indptr`` over destinations, ``sources`` local ids below ``num_src``, the
     edges' order their ids): what ``formats.compress`` gives when grouping by source, without a sort, written
-    in ``index_dtype`` (int32 where the kernels read int32, so no narrowing copy follows)."""
+    in ``index_dtype`` (int32 where the kernels read int32, so no narrowing copy follows), on up to ``threads``
+    threads (the same output for any count)."""
     if index_dtype not in (torch.int32, torch.int64):
         raise ValueError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype}")
     num_edges = sources.numel()
@@ -398,6 +439,6 @@ def transpose(
     destinations = torch.empty(num_edges, dtype=index_dtype)
     edge_ids = torch.empty(num_edges, dtype=index_dtype)
     width = 4 if index_dtype == torch.int32 else 8
-    scalars = [TRANSPOSE, indptr.numel() - 1, num_src, width]
+    scalars = [TRANSPOSE, indptr.numel() - 1, num_src, width, threads]
     cpu.launch(_run(), [indptr, sources, csc_indptr, destinations, edge_ids], scalars)
     return Compressed(csc_indptr, destinations, edge_ids)

@@ -148,6 +148,9 @@ class NeighborSampler:
     replacement by default, with replacement when ``replace``; with a per-edge ``weight`` (user edge order,
     non-negative) each draw picks an edge with probability proportional to its weight, so zero-weight edges
     are never drawn (and ``-1`` keeps the positive ones). ``num_threads`` defaults to the CPU kernels' count.
+    ``self_loops``: each block's graph also comes with its looped graph (``graph.with_self_loops()``, built
+    from the block's formats without a sort), for layers that add self loops (GATConv): made here, which a
+    loader runs in its background thread, rather than in the training step.
     A batch depends only on the seeds and ``seed``. Calls from several threads may share a sampler: they
     take turns in the compiled hops, whose relabelling map is the sampler's.
     """
@@ -159,6 +162,7 @@ class NeighborSampler:
         replace: bool = False,
         weight: Any | None = None,
         num_threads: int | None = None,
+        self_loops: bool = False,
     ) -> None:
         if not isinstance(graph, Graph):
             raise TypeError(f"graph must be a featgraph Graph, got {type(graph).__name__}")
@@ -171,9 +175,12 @@ class NeighborSampler:
             raise ValueError(f"graph is on {graph.device}; the neighbour sampler runs on the CPU")
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, got {replace!r}")
+        if not isinstance(self_loops, bool):
+            raise TypeError(f"self_loops must be a bool, got {self_loops!r}")
         self.graph = graph
         self.fanouts = checked_fanouts(fanouts)
         self.replace = replace
+        self.self_loops = self_loops
         self.num_threads = None if num_threads is None else toolchain.checked_threads(num_threads, "num_threads")
         self._csr = graph.csr()
         self._weights = None
@@ -186,10 +193,12 @@ class NeighborSampler:
     def _threads(self) -> int:
         return self.num_threads if self.num_threads is not None else toolchain.num_threads()
 
+    @torch.compiler.disable  # builds Graphs from data-dependent sizes: a compiled step runs it eagerly
     def sample(self, seeds: Any, seed: int | None = None) -> MiniBatch:
         """The mini-batch of ``seeds`` (distinct vertex ids): one block per fan-out. ``seed`` fixes the draws
         (None: drawn from torch's generator); the same seeds and seed give the same batch on any number of
-        threads."""
+        threads. ``torch.compile`` never traces into it: a compiled training step that samples runs the
+        sampler eagerly (one graph break) and compiles the model after it."""
         seeds = _checked_seeds(seeds, self.graph.num_src_nodes)
         seed = _checked_seed(seed)
         threads = self._threads()
@@ -205,9 +214,11 @@ class NeighborSampler:
             # both formats in the kernels' index type, built here (a loader's background thread) rather than
             # in the training step that runs the block
             index = index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel())
-            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src, index)
+            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src, index, threads)
             block_graph = Graph.from_csr(drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc)
             block_graph.csr(index)
+            if self.self_loops:
+                block_graph.with_self_loops()
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

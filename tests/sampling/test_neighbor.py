@@ -238,3 +238,40 @@ def test_bad_sampler_settings_are_named():
         NeighborSampler(torch.zeros(2, 5, dtype=torch.int64), [3])
     with pytest.raises(ValueError, match="bipartite"):
         NeighborSampler(Graph(torch.tensor([0, 4]), torch.tensor([1, 0]), (5, 2)), [3])
+
+
+def test_blocks_bring_their_looped_graph_as_sorting_builds_it_and_gat_on_it_equals_pyg_s():
+    """``self_loops=True``: each block's ``with_self_loops()`` is built by the sampler, with the formats a sort
+    would give the looped edges; featgraph's GATConv on it gives PyG's GATConv's outputs, attention weights (per
+    edge, in PyG's edge order) and gradients on the block's edge_index."""
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    from featgraph.nn import GATConv
+
+    src, dst = random_edges(120, 900, seed=4)
+    src[:60] = dst[:60]  # self loops the looped graph drops
+    graph = Graph(src, dst, 120)
+    batch = NeighborSampler(graph, [5, 3], self_loops=True).sample(some_seeds(120, 20), seed=2)
+    torch.manual_seed(0)
+    theirs, ours = pyg_nn.GATConv(6, 4, heads=2), GATConv(6, 4, heads=2)
+    ours.load_state_dict(theirs.state_dict())
+    for block in batch.blocks:
+        g = block.graph
+        assert ("with_self_loops", 1.0) in g._cache  # built with the block, not by the layer
+        looped, fresh = g.with_self_loops(), Graph(*g.with_self_loops().coo(), (g.num_src_nodes, g.num_dst_nodes))
+        for name in ("csr", "csc"):
+            got, expected = getattr(looped, name)(g.index_dtype), getattr(fresh, name)(g.index_dtype)
+            assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+        x = torch.randn(g.num_src_nodes, 6, requires_grad=True)
+        sizes = (g.num_src_nodes, g.num_dst_nodes)
+        out, (edges, alpha) = ours(x, g, return_attention_weights=True)
+        out_ref, (edges_ref, alpha_ref) = theirs(
+            (x, x[: g.num_dst_nodes]), g.edge_index, size=sizes, return_attention_weights=True
+        )
+        assert torch.equal(edges, edges_ref)
+        torch.testing.assert_close(alpha, alpha_ref)
+        torch.testing.assert_close(out, out_ref)
+        weights = torch.randn_like(out)
+        grads = torch.autograd.grad((out * weights).sum(), [x, *ours.parameters()])
+        grads_ref = torch.autograd.grad((out_ref * weights).sum(), [x, *theirs.parameters()])
+        for a, b in zip(grads, grads_ref, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
