@@ -13,7 +13,9 @@ takes the list reversed, input layer first). Frameworks:
   imports (PyG's sampler needs one).
 
 Per row: seeds per second sampling alone (batches with their features and labels gathered) and training
-(sample + forward + backward + Adam step), over ``--batches`` batches after ``--warmup``; ``format share``:
+(sample + forward + backward + Adam step), over ``--batches`` batches after ``--warmup``, by the wall clock
+or (``--clock cpu``) by the worker's CPU time, all its threads', which other jobs on the machine disturb less;
+``format share``:
 the part of a training step spent turning the sampler's output into what the kernels read (formats,
 self-loop graphs, kernels bound to a block), measured as a fresh batch's forward + backward minus the same
 batch's again, once that work is cached on its graphs, with no batch prepared meanwhile (featgraph's loader
@@ -138,7 +140,7 @@ def _endless(loader: Iterable) -> Iterator:
         yield from loader
 
 
-def _featgraph(raw: dict, bench: BenchModel, net: torch.nn.Module) -> Pipeline:
+def _featgraph(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
 
     def batches(background: bool) -> Iterator[SampledBatch]:
@@ -151,6 +153,7 @@ def _featgraph(raw: dict, bench: BenchModel, net: torch.nn.Module) -> Pipeline:
             x=raw["x"],
             y=raw["y"],
             prefetch=2 if background else 0,
+            self_loops=net.loops_blocks,
         )
         return ((b.x, b.y, b.blocks) for b in _endless(loader))
 
@@ -208,38 +211,46 @@ def _unavailable(framework: str) -> str:
     return ""
 
 
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def _seeds_per_s(
-    batches: Iterator[SampledBatch], count: int, warmup: int, work: Callable[[SampledBatch], Any]
+    batches: Iterator[SampledBatch], count: int, warmup: int, work: Callable[[SampledBatch], Any], clock: str
 ) -> float:
-    """Seeds per second of ``work`` over ``count`` batches after ``warmup``."""
+    """Seeds per second of ``work`` over ``count`` batches after ``warmup``, by ``clock``."""
+    now = CLOCKS[clock]
     for _ in range(warmup):
         work(next(batches))
-    seeds, start = 0, time.perf_counter()
+    seeds, start = 0, now()
     for _ in range(count):
         batch = next(batches)
         work(batch)
         seeds += batch[1].numel()
-    return seeds / (time.perf_counter() - start)
+    return seeds / (now() - start)
 
 
-def _format_ms(batches: Iterator[SampledBatch], count: int, forward: Callable, net: torch.nn.Module) -> float:
+def _format_ms(
+    batches: Iterator[SampledBatch], count: int, forward: Callable, net: torch.nn.Module, clock: str
+) -> float:
     """Median over ``count`` fresh batches of (first forward + backward) - (fastest of two repeats on the same
-    batch)."""
+    batch), by ``clock``."""
+    now = CLOCKS[clock]
     differences = []
     for _ in range(count):
         x, y, graph_input = next(batches)
         times = []
         for _ in range(3):
-            start = time.perf_counter()
+            start = now()
             net.zero_grad()
             F.cross_entropy(forward(x, graph_input), y).backward()
-            times.append(time.perf_counter() - start)
+            times.append(now() - start)
         differences.append(times[0] - min(times[1:]))
     return max(0.0, statistics.median(differences)) * 1e3
 
 
-def run_one(data_path: str, bench_model: str, framework: str, batches: int, warmup: int) -> Row:
-    """One row, meant for a fresh process."""
+def run_one(data_path: str, bench_model: str, framework: str, batches: int, warmup: int, clock: str = "wall") -> Row:
+    """One row, meant for a fresh process; ``clock`` "cpu" times by the process's CPU time (every thread's,
+    the loader's included), which other processes on a shared machine disturb less than the wall clock."""
     row = Row(bench_model, framework)
     row.note = _unavailable(framework)
     if row.note:
@@ -273,10 +284,10 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
         net.train()
         for name, work in (("sample_seeds_s", lambda batch: None), ("train_seeds_s", step)):
             stream = pipeline.batches(True)
-            setattr(row, name, _seeds_per_s(stream, batches, warmup, work))
+            setattr(row, name, _seeds_per_s(stream, batches, warmup, work, clock))
             stream.close()
         stream = pipeline.batches(False)
-        format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net)
+        format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, clock)
         row.format_share = format_ms / (BATCH_SIZE / row.train_seeds_s * 1e3)
         stream.close()
 
@@ -290,13 +301,19 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
 
 
 def run_rows(
-    data_path: str, bench_model: str, frameworks: list[str], batches: int, warmup: int, threads: int
+    data_path: str,
+    bench_model: str,
+    frameworks: list[str],
+    batches: int,
+    warmup: int,
+    threads: int,
+    clock: str = "wall",
 ) -> list[Row]:
     """Each framework in its own process, on ``threads`` threads (OpenMP's and torch's)."""
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     for framework in frameworks:
-        spec = json.dumps([data_path, bench_model, framework, batches, warmup])
+        spec = json.dumps([data_path, bench_model, framework, batches, warmup, clock])
         done = subprocess.run(
             [sys.executable, "-m", "featgraph.bench.minibatch", spec],
             capture_output=True,
@@ -369,22 +386,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches before them")
     parser.add_argument("--threads", type=int, default=toolchain.num_threads())
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the products-like graph, in (0, 1]")
+    parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="time by the wall clock, or by each worker's CPU time (steadier on a machine other jobs load)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     threads = toolchain.checked_threads(args.threads, "--threads")
-    print(f"machine: {machine()}; {threads} threads per worker; {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(
+        f"machine: {machine()}; {threads} threads per worker; {args.clock} clock; {time.strftime('%Y-%m-%d %H:%M %Z')}"
+    )
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="featgraph-minibatch-") as directory:
         path, described = write_graph(args.scale, Path(directory))
         print(f"graph {described}; batches of {BATCH_SIZE}, {args.batches} timed after {args.warmup}", flush=True)
         print(HEADER, flush=True)
         for bench_model in args.models:
-            batch = run_rows(str(path), bench_model, args.frameworks, args.batches, args.warmup, threads)
+            batch = run_rows(str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock)
             print(markdown_rows(batch), flush=True)
             rows += batch
-    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads)
+    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, clock=args.clock)
     return rows
 
 

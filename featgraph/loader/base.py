@@ -34,6 +34,7 @@ class SeedLoader(Generic[BatchType]):
     each epoch draws its seed from torch's generator, so ``torch.manual_seed`` reproduces a run.
     ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``prefetch``:
     batches a background thread prepares ahead of the one in use (0: each is made when asked for).
+    ``self_loops``: each block also brings its graph with self loops (``NeighborSampler``'s option).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class SeedLoader(Generic[BatchType]):
         prefetch: int,
         drop_last: bool,
         weight_attr: str | None,
+        self_loops: bool = False,
     ) -> None:
         self.source = source
         self.batch_size = checked_count(batch_size, "batch_size", 1)
@@ -74,6 +76,7 @@ class SeedLoader(Generic[BatchType]):
             replace=checked_flag(replace, "replace"),
             weight=weight,
             num_threads=threads,
+            self_loops=checked_flag(self_loops, "self_loops"),
         )
         self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 

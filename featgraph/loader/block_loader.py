@@ -46,7 +46,9 @@ class BlockLoader(SeedLoader[BlockBatch]):
     per vertex at hop ``h`` from the seeds (-1: all; ``blocks[-1 - h]`` is hop ``h``'s block).
 
     ``graph_or_data``: a featgraph ``Graph`` (with ``x``/``y`` given here if the batches should carry them),
-    a featgraph ``Dataset`` or a PyG ``Data``. The other arguments are ``NeighborLoader``'s.
+    a featgraph ``Dataset`` or a PyG ``Data``. ``self_loops=True`` has the background thread also build each
+    block's graph with self loops, which GATConv and other layers adding self loops run on, so the training
+    step builds none. The other arguments are ``NeighborLoader``'s.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class BlockLoader(SeedLoader[BlockBatch]):
         prefetch: int = 2,
         drop_last: bool = False,
         weight_attr: str | None = None,
+        self_loops: bool = False,
         x: Any = None,
         y: Any = None,
     ) -> None:
@@ -79,6 +82,7 @@ class BlockLoader(SeedLoader[BlockBatch]):
             prefetch,
             drop_last,
             weight_attr,
+            self_loops,
         )
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:

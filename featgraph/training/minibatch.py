@@ -87,6 +87,13 @@ class SampledClassifier(torch.nn.Module):
             conv, width = conv_layer(nn, model, width, num_classes if last else config.hidden, config, last)
             self.convs.append(conv)
 
+    @property
+    def loops_blocks(self) -> bool:
+        """Whether featgraph's layers here add self loops to each block (GAT), so a loader should bring each
+        block's looped graph (``BlockLoader(self_loops=True)``); PyG's layers loop their ``edge_index``
+        themselves."""
+        return self.backend == "featgraph" and any(getattr(conv, "add_self_loops", False) for conv in self.convs)
+
     def layer(self, depth: int, h: torch.Tensor, block: Block) -> torch.Tensor:
         """Layer ``depth`` on ``block``: ``h`` holds its sources' rows (destinations first); the destinations'
         rows come back, activated unless it is the output layer. featgraph's layers take the block's graph;
@@ -148,7 +155,14 @@ def fit(
     torch.manual_seed(seed)
     x = normalized_features(dataset.features)
     loader = BlockLoader(
-        dataset.graph, fanouts, batch_size, input_nodes=dataset.train_idx, seed=seed, x=x, y=dataset.labels
+        dataset.graph,
+        fanouts,
+        batch_size,
+        input_nodes=dataset.train_idx,
+        seed=seed,
+        self_loops=net.loops_blocks,
+        x=x,
+        y=dataset.labels,
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     times: list[float] = []

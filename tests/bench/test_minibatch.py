@@ -36,11 +36,13 @@ def test_bench_minibatch_prints_one_row_per_framework(tmp_path, capsys):
     out = tmp_path / "m.json"
     frameworks = ["featgraph", "dgl", "pyg"]
     args = ["bench", "minibatch", "--scale", "0.002", "--models", "gat", "--batches", "1", "--warmup", "0"]
-    main([*args, "--frameworks", *frameworks, "--json", str(out)])
+    main([*args, "--frameworks", *frameworks, "--clock", "cpu", "--json", str(out)])
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert len(table) == 2 + len(frameworks)
     assert {line.count("|") for line in table} == {10}
-    rows = json.loads(out.read_text())["rows"]
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    assert report["clock"] == "cpu"
     assert [(r["model"], r["framework"]) for r in rows] == [("gat", framework) for framework in frameworks]
     for r in rows:
         assert (r["train_seeds_s"] is not None) != bool(r["note"]), r

@@ -63,6 +63,17 @@ def test_pyg_layers_on_full_neighbourhood_blocks_equal_the_full_graph_forward(co
             torch.testing.assert_close(h, full[seeds], rtol=1e-5, atol=1e-5)
 
 
+def test_self_loops_blocks_come_with_their_looped_graph_built(cora):
+    loader = BlockLoader(cora, [4, 3], 32, seed=0, self_loops=True)
+    plain = BlockLoader(cora, [4, 3], 32, seed=0)
+    for batch, same in zip(loader, plain, strict=True):
+        for block, other in zip(batch.blocks, same.blocks, strict=True):
+            assert ("with_self_loops", 1.0) in block.graph._cache and ("with_self_loops", 1.0) not in other.graph._cache
+            assert torch.equal(block.graph.with_self_loops().edge_index, other.graph.with_self_loops().edge_index)
+    with pytest.raises(TypeError, match="self_loops must be a bool"):
+        BlockLoader(cora, [4], 32, self_loops=1)
+
+
 def test_bad_fanouts_are_named(cora):
     with pytest.raises(ValueError, match="fanouts must hold positive ints or -1"):
         BlockLoader(cora, [5, 0], 10)

@@ -68,6 +68,9 @@ def test_one_layer_per_fanout_and_pyg_dropout_for_pyg_layers(cora):
     config = preset("gat")
     net = minibatch.SampledClassifier("gat", 1433, 7, 3, config, "featgraph")
     assert len(net.convs) == 3 and net.convs[0].heads == config.heads and net.convs[-1].heads == 1
+    assert net.loops_blocks  # GATConv adds self loops: the loader should bring each block's looped graph
+    assert not minibatch.SampledClassifier("sage", 1433, 7, 2, preset("sage"), "featgraph").loops_blocks
+    assert not minibatch.SampledClassifier("gat", 1433, 7, 2, config, "pyg").loops_blocks
     with pytest.raises(ValueError, match="expected one block per layer"):
         batch = next(iter(BlockLoader(cora.graph, [5, 5], 16, seed=0, x=cora.features, prefetch=0)))
         net(batch.x, batch.blocks)
