@@ -19,15 +19,8 @@ from ..graph import Graph
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
-from .spec import KernelSpec, indexed_by, placeholder_roles
+from .spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, output_dtype, placeholder_roles, stored_dtype
 
-TORCH_DTYPES = {
-    "int64": torch.int64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-}
 TARGETS = ("cpu", "gpu")
 
 
@@ -73,7 +66,8 @@ def trace_udf(udf: Udf) -> ComputeOp:
 
 
 def compute_dtype(op: ComputeOp) -> str:
-    """float64 if any input is float64, else float32 (float16/bfloat16 inputs accumulate in float32)."""
+    """float64 if any input is float64, else float32: float16/bfloat16 inputs are read in their own dtype
+    and accumulate in float32 registers."""
     return "float64" if any(p.dtype == "float64" for p in op.placeholders) else "float32"
 
 
@@ -167,8 +161,9 @@ class Kernel:
         self.key = f"{spec.kind}-{hashlib.sha256(self.source.encode()).hexdigest()[:16]}-{next(_SERIALS)}"
         _KERNELS[self.key] = self
         self._names = tuple(p.name for p in spec.op.placeholders)
-        self._out_dtype = self._output_dtype()
+        self._out_dtype = TORCH_DTYPES[output_dtype(spec.op)]
         self._compute = TORCH_DTYPES[spec.dtype]
+        self._stored = TORCH_DTYPES[stored_dtype(spec)]  # the output buffer's dtype as the kernel writes it
         self._gradients: dict[tuple[str, str], list] = {}
 
     def reconfigured(self, params: object, schedule: Schedule) -> Kernel:
@@ -193,16 +188,9 @@ class Kernel:
             missing, extra = sorted(set(self._names) - set(tensors)), sorted(set(tensors) - set(self._names))
             raise TypeError(f"kernel takes placeholders {sorted(self._names)}; missing {missing}, unexpected {extra}")
 
-    def _output_dtype(self) -> torch.dtype:
-        floats = [p for p in self.spec.op.placeholders if p.dtype != "int64"]
-        dtypes = [TORCH_DTYPES[p.dtype] for p in floats] or [TORCH_DTYPES[self.spec.dtype]]
-        out = dtypes[0]
-        for d in dtypes[1:]:
-            out = torch.promote_types(out, d)
-        return out
-
     def _bind(self, tensors: dict[str, Any]) -> list[torch.Tensor]:
-        """Validate the inputs and return them in placeholder order, contiguous, in the compute dtype."""
+        """Validate the inputs and return them in placeholder order, contiguous; float16/bfloat16 data as it
+        is (the kernel converts in registers), other floating data in the compute dtype."""
         self._check_names(tensors)
         bound = []
         for p in self.spec.op.placeholders:
@@ -218,7 +206,8 @@ class Kernel:
                 )
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
-            bound.append(buffers.contiguous(t.detach().to(torch.int64 if p.dtype == "int64" else self._compute)))
+            keep = p.dtype == "int64" or p.dtype in HALF_DTYPES
+            bound.append(buffers.contiguous(t.detach() if keep else t.detach().to(self._compute)))
         if self._subscripts.deferred:  # only the ids the deferred checks read are scanned
             reads = self._subscripts.data_placeholders
             named = zip(self.spec.op.placeholders, bound, strict=True)

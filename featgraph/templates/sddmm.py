@@ -10,8 +10,9 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import TORCH_DTYPES, Fds, Kernel, Udf, compute_dtype, edge_list, template_kernel
+from .kernel import TORCH_DTYPES, Fds, Kernel, Udf, edge_list, template_kernel
 from .params import SDDMMParams, default_write_buckets, gpu_defaults
+from .spec import output_dtype
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
 
@@ -60,11 +61,11 @@ class SDDMMKernel(Kernel):
     def evaluate(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, None]:
         inputs = self._bind(tensors)
         shape = (self.graph.num_edges, *self.spec.op.shape)
-        out = self._new_output(shape, self._compute)
+        out = self._new_output(shape, self._stored)
         if self._staging is None:
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
         else:
-            stage = self._new_output(shape, self._compute)
+            stage = self._new_output(shape, self._stored)
             self._launch([*self._edges, stage, *self._staging, out, *inputs], [self.graph.num_edges, self._threads()])
         return out.to(self._out_dtype), None
 
@@ -88,7 +89,7 @@ def sddmm(
         if target == "gpu" and params.write_buckets:
             raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":
-            row_bytes = math.prod(op.shape) * TORCH_DTYPES[compute_dtype(op)].itemsize
+            row_bytes = math.prod(op.shape) * TORCH_DTYPES[output_dtype(op)].itemsize
             jump = median_write_jump(graph, params.edge_order)
             params = replace(params, write_buckets=default_write_buckets(graph.num_edges * row_bytes, jump * row_bytes))
         return params

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ..schedule import Schedule
 from ..te.expr import ComputeOp, Load, Placeholder, Var
 
 REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
+TORCH_DTYPES = {
+    "int64": torch.int64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float64": torch.float64,
+}
+HALF_DTYPES = ("float16", "bfloat16")  # read as they are stored, converted to float32 in registers
 
 
 @dataclass(frozen=True)
@@ -57,3 +67,26 @@ class KernelSpec:
     params: object  # SpMMParams or SDDMMParams
     dtype: str  # compute type: "float32" or "float64"
     index_dtype: str  # "int32" or "int64"
+
+
+def output_dtype(op: ComputeOp) -> str:
+    """The dtype of a kernel's result: its floating placeholders' dtypes promoted as torch promotes them
+    (bfloat16 with float32 gives float32, bfloat16 with float16 gives float32); float32 with none."""
+    floats = [TORCH_DTYPES[p.dtype] for p in op.placeholders if p.dtype != "int64"] or [torch.float32]
+    out = floats[0]
+    for d in floats[1:]:
+        out = torch.promote_types(out, d)
+    return next(name for name, d in TORCH_DTYPES.items() if d == out)
+
+
+def stored_dtype(spec: KernelSpec) -> str:
+    """The dtype the kernel writes its output buffer in. A float16/bfloat16 result is stored in that dtype
+    (rounded once from the float32 accumulator) where the template writes each output element once: SDDMM,
+    and SpMM over one source partition. Templates that add into the output (GAS atomics, partial rows kept
+    between source partitions, edge sums, winner scatters) keep it in the compute dtype, and the result is
+    rounded once afterwards: rounding a partial sum each time would add an error per step."""
+    out = output_dtype(spec.op)
+    stores_once = spec.kind == "sddmm" or (
+        spec.kind == "spmm" and spec.params.strategy == "gar" and spec.params.num_partitions == 1
+    )
+    return out if out in HALF_DTYPES and stores_once else spec.dtype

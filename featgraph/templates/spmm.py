@@ -16,7 +16,6 @@ from .kernel import (
     Fds,
     Kernel,
     Udf,
-    compute_dtype,
     divide_by_in_degree,
     edge_list,
     template_kernel,
@@ -66,7 +65,7 @@ class SpMMKernel(Kernel):
         argreduce = self.spec.reducer in ("max", "min")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
-        out = self._new_output((n, *self.spec.op.shape), self._compute)
+        out = self._new_output((n, *self.spec.op.shape), self._stored)
         arg = self._new_output((n, *self.spec.op.shape), torch.int64) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
@@ -112,8 +111,8 @@ def spmm(
             params.setdefault("num_partitions", 1)  # source partitions are a CPU cache technique
             params.setdefault("rows_per_program", default_rows_per_program(avg_degree, math.prod(op.shape)))
         elif "num_partitions" not in params:
-            itemsize = TORCH_DTYPES[compute_dtype(op)].itemsize
-            source_bytes = sum(p.shape[0] * row_stride(p) * itemsize for p in indexed_by(op, "src"))
+            sources = indexed_by(op, "src")
+            source_bytes = sum(p.shape[0] * row_stride(p) * TORCH_DTYPES[p.dtype].itemsize for p in sources)
             params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
         return SpMMParams(**params)
 

@@ -22,6 +22,7 @@ SIMD_REDUCTION = {"sum": "+", "max": "max", "min": "min"}
 SIMD_BYTES = 64  # one AVX-512 register
 REDUCTION_LANES = SIMD_BYTES // 4  # float lanes: shorter reduce axes keep the plain SIMD reduction
 CAST_TYPES = {"float32": "float", "float64": "double", "int64": "int64_t"}
+HALF_BITS = {"bfloat16": "bf16", "float16": "half"}  # fg_from_<x> / fg_to_<x> in the prelude
 
 # sink(tile_flat, row_flat, value) -> C++ statements for one computed element
 Sink = Callable[[str, str, str], str]
@@ -61,13 +62,35 @@ static inline T fg_sigmoid(T x) { return T(1) / (T(1) + fg_exp(-x)); }
 // where(c, a, b) with both sides evaluated, as on the GPU: a load inside a C++ conditional is a masked
 // load to g++, which does not vectorise the loop around it (measured: an MLP's weight gradient 10x slower)
 static inline T fg_select(T c, T a, T b) { return c != T(0) ? a : b; }
-static inline T fg_half(T x) { return T((float)(_Float16)(float)x); }
-static inline T fg_bf16(T xin) {
-  float x = (float)xin; uint32_t u; std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u) { u &= 0xffff0000u; if (x != x) u |= 0x00400000u; }
-  else { u += 0x7fffu + ((u >> 16) & 1u); u &= 0xffff0000u; }
-  std::memcpy(&x, &u, 4); return T(x);
+// float16/bfloat16 data is read and written as its 16 bits (uint16_t) and converted in registers with
+// integer arithmetic and selects, which g++ vectorises (it leaves _Float16 conversions scalar without
+// AVX-512 FP16). Both round to nearest even and keep NaN a (quiet) NaN, as torch's conversions do.
+static inline float fg_bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline uint32_t fg_float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static inline T fg_from_bf16(uint16_t b) { return T(fg_bits_float((uint32_t)b << 16)); }
+static inline uint16_t fg_to_bf16(T xin) {
+  const uint32_t u = fg_float_bits((float)xin);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return (uint16_t)((nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+// half -> float: the exponent rebiased (inf/NaN to 255, subnormals normalised by a float subtraction)
+static inline T fg_from_half(uint16_t h) {
+  const uint32_t bits = ((uint32_t)h & 0x7fffu) << 13, exp = bits & 0x0f800000u;
+  const uint32_t normal = bits + (112u << 23);
+  const float sub = fg_bits_float(bits + (113u << 23)) - fg_bits_float(113u << 23);
+  const uint32_t mag = exp == 0x0f800000u ? normal + (112u << 23) : exp == 0 ? fg_float_bits(sub) : normal;
+  return T(fg_bits_float(mag | (((uint32_t)h & 0x8000u) << 16)));
+}
+// float -> half: overflow to inf, subnormals rounded by a float addition, normals by integer rounding
+static inline uint16_t fg_to_half(T xin) {
+  const uint32_t u = fg_float_bits((float)xin), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  const uint32_t sub = fg_float_bits(fg_bits_float(a) + fg_bits_float(126u << 23)) - (126u << 23);
+  const uint32_t normal = (a + (((uint32_t)(15 - 127)) << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+  return (uint16_t)(sign | (a >= (143u << 23) ? big : a < (113u << 23) ? sub : normal));
+}
+static inline T fg_half(T x) { return fg_from_half(fg_to_half(x)); }
+static inline T fg_bf16(T x) { return fg_from_bf16(fg_to_bf16(x)); }
 // dropout's keep test: splitmix64's finaliser over (seed, element index); keep when its top 24 bits clear
 // round(p * 2^24). A pure function of its arguments, so the backward pass recomputes the forward's mask.
 static inline bool fg_keep(uint64_t seed, int64_t i, uint64_t threshold) {
@@ -78,6 +101,22 @@ static inline bool fg_keep(uint64_t seed, int64_t i, uint64_t threshold) {
 }
 """
 KEEP_BITS = 24  # fg_keep compares 24 hash bits
+
+
+def storage_type(dtype: str) -> str:
+    """The C++ element type an array of ``dtype`` is read or written through: its 16 bits for
+    float16/bfloat16, ``T`` (the compute type) for float32/float64 data."""
+    return "uint16_t" if dtype in HALF_BITS else "int64_t" if dtype == "int64" else "T"
+
+
+def read_element(dtype: str, element: str) -> str:
+    """An element read as ``T`` from an array of ``storage_type(dtype)``."""
+    return f"fg_from_{HALF_BITS[dtype]}({element})" if dtype in HALF_BITS else element
+
+
+def write_element(dtype: str, value: str) -> str:
+    """A ``T`` value converted for an array of ``storage_type(dtype)`` (rounded to nearest even)."""
+    return f"fg_to_{HALF_BITS[dtype]}({value})" if dtype in HALF_BITS else value
 
 
 def pointer_name(tensor: Placeholder) -> str:
@@ -112,7 +151,7 @@ class Emitter(ExpressionLowering):
         flat = self.index(e.indices[0])
         for idx, dim in zip(e.indices[1:], e.tensor.shape[1:], strict=True):
             flat = f"({flat}) * {dim} + {self.index(idx)}"
-        return f"{pointer_name(e.tensor)}[{flat}]"
+        return read_element(e.tensor.dtype, f"{pointer_name(e.tensor)}[{flat}]")
 
     def reduction_value(self, e: Reduce) -> str:
         return self.reduce_names[id(e)]

@@ -17,8 +17,18 @@ from __future__ import annotations
 import math
 
 from ...te.expr import Placeholder
-from ...templates.spec import KernelSpec, indexed_by
-from .codegen import PRELUDE, Tile, message_block, pointer_name, row_stride, tile_size
+from ...templates.spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, stored_dtype
+from .codegen import (
+    PRELUDE,
+    Tile,
+    message_block,
+    pointer_name,
+    read_element,
+    row_stride,
+    storage_type,
+    tile_size,
+    write_element,
+)
 
 PREFETCH_DISTANCE = 8
 CACHED_ARRAY_BYTES = 256 * 1024  # gathered arrays this small are not prefetched: they stay in any L2
@@ -85,13 +95,25 @@ def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
 
 
 def _header(spec: KernelSpec) -> list[str]:
+    """Includes, the compute type ``T``, the output's element type ``O`` (``stored_dtype``) with its
+    conversions ``fg_store`` (T -> O) and ``fg_load`` (O -> T), and the prelude."""
     ctype = "float" if spec.dtype == "float32" else "double"
     itype = "int32_t" if spec.index_dtype == "int32" else "int64_t"
-    return ["#include <cstdint>", f"typedef {ctype} T;", f"typedef {itype} IDX;", PRELUDE, "#include <omp.h>"]
+    stored = stored_dtype(spec)
+    return [
+        "#include <cstdint>",
+        f"typedef {ctype} T;",
+        f"typedef {itype} IDX;",
+        PRELUDE,
+        f"typedef {storage_type(stored)} O;",
+        f"static inline O fg_store(T x) {{ return {write_element(stored, 'x')}; }}",
+        f"static inline T fg_load(O x) {{ return {read_element(stored, 'x')}; }}",
+        "#include <omp.h>",
+    ]
 
 
 def _placeholder_decls(spec: KernelSpec, first: int) -> list[str]:
-    types = {p.name: "int64_t" if p.dtype == "int64" else "T" for p in spec.op.placeholders}
+    types = {p.name: storage_type(p.dtype) for p in spec.op.placeholders}
     return [
         f"  const {types[p.name]}* __restrict__ {pointer_name(p)} = (const {types[p.name]}*)ptr[{first + n}];"
         for n, p in enumerate(spec.op.placeholders)
@@ -145,7 +167,7 @@ def spmm_source(spec: KernelSpec) -> str:
             "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
             "  const IDX* __restrict__ rows = (const IDX*)ptr[3];",
             "  const int64_t* __restrict__ degree = (const int64_t*)ptr[4];",
-            "  T* __restrict__ out = (T*)ptr[5];",
+            "  O* __restrict__ out = (O*)ptr[5];",
             "  int64_t* __restrict__ argidx = (int64_t*)ptr[6];",
             *_placeholder_decls(spec, 7),
             "  const int64_t num_rows = arg[0], num_parts = arg[1]; const int nthreads = (int)arg[2];",
@@ -204,7 +226,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
     state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
     init_extra = " am[q] = -1;" if argreduce else " zs[q] = T(0);" if streaming else ""
     init = f"if (first) {{ for (int64_t q = 0; q < SIZE; ++q) {{ acc[q] = {IDENTITY[reducer]};{init_extra} }} }}"
-    store = f"out[v * {row} + g] = acc[q];" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
+    store = f"out[v * {row} + g] = fg_store(acc[q]);" + (f" argidx[v * {row} + g] = am[q];" if argreduce else "")
     load_extra = (
         f" am[q] = argidx[v * {row} + g];"
         if argreduce
@@ -212,7 +234,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool) -> list[str]:
         if streaming
         else ""
     )
-    load = f"acc[q] = out[v * {row} + g];{load_extra}"
+    load = f"acc[q] = fg_load(out[v * {row} + g]);{load_extra}"
     accumulate = _accumulate(reducer, track)
     prefetch = " ".join(_prefetch_rows(spec, indexed_by(op, "src"), "indices[j + PF]", chunk.lo))
     return [
@@ -258,21 +280,21 @@ def sddmm_source(spec: KernelSpec) -> str:
     Writes at user edge ids visited in Hilbert order land on random cache lines, one line fill each."""
     row = _row_size(spec)
     if not spec.params.write_buckets:
-        return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = {x};", "eids")
+        return edge_parallel_source(spec, lambda f, g, x: f"out[e * {row} + {g}] = fg_store({x});", "eids")
     finish = [
-        "  const T* __restrict__ stage = (const T*)ptr[3];",
+        "  const O* __restrict__ stage = (const O*)ptr[3];",
         "  const IDX* __restrict__ sources = (const IDX*)ptr[5];",
-        "  T* __restrict__ final_out = (T*)ptr[6];",
+        "  O* __restrict__ final_out = (O*)ptr[6];",
         "  const int64_t num_edges = arg[0];",
         "  #pragma omp parallel for schedule(static) num_threads(nthreads)",
         "  for (int64_t e = 0; e < num_edges; ++e) {",
-        f"    const T* __restrict__ from = stage + (int64_t)sources[e] * {row};",
+        f"    const O* __restrict__ from = stage + (int64_t)sources[e] * {row};",
         "    #pragma omp simd",
         f"    for (int64_t i = 0; i < {row}; ++i) final_out[e * {row} + i] = from[i];",
         "  }",
     ]
     return edge_parallel_source(
-        spec, lambda f, g, x: f"out[(int64_t)slots[j] * {row} + {g}] = {x};", "slots", STAGED_POINTERS, finish
+        spec, lambda f, g, x: f"out[(int64_t)slots[j] * {row} + {g}] = fg_store({x});", "slots", STAGED_POINTERS, finish
     )
 
 
@@ -316,7 +338,7 @@ def _prefetch_rows(spec: KernelSpec, placeholders: tuple[Placeholder, ...], row:
     return [
         f"__builtin_prefetch({pointer_name(p)} + (int64_t){row} * {row_stride(p)} + {_row_offset(lo, row_stride(p))});"
         for p in placeholders
-        if p.shape[0] * row_stride(p) * _element_bytes(spec, p.dtype == "int64") > CACHED_ARRAY_BYTES
+        if p.shape[0] * row_stride(p) * _stored_bytes(spec, p.dtype) > CACHED_ARRAY_BYTES
     ]
 
 
@@ -328,10 +350,14 @@ def _row_offset(lo: int | str, stride: int) -> str:
     return f"({lo} < {stride} ? {lo} : 0)"
 
 
-def _element_bytes(spec: KernelSpec, int64: bool = False) -> int:
-    """Bytes per element as the kernel holds it: int64 data as is, floating data in the compute type ``T``
-    (float32 or float64; float16/bfloat16 inputs arrive as float32)."""
-    return 8 if int64 or spec.dtype == "float64" else 4
+def _element_bytes(spec: KernelSpec) -> int:
+    """Bytes per accumulator element: the compute type ``T`` (float32 or float64)."""
+    return 8 if spec.dtype == "float64" else 4
+
+
+def _stored_bytes(spec: KernelSpec, dtype: str) -> int:
+    """Bytes per element of a placeholder of ``dtype`` as the kernel reads it (``storage_type``)."""
+    return TORCH_DTYPES[dtype].itemsize if dtype == "int64" or dtype in HALF_DTYPES else _element_bytes(spec)
 
 
 def edge_parallel_source(
@@ -349,7 +375,7 @@ def edge_parallel_source(
             "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
             "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
             "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
-            "  T* __restrict__ out = (T*)ptr[3];",
+            "  O* __restrict__ out = (O*)ptr[3];",
             *(["  const IDX* __restrict__ slots = (const IDX*)ptr[4];"] if out_rows == "slots" else []),
             *_placeholder_decls(spec, first_placeholder),
             "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ...schedule import Schedule
 from ...te.expr import Call, ComputeOp, Expr, Load, Placeholder, Reduce, Var
+from ...templates.spec import HALF_DTYPES
 from ..expression import ExpressionLowering
 
 # a block tensor of a reduction inside the message holds at most this many elements (half without
@@ -141,7 +142,10 @@ class Emitter(ExpressionLowering):
             flat = f"({flat}) * {dim} + {self.index(idx)}"
         mask = self.mask(deps)
         masked = f", mask={mask}{extra_mask}, other=0" if mask else ""
-        return f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+        text = f"tl.load({pointer_name(e.tensor)} + ({flat}){masked})"
+        # float16/bfloat16 data is read in its own dtype and widened in registers; stores round to the
+        # output pointer's dtype
+        return f"{text}.to({self.dtype})" if e.tensor.dtype in HALF_DTYPES else text
 
     def _prologue_value(self, text: str, prefix: str) -> str:
         if text not in self.hoisted:
