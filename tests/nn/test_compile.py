@@ -209,3 +209,23 @@ def test_compiled_attention_layers_report_bad_edge_features_as_eager_does(data):
             layer(x, edge_index, bad)
         with pytest.raises(ValueError, match=message):
             compiled(x, edge_index, bad)
+
+
+def test_a_compiled_step_that_samples_runs_the_sampler_eagerly():
+    """torch.compile never traces into the sampler (its blocks are Graphs of data-dependent sizes): a step
+    that samples runs it eagerly and compiles the model after it into one graph."""
+    graph = fg.Graph(*random_edges(300, 2000, seed=5), 300)
+    x = torch.randn(300, FEATURES, generator=torch.Generator().manual_seed(2))
+    sampler = fg.sampling.NeighborSampler(graph, [4, 4])
+    torch.manual_seed(0)
+    net = SampledClassifier("sage", FEATURES, CLASSES, 2, minibatch_preset("sage", hidden=8), "featgraph").eval()
+
+    def step(seeds: torch.Tensor, seed: int) -> torch.Tensor:
+        batch = sampler.sample(seeds, seed)
+        return net(x[batch.input_nodes], batch.blocks)
+
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(step, backend=counter, dynamic=True)
+    for size, seed in ((60, 3), (45, 4), (52, 5)):
+        torch.testing.assert_close(compiled(torch.arange(size), seed), step(torch.arange(size), seed))
+    assert counter.frame_count <= 2  # the model, recompiled at most once; traced into, the sampler made many
