@@ -12,6 +12,7 @@ import torch
 
 from featgraph.cli import main
 from featgraph.distributed.launch import CHECKPOINT_FILE, PeerFailure, prepare_parts
+from featgraph.training import evaluate, load_model
 from tests.distributed.conftest import free_port
 
 TRAIN = ["train", "--distributed", "--dataset", "cora", "--quiet", "--hidden", "4", "--partition-method", "random"]
@@ -59,10 +60,9 @@ def run_job(argv: list[str], tmp_path: Path, world_size: int = 2) -> list[str]:
 def test_resume_equals_uninterrupted(tmp_path):
     """Dropout on: the resumed epochs draw the masks the uninterrupted run drew."""
     parts = ["--partition-dir", str(tmp_path / "parts"), "--dropout", "0.5"]
-    whole, split = tmp_path / "whole", tmp_path / "split"
-    assert run_job(
-        [*TRAIN, *parts, "--epochs", "4", "--checkpoint-every", "4", "--checkpoint-dir", str(whole)], tmp_path
-    ) == ["", ""]
+    whole, split, saved = tmp_path / "whole", tmp_path / "split", str(tmp_path / "model.pt")
+    checkpointed = ["--checkpoint-every", "4", "--checkpoint-dir", str(whole), "--save", saved]
+    assert run_job([*TRAIN, *parts, "--epochs", "4", *checkpointed], tmp_path) == ["", ""]
     assert run_job(
         [*TRAIN, *parts, "--epochs", "2", "--checkpoint-every", "2", "--checkpoint-dir", str(split)], tmp_path
     ) == ["", ""]
@@ -78,6 +78,11 @@ def test_resume_equals_uninterrupted(tmp_path):
     for name, value in expected["state_dict"].items():
         assert torch.equal(resumed["state_dict"][name], value), name
     assert expected["history"][0] != interrupted["history"][1]
+    # --save writes what a one-process model loads: it evaluates as the last epoch did
+    val, test = evaluate(*load_model(saved)[:2])
+    assert (val, test) == pytest.approx(
+        (expected["history"][-1]["val_acc"], expected["history"][-1]["test_acc"]), abs=2e-3
+    )
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "hung"])
