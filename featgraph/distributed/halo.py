@@ -50,18 +50,23 @@ def exchange(x: torch.Tensor, plan: HaloPlan) -> torch.Tensor:
     return _HaloExchange.apply(x, plan)
 
 
-def _transfer(outgoing: list[torch.Tensor], incoming: list[torch.Tensor], plan: HaloPlan) -> None:
-    """Send ``outgoing[q]`` to and receive ``incoming[q]`` from each rank q of the plan's group (empty ones
-    skipped: both sides know the counts), failing after the plan's timeout."""
+def transfer(
+    outgoing: list[torch.Tensor],
+    incoming: list[torch.Tensor],
+    group: dist.ProcessGroup | None = None,
+    timeout: timedelta = dist.default_pg_timeout,
+) -> None:
+    """Send ``outgoing[q]`` to and receive ``incoming[q]`` from each rank q of ``group`` (empty ones skipped:
+    both sides know the counts), failing after ``timeout``."""
     ops = []
     for peer, (send, recv) in enumerate(zip(outgoing, incoming, strict=True)):
         if send.numel():
-            ops.append(dist.P2POp(dist.isend, send.contiguous(), peer, plan.group))
+            ops.append(dist.P2POp(dist.isend, send.contiguous(), peer, group))
         if recv.numel():
-            ops.append(dist.P2POp(dist.irecv, recv, peer, plan.group))
+            ops.append(dist.P2POp(dist.irecv, recv, peer, group))
     if ops:
         for request in dist.batch_isend_irecv(ops):
-            request.wait(plan.timeout)
+            request.wait(timeout)
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -70,7 +75,7 @@ class _HaloExchange(torch.autograd.Function):
         ctx.plan = plan
         tail = x.shape[1:]
         incoming = [x.new_empty((count, *tail)) for count in plan.recv_counts]
-        _transfer([x[index] for index in plan.send_index], incoming, plan)
+        transfer([x[index] for index in plan.send_index], incoming, plan.group, plan.timeout)
         return torch.cat(incoming) if incoming else x.new_empty((0, *tail))
 
     @staticmethod
@@ -78,7 +83,7 @@ class _HaloExchange(torch.autograd.Function):
         plan = ctx.plan
         tail = grad.shape[1:]
         incoming = [grad.new_empty((index.numel(), *tail)) for index in plan.send_index]
-        _transfer(list(grad.split(plan.recv_counts)), incoming, plan)
+        transfer(list(grad.split(plan.recv_counts)), incoming, plan.group, plan.timeout)
         grad_x = grad.new_zeros((plan.num_own, *tail))
         for index, rows in zip(plan.send_index, incoming, strict=True):
             grad_x.index_add_(0, index, rows)
