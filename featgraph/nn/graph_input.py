@@ -21,8 +21,13 @@ from collections.abc import Hashable
 
 import torch
 
-from ..graph import Graph
+from ..graph import Compressed, Graph
 from ..graph.graph import GraphRef
+
+try:
+    from torch_geometric import EdgeIndex
+except ImportError:  # featgraph's core runs without PyG
+    EdgeIndex = None
 
 GraphLike = torch.Tensor | Graph | GraphRef
 PairTensor = torch.Tensor | tuple[torch.Tensor, torch.Tensor | None]
@@ -51,6 +56,8 @@ def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph | GraphRef:
         raise TypeError(f"expected an edge_index tensor or a featgraph.Graph, got {type(edges).__name__}")
     if torch.compiler.is_compiling():
         return _traced(edges, num_nodes)
+    if EdgeIndex is not None and isinstance(edges, EdgeIndex):
+        _check_sparse_size(edges, num_nodes)
     key = _memory(edges)
     entry = _graphs.get(key)
     if entry is not None and entry[0] == num_nodes and _holds(edges, entry[2]):
@@ -61,6 +68,17 @@ def as_graph(edges: GraphLike, num_nodes: Sizes) -> Graph | GraphRef:
     if len(_graphs) > _REMEMBERED:
         _graphs.popitem(last=False)
     return graph
+
+
+def _check_sparse_size(edges: torch.Tensor, num_nodes: Sizes) -> None:
+    """An ``EdgeIndex``'s ``sparse_size`` (sources, destinations), where it has one, must match the features'."""
+    num_src, num_dst = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
+    rows, cols = edges.sparse_size()
+    if rows not in (None, num_src) or cols not in (None, num_dst):
+        raise ValueError(
+            f"edge_index: its sparse_size ({rows}, {cols}) does not match the features: expected "
+            f"({num_src}, {num_dst}) (sources, destinations)"
+        )
 
 
 def _traced(edges: torch.Tensor, num_nodes: Sizes) -> GraphRef:
@@ -76,6 +94,8 @@ def _memory(edges: torch.Tensor) -> Hashable:
     """What finds a tensor again: its memory, shape and strides (a sparse tensor, or a wrapper subclass whose
     data pointer reads 0: the object itself); a match is confirmed by the contents, so memory that a new
     tensor reuses is never mistaken for the old."""
+    if EdgeIndex is not None and isinstance(edges, EdgeIndex):
+        edges = edges.as_tensor()
     if edges.layout != torch.strided or edges.data_ptr() == 0:
         return id(edges)
     return edges.data_ptr(), tuple(edges.shape), edges.stride(), edges.dtype, edges.device
@@ -83,6 +103,8 @@ def _memory(edges: torch.Tensor) -> Hashable:
 
 def _parts(edges: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The tensors that define the edges: an edge_index's two rows, a sparse tensor's indices and values."""
+    if EdgeIndex is not None and isinstance(edges, EdgeIndex):
+        edges = edges.as_tensor()
     if edges.layout == torch.strided:
         return tuple(edges)
     if edges.layout == torch.sparse_coo:
@@ -154,21 +176,118 @@ def split_input(
 
 
 def _from_tensor(edges: torch.Tensor, num_nodes: Sizes) -> Graph:
+    """A Graph of ``edges`` in their own order. Edges that come grouped (an ``EdgeIndex`` sorted by row or column,
+    a sparse CSR, CSC or coalesced COO ``adj_t``) keep their compressed arrays as the graph's CSR or CSC: a few
+    linear passes (copy, range and order checks), no sort."""
+    num_src, num_dst = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
+    if EdgeIndex is not None and isinstance(edges, EdgeIndex):
+        return _from_pyg_edge_index(edges, num_src, num_dst)
     if edges.layout == torch.strided:
         try:
             return Graph.from_edge_index(edges, num_nodes=num_nodes)
         except (TypeError, ValueError) as error:
             raise type(error)(f"edge_index: {error} (the features have {num_nodes} rows)") from error
-    rows, cols = (num_nodes[1], num_nodes[0]) if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)
-    if edges.dim() != 2 or tuple(edges.shape) != (rows, cols):
-        raise ValueError(f"a sparse adj_t must be ({rows}, {cols}) (destinations x sources), got {tuple(edges.shape)}")
-    coo = edges.to_sparse_coo().coalesce()
-    dst, src = coo.indices()
-    values = coo.values()
+    if edges.dim() != 2 or tuple(edges.shape) != (num_dst, num_src):
+        raise ValueError(
+            f"a sparse adj_t must be ({num_dst}, {num_src}) (destinations x sources), got {tuple(edges.shape)}"
+        )
+    if edges.layout == torch.sparse_coo:
+        edges = edges.coalesce()  # no work for a coalesced tensor: its indices are grouped by row already
+        dst, src = edges.indices()
+        indptr, values, group = _counting_indptr(dst, num_dst), edges.values(), "dst"
+    elif edges.layout == torch.sparse_csr:
+        indptr, src, values, group = edges.crow_indices(), edges.col_indices(), edges.values(), "dst"
+    elif edges.layout == torch.sparse_csc:
+        indptr, dst, values, group = edges.ccol_indices(), edges.row_indices(), edges.values(), "src"
+    else:
+        raise TypeError(f"adj_t: layout {edges.layout} is not supported (COO, CSR or CSC)")
     if values.requires_grad:  # a Graph keeps a detached copy: the gradient would be dropped
         raise ValueError(
             "adj_t: its values require grad, but a Graph keeps a detached copy of its weights; pass edge_index "
             "and the learnable weights as the layer's edge_weight instead"
         )
+    if values.dim() != 1:
+        raise ValueError(f"adj_t: expected one value per edge, got values of shape {tuple(values.shape)}")
+    _check_indptr(indptr, values.numel(), "adj_t")
+    grouped = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=indptr.device), indptr.diff())
+    src, dst = (src, grouped) if group == "dst" else (grouped, dst)
     weighted = values.is_floating_point() and not bool((values == 1).all())
-    return Graph(src, dst, num_nodes, values if weighted else None)
+    try:
+        return _grouped_graph(src, dst, (num_src, num_dst), values if weighted else None, group, indptr)
+    except ValueError as error:
+        raise ValueError(f"adj_t: {error}") from error
+
+
+def _from_pyg_edge_index(edges: torch.Tensor, num_src: int, num_dst: int) -> Graph:
+    """The Graph of PyG's ``EdgeIndex``. Sorted by column (its
+    destinations) its order is featgraph's CSR, sorted by row its CSC: the indptr it has cached (or one counting
+    pass) makes that format, and the other one comes from its cached transpose permutation where it has one
+    (``fill_cache_``), else it is built on first use."""
+    src, dst = edges.as_tensor()
+    if edges.sort_order is None:
+        return _from_tensor(edges.as_tensor(), num_src if num_src == num_dst else (num_src, num_dst))
+    group = "dst" if edges.is_sorted_by_col else "src"
+    keys, size = (dst, num_dst) if group == "dst" else (src, num_src)
+    if keys.numel() > 1 and not bool((keys[1:] >= keys[:-1]).all()):
+        raise ValueError(f"edge_index: an EdgeIndex with sort_order={edges.sort_order!r} that is not sorted so")
+    indptr = edges._indptr
+    if indptr is None or indptr.numel() != size + 1:
+        indptr = _counting_indptr(keys, size)
+    graph = _grouped_graph(src, dst, (num_src, num_dst), None, group, indptr)
+    if edges._T_perm is not None and edges._T_perm.numel() == keys.numel():
+        _keep_transposed(graph, edges, "csc" if group == "dst" else "csr")
+    return graph
+
+
+def _counting_indptr(keys: torch.Tensor, size: int) -> torch.Tensor:
+    """The indptr of sorted ``keys`` over ``size`` groups, by one counting pass."""
+    counts = torch.bincount(keys, minlength=size)[:size]
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+def _check_indptr(indptr: torch.Tensor, num_edges: int, what: str) -> None:
+    if indptr.dim() != 1 or indptr.numel() < 1:
+        raise ValueError(f"{what}: its compressed index must be 1-D with at least one entry")
+    if int(indptr[0]) != 0 or int(indptr[-1]) != num_edges or bool((indptr.diff() < 0).any()):
+        raise ValueError(f"{what}: its compressed index must rise from 0 to its {num_edges} edges without falling")
+
+
+def _grouped_graph(
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    sizes: tuple[int, int],
+    weight: torch.Tensor | None,
+    group: str,
+    indptr: torch.Tensor,
+) -> Graph:
+    """The Graph of edges (``src``, ``dst``) in this order, which groups them by ``group`` (``"dst"``: in-edges,
+    featgraph's CSR; ``"src"``: out-edges, its CSC) at ``indptr``: that format is the edges in their own order."""
+    num_src, num_dst = sizes
+    graph = Graph(src, dst, num_src if num_src == num_dst else sizes, weight)
+    own_src, own_dst = graph.coo()
+    ids = torch.arange(graph.num_edges, device=graph.device)
+    name, degrees, other = ("csr", "in_deg", own_src) if group == "dst" else ("csc", "out_deg", own_dst)
+    indptr = indptr.to(torch.int64).contiguous()
+    graph.cached((name,), lambda: Compressed(indptr, other, ids))
+    graph.cached((degrees,), lambda: indptr.diff())
+    return graph
+
+
+def _keep_transposed(graph: Graph, edges: torch.Tensor, name: str) -> None:
+    """Make the transpose an ``EdgeIndex`` has cached (``fill_cache_``: its permutation, and the permuted
+    endpoints and indptr where it keeps them) the graph's ``name`` format, if it does group the edges (one
+    check). Within a group the edges keep PyG's order, which its unstable sort may have shuffled: sums agree
+    to rounding."""
+    own_src, own_dst = graph.coo()
+    perm = edges._T_perm.to(torch.int64)
+    by, other = (0, own_dst) if name == "csc" else (1, own_src)  # the endpoint grouped by, the one listed
+    cached_keys, cached_other = edges._T_index[by], edges._T_index[1 - by]
+    keys = cached_keys if cached_keys is not None else (own_src if by == 0 else own_dst)[perm]
+    if keys.numel() > 1 and not bool((keys[1:] >= keys[:-1]).all()):
+        return
+    size = graph.num_src_nodes if name == "csc" else graph.num_dst_nodes
+    indptr = edges._T_indptr
+    if indptr is None or indptr.numel() != size + 1:
+        indptr = _counting_indptr(keys, size)
+    indices = cached_other.to(torch.int64, copy=True) if cached_other is not None else other[perm]
+    graph.cached((name,), lambda: Compressed(indptr.to(torch.int64), indices, perm))

@@ -168,6 +168,9 @@ class FusedLayer:
             size = (edge_index.shape[1], edge_index.shape[0])
         if size is None and isinstance(edge_index, EdgeIndex) and None not in edge_index.sparse_size():
             size = tuple(edge_index.sparse_size())
+            rows = (x[0] if isinstance(x, (tuple, list)) else x).shape[0]
+            if size[0] != rows:
+                raise ValueError(f"edge_index: its sparse_size {size} does not match x's {rows} rows (the sources)")
         return split_input(x, edge_index, size)
 
     def fallback(self, reason: str, x: Any, edge_index: Any, *args: Any, **kwargs: Any) -> Any:
