@@ -1,8 +1,10 @@
 """Kernel benchmark in the style of the FeatGraph paper's tables: featgraph against what users run today.
 
 Ops: GCN aggregation (copy_u + sum), max aggregation with argmax, fused MLP aggregation (d1 = 8, max),
-dot-product attention (SDDMM). Baselines in the same run: torch.sparse (CSR, MKL), scipy, the PyG-style
-gather + scatter path, PyG's own ``scatter`` and DGL's ``gspmm``/``gsddmm`` where those are installed.
+dot-product attention (SDDMM); the GCN aggregation and attention on bfloat16 and float16 features
+(``gcn-bf16`` ...: featgraph's 16-bit kernel against its own float32 kernel on the same values).
+Baselines in the same run: torch.sparse (CSR, MKL), scipy, the PyG-style gather + scatter path, PyG's own
+``scatter`` and DGL's ``gspmm``/``gsddmm`` where those are installed.
 ``ratio`` is baseline time over featgraph time (above 1: featgraph is faster).
 """
 
@@ -24,7 +26,7 @@ from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
-from ..templates.kernel import Kernel
+from ..templates.kernel import TORCH_DTYPES, Kernel
 from ..templates.params import EDGE_ORDERS
 from .measure import best_ms, interleaved_best_ms, peak_extra_mb
 from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
@@ -34,7 +36,12 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "uniform": lambda scale: uniform(max(2, int(50_000 * scale)), 30, seed=0),
     "rand100k": lambda scale: rand100k(0.5 * scale, 0.1, seed=0),
 }
-OPS = ("gcn", "max", "mlp", "attention", "gcn-train", "gat-train", "mlp-train")
+HALF_OPS = {
+    f"{op}-{short}": (op, dtype)
+    for op in ("gcn", "attention")
+    for short, dtype in (("bf16", "bfloat16"), ("fp16", "float16"))
+}
+OPS = ("gcn", "max", "mlp", "attention", "gcn-train", "gat-train", "mlp-train", *HALF_OPS)
 
 
 @dataclass
@@ -79,13 +86,13 @@ def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[
 MLP_INPUT_WIDTH = 8  # d1 of the paper's MLP aggregation
 
 
-def op_kernel(op: str, g: Graph, d: int, threads: int, **options: Any) -> Kernel:
+def op_kernel(op: str, g: Graph, d: int, threads: int, dtype: str = "float32", **options: Any) -> Kernel:
     """The featgraph kernel of a benchmark op (``gcn``: copy_u + sum, ``max``: copy_u + max, ``mlp``: the
-    fused MLP aggregation with max, ``attention``: dot-product SDDMM); ``options`` go to ``spmm``/``sddmm``
-    (template parameters, ``tune``)."""
+    fused MLP aggregation with max, ``attention``: dot-product SDDMM) on features of ``dtype`` (gcn, max,
+    attention); ``options`` go to ``spmm``/``sddmm`` (template parameters, ``tune``)."""
     n = g.num_nodes
     if op in ("gcn", "max"):
-        XV = te.placeholder((n, d), name="XV")
+        XV = te.placeholder((n, d), dtype=dtype, name="XV")
         reducer = "sum" if op == "gcn" else "max"
         return spmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i]), reducer, num_threads=threads, **options)
     if op == "mlp":
@@ -98,7 +105,7 @@ def op_kernel(op: str, g: Graph, d: int, threads: int, **options: Any) -> Kernel
 
         return spmm(g, msgfunc, "max", num_threads=threads, **options)
     if op == "attention":
-        XV = te.placeholder((n, d), name="XV")
+        XV = te.placeholder((n, d), dtype=dtype, name="XV")
 
         def edgefunc(s, t, e):
             k = te.reduce_axis((0, d), name="k")
@@ -188,6 +195,29 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
         impls["DGL gsddmm"] = lambda: dgl.ops.u_dot_v(dg, x, x)
+    return impls
+
+
+def bench_half(op: str, dtype: str, g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
+    """``op`` (gcn or attention) on ``dtype`` features: featgraph's 16-bit kernel, its float32 kernel on the
+    same values, and DGL's op where it takes the dtype (DGL 2.1's CPU kernels refuse float16)."""
+    n, (src, dst) = g.num_nodes, g.coo()
+    x = torch.randn(n, d).to(getattr(torch, dtype))
+    wide = x.float()
+    half, full = op_kernel(op, g, d, threads, dtype), op_kernel(op, g, d, threads)
+    impls: dict[str, Callable[[], object] | str] = {
+        "featgraph": lambda: half(XV=x),
+        "featgraph float32": lambda: full(XV=wide),
+    }
+    dgl = import_dgl()
+    if dgl is not None:
+        dg = dgl.graph((src, dst), num_nodes=n)
+        call = (lambda: dgl.ops.copy_u_sum(dg, x)) if op == "gcn" else (lambda: dgl.ops.u_dot_v(dg, x, x))
+        try:
+            call()
+            impls[f"DGL ({dtype})"] = call
+        except Exception as error:  # noqa: BLE001 - DGLError: the dtype is not supported on this device
+            impls[f"DGL ({dtype})"] = f"unsupported: {str(error).splitlines()[0].split(': ', 1)[-1]}"
     return impls
 
 
@@ -291,6 +321,7 @@ BENCHES = {
     "gcn-train": bench_gcn_train,
     "gat-train": bench_gat_train,
     "mlp-train": bench_mlp_train,
+    **{name: partial(bench_half, op, dtype) for name, (op, dtype) in HALF_OPS.items()},
 }
 TRAINING_OPS = ("gcn-train", "gat-train", "mlp-train")
 
@@ -298,10 +329,12 @@ TRAINING_OPS = ("gcn-train", "gat-train", "mlp-train")
 def gather_bytes(op: str, g: Graph, d: int) -> int:
     """Bytes the op must at least move if nothing is reused: one feature row read per edge endpoint it
     touches, plus indices and the output."""
+    base, dtype = HALF_OPS.get(op, (op, "float32"))
+    size = TORCH_DTYPES[dtype].itemsize
     row_reads = {"gcn": d, "max": d, "mlp": 2 * 8, "attention": 2 * d}
     row_reads.update({"gcn-train": 2 * d, "gat-train": 2 * d, "mlp-train": 4 * 8})
-    per_edge = row_reads[op] * 4 + 8
-    out = g.num_edges * 4 if op == "attention" else g.num_nodes * d * 4
+    per_edge = row_reads[base] * size + 8
+    out = g.num_edges * size if base == "attention" else g.num_nodes * d * size
     return g.num_edges * per_edge + out
 
 

@@ -19,7 +19,8 @@ def test_every_implementation_computes_the_same_result(op):
         value = torch.as_tensor(value)
         if value.is_sparse_csr:  # sampled_addmm: values in CSR order
             value = g.permute_edge_values(value.values(), "csr", "user").unsqueeze(1)
-        torch.testing.assert_close(value.float(), ours.float(), rtol=1e-4, atol=1e-4, msg=name)
+        tolerance = 1e-2 if op in kernels.HALF_OPS else 1e-4  # 16-bit results against float32: one rounding
+        torch.testing.assert_close(value.float(), ours.float(), rtol=tolerance, atol=tolerance, msg=name)
 
 
 @pytest.mark.parametrize("op", kernels.TRAINING_OPS)
