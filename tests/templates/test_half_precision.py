@@ -216,3 +216,31 @@ def test_gpu_target_reads_and_stores_16_bits_within_the_bound():
     assert dot.dtype == dtype
     ref, terms = gsddmm(g, "dot", x64, x64), gsddmm(g, "dot", x64.abs(), x64.abs())
     assert_within_bound(dot, ref, terms, 9, truncation * ref.abs())
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_edge_softmax_and_fused_gcn_gat_keep_the_dtype_within_a_few_roundings(dtype):
+    """Ops built from several kernels round between them: edge softmax and GCN aggregation stay within two
+    roundings of the largest result; GAT's attention scores are rounded before their exp, which turns
+    the score's rounding (u * |score|) into a relative error of the weight: within 16 u."""
+    from featgraph import ops
+
+    g = hub_graph(n=200, isolated=10, hub=2000, others=1000)
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(g.num_nodes, 4, 8, generator=gen).to(dtype)
+    scores = torch.randn(g.num_edges, 4, 1, generator=gen).to(dtype)
+    left, right = torch.randn(4, 8, generator=gen).to(dtype), torch.randn(4, 8, generator=gen).to(dtype)
+    cases = (
+        (lambda s: ops.edge_softmax(g, s), scores, 2),
+        (lambda h: ops.gcn_aggregate(g, h.reshape(g.num_nodes, 32)), x, 2),
+        (lambda h: ops.gat_attention(g, h, left.to(h.dtype), right.to(h.dtype)), x, 16),
+    )
+    for op, data, roundings in cases:
+        inputs, wide = data.clone().requires_grad_(True), data.double().requires_grad_(True)
+        out, ref = op(inputs), op(wide)
+        upstream = torch.randn(out.shape, generator=gen).to(dtype)
+        (grad,) = torch.autograd.grad(out, inputs, upstream)
+        (ref_grad,) = torch.autograd.grad(ref, wide, upstream.double())
+        assert out.dtype == dtype and grad.dtype == dtype
+        for got, want in ((out, ref), (grad, ref_grad)):
+            assert (got.double() - want).abs().max() <= roundings * UNIT_ROUNDOFF[dtype] * want.abs().max()
