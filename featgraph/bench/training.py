@@ -1,5 +1,6 @@
 """``featgraph bench train``: seconds per training epoch (forward + backward + Adam step) and peak memory
-of 2-layer GCN, GraphSAGE (mean, max, pool) and GAT with featgraph's layers, PyG's layers on ``edge_index``
+of 2-layer GCN, GraphSAGE (mean, max, pool) and GAT (and, with ``--models``, PyG's GraphConv, SGConv, APPNP,
+GINEConv, GATv2Conv and TransformerConv: ``LAYER_MODELS``) with featgraph's layers, PyG's layers on ``edge_index``
 and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios in the same run. With
 ``--compile`` also featgraph's and PyG's models under ``torch.compile`` (Inductor; compilation falls in the
 warm-up epochs)."""
@@ -77,8 +78,130 @@ class DGLNet(torch.nn.Module):
         return self.conv2(graph, h).flatten(1)
 
 
+# PyG's layers beyond the four above, each a two-layer model (SGC and APPNP as their papers: one SGConv; an MLP
+# then APPNP's propagation); GINE's edges carry EDGE_DIM features. DGL's equivalent where dgl.nn has the layer.
+LAYER_MODELS = ("graphconv", "sgconv", "appnp", "gine", "gatv2", "transformer")
+DGL_LAYERS = {"graphconv", "sgconv", "appnp", "gine", "gatv2"}
+EDGE_DIM, LAYER_HIDDEN, LAYER_HEADS = 8, 128, 4
+
+
+class LayerNet(torch.nn.Module):
+    """A two-layer model of one of ``LAYER_MODELS`` from the layer namespace ``nn`` (featgraph.nn or PyG's), with
+    the edge features (GINE) kept as a buffer, so it is called as ``net(x, graph)``."""
+
+    def __init__(self, nn, model: str, edge_attr: torch.Tensor | None) -> None:
+        super().__init__()
+        hidden, heads, linear = LAYER_HIDDEN, LAYER_HEADS, torch.nn.Linear
+        self.model, self.convs = model, torch.nn.ModuleList()
+        self.register_buffer("edge_attr", edge_attr if model == "gine" else None)
+        self.mlp = None
+        if model == "graphconv":
+            self.convs.extend([nn.GraphConv(IN_FEATURES, hidden), nn.GraphConv(hidden, CLASSES)])
+        elif model == "sgconv":
+            self.convs.append(nn.SGConv(IN_FEATURES, CLASSES, K=2))
+        elif model == "appnp":
+            self.mlp = torch.nn.Sequential(linear(IN_FEATURES, hidden), torch.nn.ReLU(), linear(hidden, CLASSES))
+            self.convs.append(nn.APPNP(K=10, alpha=0.1))
+        elif model == "gine":
+            mlp = torch.nn.Sequential(linear(IN_FEATURES, hidden), torch.nn.ReLU(), linear(hidden, hidden))
+            self.convs.append(nn.GINEConv(mlp, train_eps=True, edge_dim=EDGE_DIM))
+            self.convs.append(nn.GINEConv(linear(hidden, CLASSES), edge_dim=EDGE_DIM))
+        else:
+            conv = nn.GATv2Conv if model == "gatv2" else nn.TransformerConv
+            self.convs.extend([conv(IN_FEATURES, hidden // heads, heads=heads), conv(hidden, CLASSES, heads=1)])
+
+    def forward(self, x: torch.Tensor, graph) -> torch.Tensor:
+        if self.mlp is not None:
+            x = self.mlp(x)
+        extra = {} if self.edge_attr is None else {"edge_attr": self.edge_attr}
+        for i, conv in enumerate(self.convs):
+            x = conv(x, graph, **extra)
+            x = F.relu(x) if i + 1 < len(self.convs) else x
+        return x
+
+
+class DGLLayerNet(torch.nn.Module):
+    """``LayerNet``'s models with DGL's layers (on a graph with self loops where PyG's layer adds them: SGConv,
+    APPNP, GATv2): GraphConv without normalisation plus a root Linear for PyG's GraphConv, GINEConv after a
+    Linear of the edge features (PyG's ``edge_dim``)."""
+
+    def __init__(self, dgl, model: str, edge_attr: torch.Tensor | None) -> None:
+        super().__init__()
+        layers, linear, hidden, heads = dgl.nn.pytorch, torch.nn.Linear, LAYER_HIDDEN, LAYER_HEADS
+        self.model, self.mlp = model, None
+        self.register_buffer("edge_attr", edge_attr if model == "gine" else None)
+        self.convs, self.roots, self.edge_lins = torch.nn.ModuleList(), torch.nn.ModuleList(), torch.nn.ModuleList()
+        if model == "graphconv":
+            for width_in, width_out in ((IN_FEATURES, hidden), (hidden, CLASSES)):
+                self.convs.append(layers.GraphConv(width_in, width_out, norm="none", bias=True))
+                self.roots.append(linear(width_in, width_out, bias=False))
+        elif model == "sgconv":
+            self.convs.append(layers.SGConv(IN_FEATURES, CLASSES, k=2))
+        elif model == "appnp":
+            self.mlp = torch.nn.Sequential(linear(IN_FEATURES, hidden), torch.nn.ReLU(), linear(hidden, CLASSES))
+            self.convs.append(layers.APPNPConv(k=10, alpha=0.1))
+        elif model == "gine":
+            mlp = torch.nn.Sequential(linear(IN_FEATURES, hidden), torch.nn.ReLU(), linear(hidden, hidden))
+            self.convs.extend([layers.GINEConv(mlp, learn_eps=True), layers.GINEConv(linear(hidden, CLASSES))])
+            self.edge_lins.extend([linear(EDGE_DIM, IN_FEATURES), linear(EDGE_DIM, hidden)])
+        else:
+            self.convs.extend(
+                [layers.GATv2Conv(IN_FEATURES, hidden // heads, heads), layers.GATv2Conv(hidden, CLASSES, 1)]
+            )
+
+    def forward(self, x: torch.Tensor, graph) -> torch.Tensor:
+        if self.mlp is not None:
+            x = self.mlp(x)
+        for i, conv in enumerate(self.convs):
+            if self.model == "gine":
+                out = conv(graph, x, self.edge_lins[i](self.edge_attr))
+            elif self.model == "graphconv":
+                out = conv(graph, x) + self.roots[i](x)
+            else:
+                out = conv(graph, x).flatten(1)
+            x = F.relu(out) if i + 1 < len(self.convs) else out
+        return x
+
+
+def _layer_setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
+    """``_setups`` for ``LAYER_MODELS``: featgraph's layers on its Graph, PyG's on ``edge_index`` and on a CSR
+    ``adj_t``, DGL's where it has the layer."""
+    edge_attr = torch.randn(g.num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(1))
+    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
+    for framework in frameworks:
+        if framework == "featgraph":
+            import featgraph.nn as fgnn
+
+            setups[framework] = (LayerNet(fgnn, bench_model, edge_attr), g)
+        elif framework in ("pyg", "pyg-csr"):
+            try:
+                import torch_geometric.nn as pyg_nn
+            except ImportError:
+                setups[framework] = "PyG not installed"
+                continue
+            if framework == "pyg-csr" and bench_model == "gine":
+                setups[framework] = "n/a: PyG's GINEConv takes no edge features with a sparse adj_t"
+                continue
+            graph = torch.stack(g.coo()) if framework == "pyg" else g.adjacency()
+            setups[framework] = (LayerNet(pyg_nn, bench_model, edge_attr), graph)
+        else:
+            dgl = import_dgl()
+            if dgl is None:
+                setups[framework] = "DGL not installed"
+            elif bench_model not in DGL_LAYERS:
+                setups[framework] = "n/a: DGL has no such layer"
+            else:
+                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
+                if bench_model in ("sgconv", "appnp", "gatv2"):  # PyG's layers add self loops
+                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
+                setups[framework] = (DGLLayerNet(dgl, bench_model, edge_attr), dg)
+    return setups
+
+
 def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
     """Per framework: (model, graph argument), or why it is not run."""
+    if bench_model in LAYER_MODELS:
+        return _layer_setups(g, bench_model, frameworks)
     model, overrides = MODELS[bench_model]
     config = preset(model, **overrides)
     edge_index = torch.stack(g.coo())
@@ -185,7 +308,7 @@ def markdown_rows(rows: list[Row]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=[*MODELS, *LAYER_MODELS])
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")

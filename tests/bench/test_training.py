@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import pytest
 
@@ -33,3 +34,40 @@ def test_compiled_rows_name_their_framework():
     row = training.run_one("rand100k-2.9M", 0.005, "gcn", "featgraph" + training.COMPILED, 1)
     assert row.framework == "featgraph-compiled" and row.ms is not None and row.ms > 0 and row.note == ""
     assert row.first_ms is not None and row.first_ms > 0  # the epoch that compiles
+
+
+@pytest.mark.parametrize("bench_model", training.LAYER_MODELS)
+def test_run_one_trains_each_layer_model_fused(bench_model):
+    """Each of PyG's newer layers trains with featgraph's layer on its fused path (no FallbackWarning)."""
+    pytest.importorskip("torch_geometric")
+    from featgraph.nn import FallbackWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        ours = training.run_one("rand100k-2.9M", 0.002, bench_model, "featgraph", 1)
+    assert ours.ms is not None and ours.ms > 0 and ours.note == ""
+
+
+def test_layer_model_baselines_run_or_say_why_not():
+    pytest.importorskip("torch_geometric")
+    assert training.run_one("rand100k-2.9M", 0.002, "gine", "pyg", 1).ms > 0
+    assert training.run_one("rand100k-2.9M", 0.002, "gine", "pyg-csr", 1).note.startswith("n/a")
+
+
+def test_layer_models_compute_the_same_function_in_each_framework():
+    """featgraph's LayerNet given PyG's LayerNet's parameters gives its outputs, for every layer model."""
+    pytest.importorskip("torch_geometric")
+    import torch
+    import torch_geometric.nn as pyg_nn
+
+    import featgraph.nn as fgnn
+
+    g = training.GRAPHS["rand100k-2.9M"](0.002)
+    x = torch.randn(g.num_nodes, training.IN_FEATURES)
+    edge_attr = torch.randn(g.num_edges, training.EDGE_DIM)
+    for bench_model in training.LAYER_MODELS:
+        theirs = training.LayerNet(pyg_nn, bench_model, edge_attr)
+        ours = training.LayerNet(fgnn, bench_model, edge_attr)
+        ours.load_state_dict(theirs.state_dict())
+        expected = theirs(x, torch.stack(g.coo()))
+        torch.testing.assert_close(ours(x, g), expected, rtol=1e-4, atol=1e-4, msg=bench_model)
