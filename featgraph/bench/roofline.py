@@ -25,8 +25,10 @@ from functools import cache
 import torch
 
 from ..backends import cpu
+from ..backends.cpu.codegen import PRELUDE, read_element, storage_type
 from ..graph import Graph
 from ..templates.params import cache_sizes
+from ..templates.spec import TORCH_DTYPES
 from .measure import best_ms
 
 TRIAD_SOURCE = """
@@ -43,9 +45,12 @@ extern "C" void run(void** ptr, const int64_t* arg) {
 GATHER_SOURCE = """
 #include <cstdint>
 #include <omp.h>
+typedef float T;
+{prelude}
+typedef {storage} S;
 constexpr int64_t WIDTH = {width}, CHUNK = {chunk}, PF = 8;
 extern "C" void run(void** ptr, const int64_t* arg) {{
-  const float* __restrict__ a = (const float*)ptr[0];
+  const S* __restrict__ a = (const S*)ptr[0];
   const int32_t* __restrict__ rows = (const int32_t*)ptr[1];
   float* __restrict__ sums = (float*)ptr[2];
   const int64_t count = arg[0];
@@ -56,10 +61,10 @@ extern "C" void run(void** ptr, const int64_t* arg) {{
     float acc[CHUNK] = {{}};
     for (int64_t j = lo; j < hi; ++j) {{
       if (j + PF < hi) __builtin_prefetch(a + (int64_t)rows[j + PF] * WIDTH);
-      const float* __restrict__ r = a + (int64_t)rows[j] * WIDTH;
+      const S* __restrict__ r = a + (int64_t)rows[j] * WIDTH;
       for (int64_t c = 0; c < WIDTH; c += CHUNK) {{
         #pragma omp simd
-        for (int64_t k = 0; k < CHUNK; ++k) acc[k] += r[c + k];
+        for (int64_t k = 0; k < CHUNK; ++k) acc[k] += {element};
       }}
     }}
     float total = 0;
@@ -83,26 +88,30 @@ def triad_gbps(threads: int, elements: int = TRIAD_ELEMENTS, repeat: int = 5) ->
     return 3 * FLOAT_BYTES * elements / ms / 1e6
 
 
-def gather_source(width: int) -> str:
-    """The gather loop for rows of ``width`` floats, summed in chunks of up to 64 that divide the row."""
+def gather_source(width: int, dtype: str = "float32") -> str:
+    """The gather loop for rows of ``width`` elements of ``dtype`` (float32, or float16/bfloat16 widened
+    in registers as the kernels widen them), summed in float32 chunks of up to 64 that divide the row."""
     chunk = next(c for c in (64, 32, 16, 8, 4, 2, 1) if width % c == 0)
-    return GATHER_SOURCE.format(width=width, chunk=chunk)
+    element = read_element(dtype, "r[c + k]")
+    return GATHER_SOURCE.format(width=width, chunk=chunk, prelude=PRELUDE, storage=storage_type(dtype), element=element)
 
 
 @cache
-def gather_gbps(threads: int, array_bytes: int, row_bytes: int, repeat: int = 10) -> float:
-    """Best GB/s at which ``threads`` threads read uniformly random rows of ``row_bytes`` (4-byte floats)
-    from an array of ``array_bytes``. Best of many runs: a shared machine's neighbours halve it at times."""
-    width = max(1, row_bytes // FLOAT_BYTES)
-    num_rows = max(1, array_bytes // (width * FLOAT_BYTES))
-    count = max(1 << 16, GATHER_BYTES // (width * FLOAT_BYTES))
+def gather_gbps(threads: int, array_bytes: int, row_bytes: int, repeat: int = 10, dtype: str = "float32") -> float:
+    """Best GB/s at which ``threads`` threads read uniformly random rows of ``row_bytes`` (elements of
+    ``dtype``) from an array of ``array_bytes``. Best of many runs: a shared machine's neighbours halve it
+    at times."""
+    size = TORCH_DTYPES[dtype].itemsize
+    width = max(1, row_bytes // size)
+    num_rows = max(1, array_bytes // (width * size))
+    count = max(1 << 16, GATHER_BYTES // (width * size))
     gen = torch.Generator().manual_seed(0)
-    a = torch.rand(num_rows, width)
+    a = torch.rand(num_rows, width).to(TORCH_DTYPES[dtype])
     rows = torch.randint(0, num_rows, (count,), generator=gen, dtype=torch.int32)
     sums = torch.empty(threads)
-    run = cpu.compile_source(gather_source(width))
+    run = cpu.compile_source(gather_source(width, dtype))
     ms = best_ms(lambda: cpu.launch(run, [a, rows, sums], [count, threads]), repeat)
-    return count * width * FLOAT_BYTES / ms / 1e6
+    return count * width * size / ms / 1e6
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,16 @@ def test_triad_kernel_computes_the_triad_and_reports_bandwidth():
     assert roofline.triad_gbps(1, elements=1 << 16, repeat=1) > 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("width", [8, 24, 128, 192])
-def test_gather_kernel_sums_the_rows_it_is_given_and_reports_bandwidth(width):
-    a, rows, sums = torch.rand(50, width), torch.randint(0, 50, (301,), dtype=torch.int32), torch.empty(2)
-    cpu.launch(cpu.compile_source(roofline.gather_source(width)), [a, rows, sums], [rows.numel(), 2])
+def test_gather_kernel_sums_the_rows_it_is_given_and_reports_bandwidth(width, dtype):
+    a = torch.rand(50, width).to(dtype)
+    rows, sums = torch.randint(0, 50, (301,), dtype=torch.int32), torch.empty(2)
+    name = str(dtype).removeprefix("torch.")
+    cpu.launch(cpu.compile_source(roofline.gather_source(width, name)), [a, rows, sums], [rows.numel(), 2])
     expected = a.double()[rows.long()].sum().item()
     assert sums.double().sum().item() == pytest.approx(expected, rel=1e-4)
-    assert roofline.gather_gbps(2, 1 << 16, width * 4, repeat=1) > 0
+    assert roofline.gather_gbps(2, 1 << 16, width * dtype.itemsize, repeat=1, dtype=name) > 0
 
 
 def test_traffic_models_count_rows_once_or_per_edge():
