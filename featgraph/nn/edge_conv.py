@@ -19,6 +19,7 @@ from .. import te
 from ..graph import Graph
 from ..ops import SHORTCUTS, gspmm
 from ..ops.library import kernel_operator
+from ..ops.precision import with_bias
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
@@ -84,8 +85,7 @@ class EdgeConv(FusedLayer, torch_geometric.nn.EdgeConv):
         w_dst, w_src = linear.weight.split(width, dim=1)
         per_source = x_src @ w_src.t()
         per_dest = x_dst @ (w_dst - w_src).t()
-        if linear.bias is not None:
-            per_dest = per_dest + linear.bias
+        per_dest = with_bias(per_dest, linear.bias)
         if reduce in ("max", "min"):
             reduced = gspmm(g, "copy_lhs", reduce, per_source, None)
             out = per_dest + reduced if activation is None else activation(per_dest + reduced)

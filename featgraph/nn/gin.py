@@ -7,6 +7,7 @@ import torch.nn.functional as F
 import torch_geometric.nn
 
 from ..ops import gspmm
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, linear_first
 
@@ -38,7 +39,7 @@ class GINConv(FusedLayer, torch_geometric.nn.GINConv):
             out = out + (1 + self.eps) * x_dst
         if not project:
             return self.nn(out)
-        return rest(out if first.bias is None else out + first.bias)
+        return rest(with_bias(out.to(x_src.dtype), first.bias))  # the dtype Linear gives
 
 
 def _leading_linear(nn: torch.nn.Module) -> tuple[torch.nn.Linear | None, torch.nn.Module]:

@@ -8,6 +8,7 @@ import torch_geometric.nn
 
 from ..graph import Graph
 from ..ops import gspmm
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, linear_first
 
@@ -46,7 +47,7 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
         lin = self.lin_rel
         if reduce in ("sum", "mean") and linear_first(g, lin.weight.shape[1], lin.weight.shape[0]):
             out = weighted_aggregate(g, F.linear(x_src, lin.weight), weight, reduce)
-            out = out if lin.bias is None else out + lin.bias
+            out = with_bias(out, lin.bias)
         else:
             out = lin(weighted_aggregate(g, x_src, weight, reduce))
         return out if x_dst is None else out + self.lin_root(x_dst)

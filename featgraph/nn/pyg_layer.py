@@ -37,7 +37,7 @@ _HOOKS = (
     "_message_and_aggregate_forward_pre_hooks", "_message_and_aggregate_forward_hooks",
     "_edge_update_forward_pre_hooks", "_edge_update_forward_hooks",
 )  # fmt: skip
-FUSED_DTYPES = (torch.float32, torch.float64)
+FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # half: float32 accumulation
 # PyG's aggregation modules that featgraph's SpMM computes, by featgraph's reducer name
 FUSED_AGGREGATIONS = {
     pyg_aggr.MeanAggregation: "mean",

@@ -8,6 +8,7 @@ import torch_geometric.nn
 from torch_geometric.nn import aggr as pyg_aggr
 
 from ..ops import gspmm
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, linear_first
 
@@ -47,7 +48,7 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         source = F.relu(self.lin(x_src)) if self.project else x_src
         if reduce in _LINEAR_AGGREGATORS and linear_first(g, source.shape[-1], self.out_channels):
             out = gspmm(g, "copy_lhs", reduce, F.linear(source, self.lin_l.weight), None)
-            out = out if self.lin_l.bias is None else out + self.lin_l.bias
+            out = with_bias(out, self.lin_l.bias)
         else:
             out = self.lin_l(gspmm(g, "copy_lhs", reduce, source, None))
         if self.root_weight and x_dst is not None:

@@ -8,6 +8,7 @@ import torch_geometric.nn
 
 from ..graph import Graph
 from ..ops import gcn_aggregate
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, as_graph
 from .pyg_layer import FusedLayer, linear_first
 
@@ -53,7 +54,7 @@ class SGConv(FusedLayer, torch_geometric.nn.SGConv):
         for _ in range(self.K):
             h = gcn_aggregate(graph, h, weight, self.add_self_loops)
         if first:
-            return h if lin.bias is None else h + lin.bias
+            return with_bias(h, lin.bias)
         if self.cached:
             self._cached_x = h
         return lin(h)

@@ -17,6 +17,7 @@ from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
+from . import precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .edge_softmax import edge_softmax
 from .gspmm import gspmm
@@ -68,6 +69,7 @@ def gatv2_scores(
     derived gradient kernel recomputed the projection per weight element: slower than PyG at 16 edge
     features). One SDDMM: the E x heads x C sum is formed per edge in registers and reduced at once."""
     check_graph(g)
+    feat_src, feat_dst, att, edge_feat = precision.autocast_inputs("gatv2_scores", feat_src, feat_dst, att, edge_feat)
     _vertex_tensor("feat_src", feat_src, g, "src")
     check_tensor("feat_src", feat_src, dims=3)
     _vertex_tensor("feat_dst", feat_dst, g, "dst", like=feat_src)

@@ -11,13 +11,14 @@ import torch
 
 from .. import te
 from ..graph import Graph
-from . import library, lowering
+from . import library, lowering, precision
 from .checks import check_graph, check_tensor
 
 
 def edge_softmax(g: Graph, scores: torch.Tensor) -> torch.Tensor:
     """``out[e] = exp(s[e]) / sum_{e' into dst(e)} exp(s[e'])``, numerically stable; scores (E,) or
-    (E, *heads), one softmax per head."""
+    (E, *heads), one softmax per head. Under autocast it runs in float32 (``precision``)."""
+    scores = precision.autocast_input("edge_softmax", scores)
     check_tensor("scores", scores, rows=check_graph(g).num_edges, rows_are="one per edge", device=g.device)
     if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
         return library.edge_softmax(g, scores)

@@ -16,7 +16,7 @@ from ..graph import Graph
 from ..templates import sddmm, spmm
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
-from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, library
+from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, library, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
@@ -51,6 +51,7 @@ def gcn_aggregate(
     per edge and no n x d temporary besides the output is made, forward or backward. The loops are n edges
     of a cached looped graph (n indices, against the three n x d scalings applying them arithmetically
     would cost). ``tune=True`` tunes the kernels for this graph and width on first use."""
+    x, edge_weight = precision.autocast_inputs("gcn_aggregate", x, edge_weight)
     check_tensor("x", x, dims=2, rows=check_graph(g).num_nodes, rows_are="the graph's nodes", device=g.device)
     if edge_weight is not None:
         check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
@@ -193,6 +194,7 @@ def gat_attention(
     squeezed). The destinations' logits come from ``feat_dst`` (num_dst, heads, d), by default the first
     num_dst rows of ``feat`` (one vertex set, or a sampled block whose destinations lead its sources).
     """
+    feat, attn_src, attn_dst, feat_dst = precision.autocast_inputs("gat_attention", feat, attn_src, attn_dst, feat_dst)
     rows, rows_are = vertex_rows(check_graph(g), "src")
     check_tensor("feat", feat, dims=3, rows=rows, rows_are=rows_are, device=g.device)
     if feat_dst is None:

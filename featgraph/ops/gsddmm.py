@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..graph import Graph
-from . import binary, library, lowering
+from . import binary, library, lowering, precision
 from .checks import check_graph
 from .gspmm import _features, scalar_features
 
@@ -44,7 +44,7 @@ def gsddmm(
     for target in (lhs_target, rhs_target):
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
-    lhs, rhs = binary.operands(op, rule, lhs, rhs)
+    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gsddmm", lhs, rhs))
     if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
         out = library.gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
     else:

@@ -13,7 +13,7 @@ import torch
 from ..graph import Graph
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import divide_by_in_degree
-from . import binary, library, lowering
+from . import binary, library, lowering, precision
 from .checks import check_graph
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -63,7 +63,7 @@ def gspmm(
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
-    lhs, rhs = binary.operands(op, rule, lhs, rhs)
+    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gspmm", lhs, rhs))
     if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
         out = library.gspmm(g, op, reduce, lhs, rhs, strategy)
     elif reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners

@@ -21,6 +21,7 @@ import torch
 
 from ..graph import Graph
 from ..graph.graph import GraphRef
+from . import precision
 
 GRAPH = "featgraph::"  # operator names below are this namespace's
 
@@ -428,6 +429,10 @@ def gat_attention(
     return torch.ops.featgraph.gat_attention(*graph_args(g), logit_src, logit_dst, feat, negative_slope, p, seed)[0]
 
 
+for _name in ("gspmm", "gsddmm", "edge_softmax", "gcn_aggregate", "gat_attention"):
+    precision.register_operator("featgraph", _name)  # direct calls under autocast: the rule table's casts
+
+
 # ---- graph functions --------------------------------------------------------------------------------------
 # One mechanism for the ops written as a Python function of a graph, tensors and constants (the fused
 # attention ops): ``graph_operator`` registers such a function, its fake rule and its gradients as the
@@ -487,9 +492,11 @@ class _GraphOperator:
             schema=f"({_GRAPH_SCHEMA}, {args}, Tensor grad, bool[] wants) -> Tensor[]",
         )  # fmt: skip
         self.backward_operator.register_fake(self._fake_backward)
+        precision.register_operator("featgraph", name)
         self.__doc__ = forward.__doc__
 
     def __call__(self, g: Graph | GraphRef, *args) -> torch.Tensor:
+        args = precision.autocast_inputs(self.name, *args)
         if isinstance(g, GraphRef) or torch.compiler.is_compiling():
             return self.operator(*graph_args(g), *args)
         return GraphFunction.apply(self, g, *args)  # eager: skips the operator's dispatch
