@@ -40,6 +40,7 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 def main(argv: list[str] | None = None) -> None:
     from .bench import accuracy, feasibility, kernels, sensitivity, suite
+    from .bench import distributed as distributed_bench
     from .bench import gpu as gpu_bench
     from .bench import minibatch as minibatch_bench
     from .bench import training as training_bench
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
+        ("distributed", distributed_bench, "epoch time, halo bytes, edge cut over 1-4 processes; N-machine model"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
         ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
         ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),
