@@ -6,7 +6,9 @@ would. Reports mean and standard deviation of the test accuracy at the best vali
 
 ``--minibatch`` compares instead featgraph's full-graph training with its mini-batch training (the same
 two-layer model and hyper-parameters, sampled blocks from ``BlockLoader``, best validation epoch by
-layer-wise inference), the check that sampling costs no accuracy."""
+layer-wise inference), the check that sampling costs no accuracy. ``--precision bf16`` (or fp16) compares
+featgraph's float32 training with its training under autocast in that precision, from the same initial weights
+and seed (``training.loop.MixedPrecision``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import statistics
 import torch
 
 from ..training import build, fit, minibatch, node_task, preset
-from ..training.loop import labelled_dataset
+from ..training.loop import PRECISIONS, labelled_dataset
 from .report import machine, write_json
 
 PUBLISHED = {("gcn", "cora"): 0.815, ("gcn", "citeseer"): 0.703, ("gat", "cora"): 0.830, ("gat", "citeseer"): 0.725}
@@ -33,6 +35,23 @@ def accuracies(model: str, dataset: str, seeds: list[int], epochs: int | None) -
         ours.load_state_dict(theirs.state_dict())
         for name, net in (("featgraph", ours), ("pyg", theirs)):
             result[name].append(fit(net, task, config, seed, progress=False).test_acc)
+    return result
+
+
+def precision_accuracies(
+    model: str, dataset: str, seeds: list[int], epochs: int | None, precision: str
+) -> dict[str, list[float]]:
+    """Test accuracy per seed of featgraph's model trained in float32 and in ``precision``, each seed from the
+    same initial weights."""
+    task = node_task(dataset)
+    config = preset(model, epochs=epochs)
+    result: dict[str, list[float]] = {"fp32": [], precision: []}
+    for seed in seeds:
+        torch.manual_seed(seed)
+        nets = {"fp32": build(model, task, config, "featgraph"), precision: build(model, task, config, "featgraph")}
+        nets[precision].load_state_dict(nets["fp32"].state_dict())
+        for name, net in nets.items():
+            result[name].append(fit(net, task, config, seed, progress=False, precision=name).test_acc)
     return result
 
 
@@ -66,12 +85,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--fanout", type=minibatch.fanout_list, default=[10, 10], help="with --minibatch (10,10)")
     parser.add_argument("--batch-size", type=minibatch.positive_int, default=32, help="with --minibatch (32)")
+    parser.add_argument(
+        "--precision",
+        choices=[p for p in PRECISIONS if p != "fp32"],
+        help="compare featgraph's float32 training with its training under autocast in this precision instead",
+    )
 
 
 def run(args: argparse.Namespace) -> list[dict]:
+    if args.minibatch and args.precision:
+        raise ValueError("--precision and --minibatch are two comparisons: give one of them")
     columns = ("full-graph", "mini-batch") if args.minibatch else ("featgraph", "pyg")
+    columns = ("fp32", args.precision) if args.precision else columns
     print(f"machine: {machine()}; {args.seeds} seeds, test accuracy at the best validation epoch")
-    if args.minibatch:
+    if args.precision:
+        print(f"featgraph's layers; {args.precision}: forward and loss under autocast, float32 weights and Adam")
+        print(f"| dataset | model | fp32 | {args.precision} | {args.precision} - fp32 (pp) | published |")
+    elif args.minibatch:
         fanout = ",".join(map(str, args.fanout))
         print(f"featgraph's layers; mini-batch: fan-out {fanout}, batch {args.batch_size}")
         print("| dataset | model | full-graph | mini-batch | mini-batch - full-graph (pp) | published |")
@@ -83,7 +113,9 @@ def run(args: argparse.Namespace) -> list[dict]:
     for dataset in args.datasets:
         for model in models:
             seeds = list(range(args.seeds))
-            if args.minibatch:
+            if args.precision:
+                acc = precision_accuracies(model, dataset, seeds, args.epochs, args.precision)
+            elif args.minibatch:
                 acc = minibatch_accuracies(model, dataset, seeds, args.epochs, args.fanout, args.batch_size)
             else:
                 acc = accuracies(model, dataset, seeds, args.epochs)
@@ -91,7 +123,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             std = {k: statistics.pstdev(v) for k, v in acc.items()}
             published = PUBLISHED.get((model, dataset))
             cells = [f"{100 * mean[k]:.1f} ± {100 * std[k]:.1f}" for k in columns]
-            minuend, subtrahend = columns[::-1] if args.minibatch else columns
+            minuend, subtrahend = columns[::-1] if args.minibatch or args.precision else columns
             gap = 100 * (mean[minuend] - mean[subtrahend])
             reference = f"{100 * published:.1f}" if published else "-"
             print(f"| {dataset} | {model} | {cells[0]} | {cells[1]} | {gap:+.1f} | {reference} |", flush=True)

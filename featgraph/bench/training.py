@@ -3,7 +3,9 @@ of 2-layer GCN, GraphSAGE (mean, max, pool) and GAT (and, with ``--models``, PyG
 GINEConv, GATv2Conv and TransformerConv: ``LAYER_MODELS``) with featgraph's layers, PyG's layers on ``edge_index``
 and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios in the same run. With
 ``--compile`` also featgraph's and PyG's models under ``torch.compile`` (Inductor; compilation falls in the
-warm-up epochs)."""
+warm-up epochs); with ``--bf16`` also featgraph's and PyG's models trained under bf16 autocast (float32 weights
+and Adam, features stored in bf16: ``training.loop.MixedPrecision``), their time against float32 featgraph's in
+the same run."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..datasets import load, rand100k
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
+from ..training.loop import MixedPrecision
 from .measure import peak_extra_mb
 from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
 
@@ -41,6 +44,7 @@ MODELS = {  # bench name: (model, preset overrides)
 FRAMEWORKS = ("featgraph", "pyg", "pyg-csr", "dgl")
 COMPILABLE = ("featgraph", "pyg", "pyg-csr")
 COMPILED = "-compiled"  # a framework name's suffix: its model under torch.compile
+BF16 = "-bf16"  # a framework name's suffix: its model trained under bf16 autocast
 
 
 @dataclass
@@ -232,16 +236,20 @@ def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tupl
 
 
 def epoch_ms(
-    net: torch.nn.Module, graph: object, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, repeat: int
-) -> tuple[float, float]:
-    """(first epoch's ms, median ms per epoch over ``repeat`` epochs after two warm-up epochs)."""
+    net: torch.nn.Module, graph: object, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+    repeat: int, precision: MixedPrecision | None = None,
+) -> tuple[float, float]:  # fmt: skip
+    """(first epoch's ms, median ms per epoch over ``repeat`` epochs after two warm-up epochs), the forward and
+    loss in ``precision`` (float32 by default)."""
     net.train()
+    precision = precision or MixedPrecision()
     times = []
     for _ in range(2 + repeat):
         start = time.perf_counter()
         optimizer.zero_grad()
-        F.cross_entropy(net(x, graph), y).backward()
-        optimizer.step()
+        with precision.autocast():
+            loss = F.cross_entropy(net(x, graph), y)
+        precision.step(loss, optimizer)
         times.append(time.perf_counter() - start)
     return times[0] * 1e3, statistics.median(times[2:]) * 1e3
 
@@ -255,17 +263,21 @@ def run_one(graph_name: str, scale: float, bench_model: str, framework: str, rep
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
     y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
-    base = framework.removesuffix(COMPILED)
+    precision = MixedPrecision("bf16" if framework.endswith(BF16) else "fp32")
+    x = precision.features(x)
+    base = framework.removesuffix(BF16).removesuffix(COMPILED)
     setup = _setups(g, bench_model, [base])[base]
     if isinstance(setup, str):
         return Row(graph_name, bench_model, framework, None, note=setup)
-    if framework != base:
+    if framework.removesuffix(BF16).endswith(COMPILED):
         setup = (torch.compile(setup[0]), setup[1])
     optimizer = torch.optim.Adam(setup[0].parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
     result: dict[str, float] = {}
     try:
         peak = peak_extra_mb(
-            lambda: result.update(zip(("first_ms", "ms"), epoch_ms(*setup, optimizer, x, y, repeat), strict=True))
+            lambda: result.update(
+                zip(("first_ms", "ms"), epoch_ms(*setup, optimizer, x, y, repeat, precision), strict=True)
+            )
         )
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:  # a baseline path that fails
         return Row(graph_name, bench_model, framework, None, note=f"failed: {str(err)[:80]}")
@@ -316,6 +328,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compile", action="store_true", help="add rows for featgraph's and PyG's models under torch.compile"
     )
+    parser.add_argument(
+        "--bf16", action="store_true", help="add rows for featgraph's and PyG's models trained under bf16 autocast"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -324,6 +339,8 @@ def run(args: argparse.Namespace) -> list[Row]:
     frameworks = list(args.frameworks)
     if args.compile:
         frameworks += [f + COMPILED for f in args.frameworks if f in COMPILABLE]
+    if args.bf16:
+        frameworks += [f + BF16 for f in args.frameworks if f in ("featgraph", "pyg")]
     for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
         for bench_model in args.models:
             batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat)

@@ -11,7 +11,7 @@ import torch
 
 from ..distributed import launch
 from . import minibatch
-from .loop import Metrics, build, evaluate, fit, load_model, node_task, save
+from .loop import PRECISIONS, Metrics, build, evaluate, fit, load_model, node_task, save
 from .models import BACKENDS, MODELS, Preset, preset
 
 
@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dropout", type=float)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--backend", choices=list(BACKENDS), default="featgraph")
+    parser.add_argument(
+        "--precision", choices=list(PRECISIONS), default="fp32",
+        help="bf16/fp16: forward and loss under torch.autocast, float32 weights and optimiser (default fp32)",
+    )  # fmt: skip
     parser.add_argument("--save", metavar="PATH", help="save the trained model (best validation epoch)")
     parser.add_argument("--load", metavar="PATH", help="evaluate a saved model instead of training")
     parser.add_argument("--json", metavar="PATH", help="write the final metrics as JSON")
@@ -38,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, float | int]:
+    if args.distributed and args.precision != "fp32":
+        raise ValueError("--precision applies to full-graph and --minibatch training, not --distributed")
     if args.distributed:
         model = args.model or "gcn"
         result: dict = launch.run(args, model, _config(args, model, preset))
@@ -57,9 +63,9 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         task = node_task(args.dataset)
         torch.manual_seed(args.seed)
         net = build(model, task, config, args.backend)
-        metrics = fit(net, task, config, args.seed, progress=not args.quiet)
+        metrics = fit(net, task, config, args.seed, progress=not args.quiet, precision=args.precision)
         result = metrics.to_dict()
-        print(f"{model} ({args.backend}) on {task.name}: {_summary(metrics)}")
+        print(f"{model} ({args.backend}, {args.precision}) on {task.name}: {_summary(metrics)}")
         if args.save:
             save(args.save, net, task, config, args.backend)
             print(f"saved to {args.save}")

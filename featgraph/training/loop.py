@@ -3,10 +3,11 @@ its test accuracy, time per epoch (forward + backward + optimizer step) and peak
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -46,6 +47,38 @@ class Metrics:
     def to_dict(self) -> dict[str, float | int]:
         """The metrics as a plain dict (for ``--json``)."""
         return asdict(self)
+
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class MixedPrecision:
+    """Training in ``precision`` ("fp32", "bf16", "fp16"): the model's forward and loss under ``torch.autocast``
+    in that dtype (the ops' dtypes as ``featgraph.ops.precision`` says; weights, gradients and the optimiser's
+    state stay float32), and for fp16, whose small gradients underflow, the loss scaled by a ``GradScaler``."""
+
+    def __init__(self, precision: str = "fp32", device_type: str = "cpu") -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {tuple(PRECISIONS)}, got {precision!r}")
+        self.dtype, self.device_type = PRECISIONS[precision], device_type
+        self.scaler = torch.amp.GradScaler(device_type, enabled=precision == "fp16")
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The region the forward and the loss run in: autocast, or nothing for fp32."""
+        if self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The input features in the autocast dtype, cast once: the first layer's matmul would cast them on
+        every forward (a copy of the whole feature matrix per epoch), and its rounding is the same."""
+        return x if self.dtype == torch.float32 else x.to(self.dtype)
+
+    def step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        """Backward from ``loss`` and one optimiser step (unscaled first where the loss was scaled)."""
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        self.scaler.update()
 
 
 def labelled_dataset(dataset: str) -> Dataset:
@@ -89,10 +122,12 @@ def build(model: str, task: Task, config: Preset, backend: str) -> NodeClassifie
 
 
 @torch.no_grad()
-def evaluate(net: torch.nn.Module, task: Task) -> tuple[float, float]:
-    """(validation accuracy, test accuracy)."""
+def evaluate(net: torch.nn.Module, task: Task, precision: MixedPrecision | None = None) -> tuple[float, float]:
+    """(validation accuracy, test accuracy), the forward in ``precision`` (float32 by default)."""
     net.eval()
-    return split_accuracies(net(task.x, task.edge_index), task.y, task.val_idx, task.test_idx)
+    with (precision or MixedPrecision()).autocast():
+        logits = net(task.x, task.edge_index)
+    return split_accuracies(logits, task.y, task.val_idx, task.test_idx)
 
 
 def split_accuracies(logits: torch.Tensor, labels: torch.Tensor, *splits: torch.Tensor) -> tuple[float, ...]:
@@ -101,9 +136,14 @@ def split_accuracies(logits: torch.Tensor, labels: torch.Tensor, *splits: torch.
     return tuple(float((predicted[idx] == labels[idx]).float().mean()) for idx in splits)
 
 
-def fit(net: torch.nn.Module, task: Task, config: Preset, seed: int = 0, progress: bool = True) -> Metrics:
-    """Train for ``config.epochs``; ``net`` ends with the weights of its best validation epoch."""
+def fit(
+    net: torch.nn.Module, task: Task, config: Preset, seed: int = 0, progress: bool = True, precision: str = "fp32"
+) -> Metrics:
+    """Train for ``config.epochs`` in ``precision`` (``MixedPrecision``); ``net`` ends with the weights of its
+    best validation epoch."""
     torch.manual_seed(seed)
+    mixed = MixedPrecision(precision, task.x.device.type)
+    task = replace(task, x=mixed.features(task.x))
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     times: list[float] = []
     best = (-1.0, 0.0, 0)  # val, test, epoch
@@ -113,11 +153,11 @@ def fit(net: torch.nn.Module, task: Task, config: Preset, seed: int = 0, progres
         start = time.perf_counter()
         net.train()
         optimizer.zero_grad()
-        loss = F.cross_entropy(net(task.x, task.edge_index)[task.train_idx], task.y[task.train_idx])
-        loss.backward()
-        optimizer.step()
+        with mixed.autocast():
+            loss = F.cross_entropy(net(task.x, task.edge_index)[task.train_idx], task.y[task.train_idx])
+        mixed.step(loss, optimizer)
         times.append(time.perf_counter() - start)
-        val, test = evaluate(net, task)
+        val, test = evaluate(net, task, mixed)
         if val > best[0]:
             best, best_state = (val, test, epoch), {k: v.detach().clone() for k, v in net.state_dict().items()}
         if bar is not None:

@@ -28,7 +28,7 @@ from ..graph import Graph
 from ..loader import BlockLoader, layerwise_inference
 from ..progress import Progress
 from ..sampling import Block
-from .loop import labelled_dataset, normalized_features, split_accuracies
+from .loop import MixedPrecision, labelled_dataset, normalized_features, split_accuracies
 from .models import Preset, activation, conv_layer, dropout_function, layers, preset
 
 MODELS = ("sage", "gat", "gin")  # bipartite layers in featgraph and PyG (GCNConv is not, in either)
@@ -144,6 +144,7 @@ def fit(
     progress: bool = True,
     select_on_validation: bool = False,
     storage_dtype: torch.dtype | None = None,
+    precision: str = "fp32",
 ) -> MiniBatchMetrics:
     """Train ``net`` for ``config.epochs`` on ``dataset``'s training vertices in batches of ``batch_size``
     seeds, ``fanouts[h]`` neighbours drawn at hop ``h`` (hop 0 from the seeds); then evaluate it on every
@@ -151,9 +152,11 @@ def fit(
     with an evaluation and ``net`` keeps the weights of its best validation epoch, as full-graph training's
     ``loop.fit`` does (so the two compare like for like on small graphs); otherwise only the last epoch's
     weights are evaluated, since on a large graph an evaluation costs more than an epoch. ``storage_dtype``:
-    the evaluation's hidden rows between layers (``layerwise_inference``)."""
+    the evaluation's hidden rows between layers (``layerwise_inference``). ``precision``: training's and the
+    evaluation's forward as ``loop.MixedPrecision`` runs it."""
     torch.manual_seed(seed)
-    x = normalized_features(dataset.features)
+    mixed = MixedPrecision(precision, dataset.features.device.type)
+    x = mixed.features(normalized_features(dataset.features))
     loader = BlockLoader(
         dataset.graph,
         fanouts,
@@ -173,20 +176,22 @@ def fit(
             net.train()
             for batch in loader:
                 optimizer.zero_grad()
-                loss = F.cross_entropy(net(batch.x, batch.blocks), batch.y)
-                loss.backward()
-                optimizer.step()
+                with mixed.autocast():
+                    loss = F.cross_entropy(net(batch.x, batch.blocks), batch.y)
+                mixed.step(loss, optimizer)
                 bar.update(status=f"loss {loss.item():.3f}")
             times.append(time.perf_counter() - start)
             if select_on_validation:
-                logits = net.inference(dataset.graph, x, storage_dtype=storage_dtype)
+                with mixed.autocast():
+                    logits = net.inference(dataset.graph, x, storage_dtype=storage_dtype)
                 val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
                 if val > best[0]:
                     best = (val, test, {k: v.detach().clone() for k, v in net.state_dict().items()})
     if best[2] is not None:
         net.load_state_dict(best[2])
     start = time.perf_counter()
-    logits = net.inference(dataset.graph, x, progress, storage_dtype)
+    with mixed.autocast():
+        logits = net.inference(dataset.graph, x, progress, storage_dtype)
     inference_seconds = time.perf_counter() - start
     val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
     steady = times[1:] or times
@@ -264,9 +269,13 @@ def run(args: argparse.Namespace, model: str, config: Preset) -> dict[str, float
     torch.manual_seed(args.seed)
     net = SampledClassifier(model, dataset.features.shape[1], dataset.num_classes, len(fanouts), config, args.backend)
     storage = STORAGE_DTYPES[args.eval_storage]
-    m = fit(net, dataset, fanouts, batch_size, config, args.seed, progress=not args.quiet, storage_dtype=storage)
+    m = fit(
+        net, dataset, fanouts, batch_size, config, args.seed, not args.quiet, storage_dtype=storage,
+        precision=args.precision,
+    )  # fmt: skip
     print(
-        f"{model} ({args.backend}, mini-batch, fan-out {','.join(map(str, fanouts))}, batch {batch_size}) on "
+        f"{model} ({args.backend}, {args.precision}, mini-batch, fan-out {','.join(map(str, fanouts))}, "
+        f"batch {batch_size}) on "
         f"{dataset.name}: val {m.val_acc:.4f} test {m.test_acc:.4f} after {m.epochs} epochs, "
         f"{m.epoch_seconds:.2f} s/epoch ({m.batches_per_epoch} batches), inference {m.inference_seconds:.2f} s, "
         f"peak RSS {m.peak_rss_mb:.0f} MB"

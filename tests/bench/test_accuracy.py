@@ -25,3 +25,14 @@ def test_bench_accuracy_minibatch_compares_full_graph_and_sampled_training(tmp_p
     (row,) = json.loads(out.read_text())["rows"]
     assert set(row["accuracies"]) == {"full-graph", "mini-batch"}
     assert all(len(v) == 2 and all(0 <= a <= 1 for a in v) for v in row["accuracies"].values())
+
+
+def test_bench_accuracy_precision_compares_float32_and_autocast_training(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    args = ["--precision", "bf16", "--models", "gcn", "--datasets", "cora", "--seeds", "1", "--epochs", "3"]
+    main(["bench", "accuracy", *args, "--json", str(out)])
+    assert "| dataset | model | fp32 | bf16 | bf16 - fp32 (pp) | published |" in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["rows"]
+    assert set(row["accuracies"]) == {"fp32", "bf16"}
+    with pytest.raises(ValueError, match="two comparisons"):
+        main(["bench", "accuracy", "--precision", "bf16", "--minibatch"])

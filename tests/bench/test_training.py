@@ -36,6 +36,15 @@ def test_compiled_rows_name_their_framework():
     assert row.first_ms is not None and row.first_ms > 0  # the epoch that compiles
 
 
+def test_bf16_rows_train_under_autocast_against_float32_in_the_same_run(tmp_path):
+    out = tmp_path / "t.json"
+    args = ["bench", "train", "--graphs", "rand100k-2.9M", "--scale", "0.005", "--models", "sage-mean", "--repeat", "1"]
+    main([*args, "--frameworks", "featgraph", "--bf16", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["framework"] for r in rows] == ["featgraph", "featgraph-bf16"]
+    assert rows[1]["ms"] > 0 and rows[1]["note"] == "" and rows[1]["ratio"] == rows[1]["ms"] / rows[0]["ms"]
+
+
 @pytest.mark.parametrize("bench_model", training.LAYER_MODELS)
 def test_run_one_trains_each_layer_model_fused(bench_model):
     """Each of PyG's newer layers trains with featgraph's layer on its fused path (no FallbackWarning)."""

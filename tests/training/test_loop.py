@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from featgraph.training import build, evaluate, fit, load_model, node_task, preset, save
-from featgraph.training.loop import normalized_features, split_accuracies
+from featgraph.training.loop import MixedPrecision, normalized_features, split_accuracies
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,28 @@ def test_reaches_the_published_accuracy_on_cora(cora, model, published):
     metrics = fit(build(model, cora, config, "featgraph"), cora, config, seed=0, progress=False)
     assert metrics.test_acc >= published - 0.02, metrics
     assert metrics.epoch_seconds > 0 and metrics.peak_rss_mb > 0 and metrics.epochs == 200
+
+
+@pytest.mark.parametrize("model", ["gcn", "gat"])
+def test_bf16_autocast_training_reaches_the_float32_accuracy(cora, model):
+    """bf16 autocast forward, float32 weights and Adam: the float32 run's accuracy within two points."""
+    config = preset(model, epochs=50)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        net = build(model, cora, config, "featgraph")
+        results[precision] = fit(net, cora, config, seed=0, progress=False, precision=precision)
+        assert all(p.dtype == torch.float32 for p in net.parameters())
+    assert results["fp32"].test_acc > 0.75 and abs(results["bf16"].test_acc - results["fp32"].test_acc) <= 0.02, results
+
+
+def test_fp16_scales_the_loss_and_bad_precisions_are_named(cora):
+    assert MixedPrecision("fp16").scaler.is_enabled() and not MixedPrecision("bf16").scaler.is_enabled()
+    config = preset("gcn", epochs=30)
+    torch.manual_seed(0)
+    assert fit(build("gcn", cora, config, "featgraph"), cora, config, progress=False, precision="fp16").test_acc > 0.7
+    with pytest.raises(ValueError, match="precision must be one of"):
+        MixedPrecision("fp8")
 
 
 def test_save_and_load_give_the_same_accuracy(cora, tmp_path):

@@ -22,7 +22,7 @@ def test_one_epoch_end_to_end_from_the_command_line(tmp_path, capsys):
     assert result["epochs"] == 1 and result["batches_per_epoch"] == 3  # 140 training vertices
     assert result["epoch_seconds"] > 0 and result["inference_seconds"] > 0 and result["peak_rss_mb"] > 0
     assert 0 <= result["test_acc"] <= 1
-    assert "sage (featgraph, mini-batch, fan-out 10,5, batch 64) on cora" in capsys.readouterr().out
+    assert "sage (featgraph, fp32, mini-batch, fan-out 10,5, batch 64) on cora" in capsys.readouterr().out
 
 
 def test_accuracy_well_above_chance_after_a_few_epochs(cora):
@@ -32,6 +32,17 @@ def test_accuracy_well_above_chance_after_a_few_epochs(cora):
     metrics = minibatch.fit(net, cora, [10, 10], 16, config, seed=0, progress=False)
     assert metrics.test_acc >= 0.65, metrics  # chance: 1/7; the largest class: 0.32 of the test vertices
     assert metrics.batches_per_epoch == 9 and metrics.epochs == 6
+
+
+def test_bf16_autocast_training_learns_as_float32_does(cora):
+    config = preset("sage", epochs=6)
+    accuracies = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        net = minibatch.SampledClassifier("sage", cora.features.shape[1], cora.num_classes, 2, config, "featgraph")
+        accuracies[precision] = minibatch.fit(net, cora, [10, 10], 16, config, 0, False, precision=precision).test_acc
+        assert all(p.dtype == torch.float32 for p in net.parameters())
+    assert abs(accuracies["bf16"] - accuracies["fp32"]) <= 0.03, accuracies
 
 
 def test_default_hyper_parameters_learn_a_large_graph(tmp_path):
