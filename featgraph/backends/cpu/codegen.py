@@ -73,12 +73,12 @@ static inline uint16_t fg_to_bf16(T xin) {
   const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
   return (uint16_t)((nan ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-// half -> float: the exponent rebiased (inf/NaN to 255, subnormals normalised by a float subtraction)
+// half -> float: the magnitude's bits moved into float position and scaled by 2^112 (exact for normals and
+// subnormals alike), inf/NaN given the float's all-ones exponent
 static inline T fg_from_half(uint16_t h) {
-  const uint32_t bits = ((uint32_t)h & 0x7fffu) << 13, exp = bits & 0x0f800000u;
-  const uint32_t normal = bits + (112u << 23);
-  const float sub = fg_bits_float(bits + (113u << 23)) - fg_bits_float(113u << 23);
-  const uint32_t mag = exp == 0x0f800000u ? normal + (112u << 23) : exp == 0 ? fg_float_bits(sub) : normal;
+  const uint32_t bits = ((uint32_t)h & 0x7fffu) << 13;
+  const uint32_t scaled = fg_float_bits(fg_bits_float(bits) * 5.192296858534828e33f);
+  const uint32_t mag = bits >= 0x0f800000u ? bits | 0x7f800000u : scaled;
   return T(fg_bits_float(mag | (((uint32_t)h & 0x8000u) << 16)));
 }
 // float -> half: overflow to inf, subnormals rounded by a float addition, normals by integer rounding
