@@ -9,7 +9,7 @@ import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from . import datasets, loader, sampling, te
+from . import datasets, loader, ops, sampling, te
 from .graph import Graph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, default_target, sddmm, spmm
@@ -30,6 +30,7 @@ __all__ = [
     "default_target",
     "loader",
     "nn",
+    "ops",
     "sampling",
     "sddmm",
     "spmm",

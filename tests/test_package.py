@@ -19,6 +19,7 @@ class NoPyG:
 sys.meta_path.insert(0, NoPyG())
 import torch
 import featgraph
+assert callable(featgraph.ops.gspmm), 'import featgraph gives featgraph.ops'
 from featgraph import Graph, ops, te, loader, sampling
 g = Graph(torch.tensor([0, 1]), torch.tensor([1, 0]), 2)
 out = ops.gspmm(g, "copy_lhs", "sum", torch.ones(2, 3), None)
