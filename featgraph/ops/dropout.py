@@ -3,7 +3,8 @@
 Forward draws one 62-bit seed from torch's generator (so ``torch.manual_seed`` reproduces runs) and keeps
 element ``i`` when a hash of (seed, i) clears the drop probability; backward applies the same mask to the
 gradient by recomputing it, so no mask is stored. The masks differ from ``torch.nn.functional.dropout``'s
-(a different random stream); the distribution is the same. Other devices and dtypes use torch's dropout.
+(a different random stream); the distribution is the same. On the CPU float16/bfloat16 data is scaled in
+float32 and rounded once; other devices use torch's dropout.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Ten
 
 def dropout_with_seed(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     """``dropout`` in training with a given seed: the mask ``te.keep(seed, element, p)`` draws in fused
-    kernels, so a recomputation reproduces a fused kernel's dropout exactly. CPU float32/float64 only."""
+    kernels, so a recomputation reproduces a fused kernel's dropout exactly. CPU float16/bfloat16/float32/float64
+    only."""
     return _HashedDropout.apply(x, p, seed)
 
 

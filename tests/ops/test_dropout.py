@@ -3,6 +3,7 @@ import torch
 from torch.autograd import gradcheck
 
 from featgraph.ops import dropout
+from featgraph.ops.dropout import dropout_with_seed
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -45,11 +46,24 @@ def test_identity_and_edge_cases():
     strided = torch.randn(6, 10)[:, ::2]
     y = dropout(strided, 0.5)
     torch.testing.assert_close(y[y != 0], strided[y != 0] * 2)
-    half = dropout(torch.ones(1000, dtype=torch.float16), 0.5)  # torch's dropout for other dtypes
+    half = dropout(torch.ones(1000, dtype=torch.float16), 0.5)
     assert half.dtype == torch.float16 and 0.3 < (half != 0).float().mean() < 0.7
     assert dropout(torch.empty(0, 4), 0.5).shape == (0, 4)
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         dropout(x, 1.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_draws_the_float32_mask_and_rounds_once(dtype):
+    """16-bit data drops what float32 data with the same seed drops, scaled in float32 and rounded once to
+    its dtype; the gradient is 16-bit too."""
+    x = (torch.randn(300, 7) * 3).to(dtype).requires_grad_(True)
+    y = dropout_with_seed(x, 0.3, seed=11)
+    reference = dropout_with_seed(x.detach().float(), 0.3, seed=11)
+    assert y.dtype == dtype
+    assert torch.equal(y.detach(), reference.to(dtype))
+    (grad,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    assert grad.dtype == dtype and torch.equal(grad, dropout_with_seed(torch.ones(300, 7), 0.3, seed=11).to(dtype))
 
 
 def test_te_keep_in_a_udf_draws_the_same_mask_as_dropout():

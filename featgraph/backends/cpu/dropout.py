@@ -5,9 +5,10 @@ sequential generator and dominates small-graph training epochs."""
 
 from __future__ import annotations
 
-from .codegen import KEEP_BITS, PRELUDE
+from .codegen import KEEP_BITS, PRELUDE, read_element, storage_type, write_element
 
-CTYPES = {"float32": "float", "float64": "double"}
+# the compute type per dtype: float16/bfloat16 elements are read as their 16 bits and scaled in float32
+CTYPES = {"float32": "float", "float64": "double", "float16": "float", "bfloat16": "float"}
 __all__ = ["CTYPES", "KEEP_BITS", "dropout_source"]
 
 
@@ -15,19 +16,23 @@ def dropout_source(dtype: str) -> str:
     """``out[i] = fg_keep(seed, i) ? in[i] * scale : 0`` over ``n`` elements, OpenMP parallel and vectorised.
 
     ptr: in, out; arg: n, seed, threshold (drop when the 24 hash bits are below it), threads, and the scale
-    1 / (1 - p) as the bit pattern of a double (what torch multiplies by)."""
+    1 / (1 - p) as the bit pattern of a double (what torch multiplies by). float16/bfloat16 data is scaled in
+    float32 and rounded once to its dtype."""
+    value = read_element(dtype, "in[i]")
+    kept = write_element(dtype, f"fg_keep(seed, i, threshold) ? {value} * scale : (T)0")
     return f"""typedef {CTYPES[dtype]} T;
 {PRELUDE}
+typedef {storage_type(dtype)} S;
 #include <omp.h>
 extern "C" void run(void** ptr, const int64_t* arg) {{
-  const T* __restrict__ in = (const T*)ptr[0];
-  T* __restrict__ out = (T*)ptr[1];
+  const S* __restrict__ in = (const S*)ptr[0];
+  S* __restrict__ out = (S*)ptr[1];
   const int64_t n = arg[0];
   const uint64_t seed = (uint64_t)arg[1], threshold = (uint64_t)arg[2];
   double scale_bits;
   std::memcpy(&scale_bits, &arg[4], sizeof(double));
   const T scale = (T)scale_bits;
   #pragma omp parallel for simd schedule(static) num_threads((int)arg[3])
-  for (int64_t i = 0; i < n; ++i) out[i] = fg_keep(seed, i, threshold) ? in[i] * scale : (T)0;
+  for (int64_t i = 0; i < n; ++i) out[i] = {kept};
 }}
 """
