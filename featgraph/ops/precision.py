@@ -60,7 +60,9 @@ def autocast_inputs(op: str, *args: Any) -> tuple[Any, ...]:
     """``args`` with their floating tensors in the dtype ``op`` runs in under the current autocast (the
     device of the first tensor decides which autocast applies); unchanged outside autocast."""
     device_type = _device_type(args)
-    if device_type is None or not torch.is_autocast_enabled(device_type):
+    if device_type is None or not torch.amp.is_autocast_available(device_type):
+        return args  # e.g. meta tensors: no autocast, so the op's own checks name the device
+    if not torch.is_autocast_enabled(device_type):
         return args
     return cast_inputs(op, device_type, args)
 
