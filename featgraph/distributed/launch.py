@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from ..training.loop import node_task
 from ..training.models import Preset
+from . import minibatch
 from .partition import METHODS, partition
 from .store import check_meta, load_part, read_meta, save_parts
 from .trainer import EpochRecord, PartClassifier, Trainer
@@ -60,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-dir", metavar="DIR", help="where checkpoints go (with --checkpoint-every, --resume)"
     )
     group.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")
+    group.add_argument(
+        "--features",
+        choices=minibatch.FEATURE_MODES,
+        default="auto",
+        help="with --minibatch: every process holds all feature rows (replicated), or its part's and fetches the "
+        "rest per batch from their owners (fetched); auto replicates up to 1 GiB",
+    )
 
 
 def run(args: argparse.Namespace, model: str, config: Preset) -> dict[str, float | int]:
@@ -97,8 +105,10 @@ def _lost_peer(err: RuntimeError) -> bool:
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
-    if args.minibatch or args.load:
-        raise ValueError("--distributed trains full-graph from scratch: not with --minibatch or --load")
+    if args.load:
+        raise ValueError("--distributed trains from scratch: not with --load")
+    if args.minibatch and (args.checkpoint_every or args.resume or args.save):
+        raise ValueError("--distributed --minibatch does not checkpoint, resume or save")
     if args.timeout <= 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
@@ -110,6 +120,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
 def _train(args: argparse.Namespace, model: str, config: Preset, rank: int, world_size: int) -> dict:
     directory = Path(args.partition_dir or f"featgraph-partitions/{args.dataset}-{world_size}-{args.partition_method}")
     num_classes = _agreed(rank, lambda: prepare_parts(directory, args.dataset, world_size, args.partition_method))
+    if args.minibatch:
+        return minibatch.train(args, model, config, directory, rank, world_size)
     part = load_part(directory, rank, world_size)
     torch.manual_seed(args.seed)
     net = PartClassifier(model, part, num_classes, config, timeout=timedelta(seconds=args.timeout))

@@ -17,10 +17,12 @@ graph is a seed once per epoch. Evaluation samples the val and test vertices the
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -31,9 +33,11 @@ from torch.nn.parallel import DistributedDataParallel
 from ..graph import Graph
 from ..sampling import MiniBatch, NeighborSampler
 from ..sampling.neighbor import SEED_LIMIT
-from ..training.minibatch import SampledClassifier
+from ..training.loop import node_task
+from ..training.minibatch import DEFAULT_BATCH_SIZE, DEFAULT_FANOUTS, SampledClassifier
 from ..training.models import Preset
 from .feature_store import FeatureStore, ReplicatedFeatures
+from .store import load_part
 from .trainer import global_sum
 
 
@@ -188,5 +192,54 @@ class MiniBatchTrainer:
             "loss": last.loss,
             "epochs": len(self.history),
             "batches_per_epoch": self.train_batches,
+            "feature_bytes_per_epoch": last.feature_bytes,
             "world_size": self.world_size,
         }
+
+
+FEATURE_MODES = ("auto", "replicated", "fetched")
+REPLICATE_LIMIT_BYTES = 2**30  # "auto" replicates feature matrices up to 1 GiB per process
+
+
+def train(
+    args: argparse.Namespace, model: str, config: Preset, directory: Path, rank: int, world_size: int
+) -> dict[str, float | int]:
+    """``featgraph train --distributed --minibatch``: every rank loads the dataset's topology and labels and
+    its part from ``directory`` (rank 0 has prepared it), samples its own training vertices' batches and
+    trains with the others; features replicated or fetched as ``args.features`` says ("auto": replicated up
+    to ``REPLICATE_LIMIT_BYTES``). Every rank returns the same summary."""
+    task = node_task(args.dataset)
+    graph = Graph.from_edge_index(task.edge_index, task.x.shape[0])
+    part = load_part(directory, rank, world_size, graph.fingerprint)
+    owns: list = [None] * world_size
+    dist.all_gather_object(owns, part.own)
+    owner = torch.empty(graph.num_nodes, dtype=torch.int64)
+    for k, own in enumerate(owns):
+        owner[own] = k
+    replicate = args.features == "replicated" or (args.features == "auto" and task.x.nbytes <= REPLICATE_LIMIT_BYTES)
+    features = ReplicatedFeatures(task.x) if replicate else FeatureStore.of(part, owner)
+    splits = {name: part.own[part.masks[name]] for name in SPLITS}
+    fanouts = args.fanout or list(DEFAULT_FANOUTS)
+    torch.manual_seed(args.seed)
+    net = SampledClassifier(model, task.x.shape[1], task.num_classes, len(fanouts), config, "featgraph")
+    trainer = MiniBatchTrainer(
+        net, graph, splits, task.y, features, fanouts, args.batch_size or DEFAULT_BATCH_SIZE, config, args.seed
+    )
+    log = rank == 0 and not args.quiet
+
+    def after_epoch(record: MiniBatchEpoch) -> None:
+        if log:
+            print(
+                f"epoch {record.epoch}: loss {record.loss:.4f} val {record.val_acc:.4f} test {record.test_acc:.4f} "
+                f"({record.batches} batches per process, {record.feature_bytes / 1e6:.1f} MB of features fetched)"
+            )
+
+    trainer.fit(config.epochs, after_epoch)
+    result = trainer.summary()
+    if rank == 0:
+        print(
+            f"{model} mini-batch on {args.dataset}, {world_size} processes, features "
+            f"{'replicated' if replicate else 'fetched'}: val {result['val_acc']:.4f} test {result['test_acc']:.4f} "
+            f"after {result['epochs']} epochs (sampled evaluation), {result['epoch_seconds']:.2f} s/epoch"
+        )
+    return result

@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
     if args.distributed and args.precision != "fp32":
         raise ValueError("--precision applies to full-graph and --minibatch training, not --distributed")
     if args.distributed:
-        model = args.model or "gcn"
-        result: dict = launch.run(args, model, _config(args, model, preset))
+        model = args.model or ("sage" if args.minibatch else "gcn")
+        presets = minibatch.minibatch_preset if args.minibatch else preset
+        result: dict = launch.run(args, model, _config(args, model, presets))
     elif args.minibatch:
         model = args.model or "sage"
         result = minibatch.run(args, model, _config(args, model, minibatch.minibatch_preset))

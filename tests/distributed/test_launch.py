@@ -117,8 +117,8 @@ def test_bad_input(tmp_path, monkeypatch):
         main(TRAIN)
     with pytest.raises(ValueError, match="--checkpoint-dir"):
         main([*TRAIN, "--resume"])
-    with pytest.raises(ValueError, match="--minibatch"):
-        main([*TRAIN, "--minibatch"])
+    with pytest.raises(ValueError, match="--minibatch does not checkpoint"):
+        main([*TRAIN, "--minibatch", "--checkpoint-every", "1", "--checkpoint-dir", str(tmp_path)])
     parts = ["--partition-dir", str(tmp_path / "parts")]
     prepare_parts(tmp_path / "parts", "cora", 2, "random")
     errors = run_job([*TRAIN, *parts, "--epochs", "1", "--dataset", "citeseer"], tmp_path)
@@ -129,6 +129,24 @@ def test_bad_input(tmp_path, monkeypatch):
         [*TRAIN, *parts, "--epochs", "1", "--resume", "--checkpoint-dir", str(tmp_path / "none")], tmp_path
     )
     assert all("no checkpoint" in e for e in errors), errors
+
+
+def test_minibatch_job(tmp_path):
+    """``train --distributed --minibatch``: fetched features train as replicated ones do, and only they move
+    feature rows between the processes."""
+    argv = [*TRAIN[:5], "--partition-method", "random", "--partition-dir", str(tmp_path / "parts"), "--minibatch"]
+    argv += ["--epochs", "15"]  # the default width
+    results = {}
+    for features in ("replicated", "fetched"):
+        out = tmp_path / f"{features}.json"
+        assert run_job([*argv, "--features", features, "--json", str(out)], tmp_path) == ["", ""]
+        results[features] = json.loads(out.read_text())
+    replicated, fetched = results["replicated"], results["fetched"]
+    assert replicated["world_size"] == fetched["world_size"] == 2 and replicated["epochs"] == 15
+    assert replicated["feature_bytes_per_epoch"] == 0 < fetched["feature_bytes_per_epoch"]
+    for key in ("val_acc", "test_acc", "loss"):
+        assert fetched[key] == pytest.approx(replicated[key], abs=1e-4), key
+    assert replicated["val_acc"] > 0.6  # it learns: chance is 1/7 on Cora
 
 
 def test_torchrun(tmp_path):
