@@ -77,7 +77,10 @@ class PartClassifier(NodeClassifier):
             halo = exchange(own, self.plan) if halo is None else F.linear(halo, conv.lin.weight)
             out = gspmm(self.graph, "mul", "sum", torch.cat([own, halo]), self.gcn_norm)
             return out if conv.bias is None else out + conv.bias
-        return conv(torch.cat([own, exchange(own, self.plan) if halo is None else halo]), self.graph)
+        sources = torch.cat([own, exchange(own, self.plan) if halo is None else halo])
+        if self.model == "sage":  # the root rows apart: their gradient then needs no zero-filled slice of the sources'
+            return conv((sources, own), self.graph)
+        return conv(sources, self.graph)
 
 
 @dataclass(frozen=True)
