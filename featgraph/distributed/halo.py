@@ -41,13 +41,14 @@ class HaloPlan:
         return sum(index.numel() for index in self.send_index), sum(self.recv_counts)
 
 
-def exchange(x: torch.Tensor, plan: HaloPlan) -> torch.Tensor:
+def exchange(x: torch.Tensor, plan: HaloPlan, with_own: bool = False) -> torch.Tensor:
     """The halo rows (num_halo, ...) of the own rows ``x`` (num_own, ...) that every rank passes in at the
-    same time: rows owned by rank 0 first, then rank 1, ... (the part's halo order). Differentiable:
-    the gradient of a halo row goes back to its owner's row."""
+    same time: rows owned by rank 0 first, then rank 1, ... (the part's halo order). With ``with_own``, the
+    part's source rows: ``x``'s rows then the halo's, received in place rather than concatenated after.
+    Differentiable: the gradient of a halo row goes back to its owner's row."""
     if x.shape[0] != plan.num_own:
         raise ValueError(f"x must have one row per own vertex ({plan.num_own}), got {tuple(x.shape)}")
-    return _HaloExchange.apply(x, plan)
+    return _HaloExchange.apply(x, plan, with_own)
 
 
 def transfer(
@@ -71,20 +72,24 @@ def transfer(
 
 class _HaloExchange(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, plan: HaloPlan) -> torch.Tensor:  # noqa: D102
-        ctx.plan = plan
-        tail = x.shape[1:]
-        incoming = [x.new_empty((count, *tail)) for count in plan.recv_counts]
+    def forward(ctx, x: torch.Tensor, plan: HaloPlan, with_own: bool) -> torch.Tensor:  # noqa: D102
+        ctx.plan, ctx.with_own = plan, with_own
+        first = plan.num_own if with_own else 0
+        out = x.new_empty((first + sum(plan.recv_counts), *x.shape[1:]))
+        if with_own:
+            out[:first] = x
+        incoming = list(out[first:].split(plan.recv_counts))  # contiguous row ranges of ``out``
         transfer([x[index] for index in plan.send_index], incoming, plan.group, plan.timeout)
-        return torch.cat(incoming) if incoming else x.new_empty((0, *tail))
+        return out
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # noqa: D102
         plan = ctx.plan
+        first = plan.num_own if ctx.with_own else 0
         tail = grad.shape[1:]
         incoming = [grad.new_empty((index.numel(), *tail)) for index in plan.send_index]
-        transfer(list(grad.split(plan.recv_counts)), incoming, plan.group, plan.timeout)
-        grad_x = grad.new_zeros((plan.num_own, *tail))
+        transfer(list(grad[first:].split(plan.recv_counts)), incoming, plan.group, plan.timeout)
+        grad_x = grad[:first].clone() if ctx.with_own else grad.new_zeros((plan.num_own, *tail))
         for index, rows in zip(plan.send_index, incoming, strict=True):
             grad_x.index_add_(0, index, rows)
-        return grad_x, None
+        return grad_x, None, None

@@ -55,8 +55,8 @@ class PartClassifier(NodeClassifier):
             raise ValueError(f"model must be one of {MODELS} for distributed training, got {model!r}")
         super().__init__(model, part.features.shape[1], num_classes, config, "featgraph")
         self.plan = HaloPlan.of(part, dist.new_group() if halo_group is None else halo_group, timeout)
-        # plain attributes, not buffers: DDP would broadcast rank 0's buffers over the others' parts
-        self.features, self.halo_features = part.features, exchange(part.features, self.plan)
+        # a plain attribute, not a buffer: DDP would broadcast rank 0's buffers over the others' parts
+        self.sources = exchange(part.features, self.plan, with_own=True)  # own rows, then the halo's
         self.graph = part.graph()
         if model == "gcn":  # D^-1/2 (A + I) D^-1/2 of the whole graph, on the part's looped edges
             self.graph = self.graph.with_self_loops()
@@ -65,21 +65,21 @@ class PartClassifier(NodeClassifier):
             self.gcn_norm = (scale[src] * scale[dst]).unsqueeze(1)
 
     def forward(self) -> torch.Tensor:  # type: ignore[override]
-        own, halo = (self.drop(x, self.dropout, self.training) for x in (self.features, self.halo_features))
-        x = self.drop(self.activation(self.layer(self.conv1, own, halo)), self.dropout, self.training)
-        return self.layer(self.conv2, x)
+        x = self.drop(self.sources, self.dropout, self.training)
+        h = self.drop(self.activation(self.layer(self.conv1, x, exchanged=True)), self.dropout, self.training)
+        return self.layer(self.conv2, h, exchanged=False)
 
-    def layer(self, conv: torch.nn.Module, own: torch.Tensor, halo: torch.Tensor | None = None) -> torch.Tensor:
-        """One message-passing layer of the own rows ``own`` and the halo's rows ``halo``, which are exchanged
-        here where not given."""
+    def layer(self, conv: torch.nn.Module, rows: torch.Tensor, exchanged: bool) -> torch.Tensor:
+        """One message-passing layer: ``rows`` are the part's source rows (own, then halo) where
+        ``exchanged``, else its own rows, whose halo is exchanged here."""
         if self.model == "gcn":  # the linear map commutes with the aggregation: the narrower rows cross
-            own = F.linear(own, conv.lin.weight)
-            halo = exchange(own, self.plan) if halo is None else F.linear(halo, conv.lin.weight)
-            out = gspmm(self.graph, "mul", "sum", torch.cat([own, halo]), self.gcn_norm)
+            rows = F.linear(rows, conv.lin.weight)
+        sources = rows if exchanged else exchange(rows, self.plan, with_own=True)
+        if self.model == "gcn":
+            out = gspmm(self.graph, "mul", "sum", sources, self.gcn_norm)
             return out if conv.bias is None else out + conv.bias
-        sources = torch.cat([own, exchange(own, self.plan) if halo is None else halo])
         if self.model == "sage":  # the root rows apart: their gradient then needs no zero-filled slice of the sources'
-            return conv((sources, own), self.graph)
+            return conv((sources, sources[: self.plan.num_own] if exchanged else rows), self.graph)
         return conv(sources, self.graph)
 
 

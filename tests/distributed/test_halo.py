@@ -16,31 +16,37 @@ def whole_graph() -> tuple[Graph, torch.Tensor]:
     return Graph(src, dst, N), x
 
 
-def exchange_on_rank(rank: int, world_size: int, directory: str) -> dict:
-    """The halo rows of x, and the gradient of sum(halo * weight) for each own row, on this rank."""
+def exchange_on_rank(rank: int, world_size: int, directory: str, with_own: bool) -> dict:
+    """The rows ``exchange`` gives for x, and the gradient of sum(rows * weight) for each own row, on this
+    rank; a row's weight is a function of its global id (the same wherever the row is)."""
     part = load_part(directory, rank, world_size)
     x = part.features.clone().requires_grad_()
-    halo = exchange(x, HaloPlan.of(part))
-    weight = torch.arange(1, part.num_halo * WIDTH + 1, dtype=x.dtype).view(-1, WIDTH)  # global-id independent
-    (halo * weight * part.halo[:, None]).sum().backward()
-    return {"halo_ids": part.halo, "halo": halo.detach(), "own": part.own, "grad": x.grad}
+    rows = exchange(x, HaloPlan.of(part), with_own)
+    ids = torch.cat([part.own, part.halo]) if with_own else part.halo
+    (rows * row_weight(ids)).sum().backward()
+    return {"ids": ids, "rows": rows.detach(), "own": part.own, "grad": x.grad}
 
 
+def row_weight(ids: torch.Tensor) -> torch.Tensor:
+    return (ids[:, None] + 1) * torch.arange(1, WIDTH + 1, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("with_own", [False, True], ids=["halo", "with-own"])
 @pytest.mark.parametrize("world_size", [2, 4])
-def test_exchange_equals_gather_from_the_whole_graph(tmp_path, world_size):
-    """Forward against indexing the whole graph's rows; the exchange is linear, so its exact gradient is the
-    gather's adjoint: every rank's halo gradients added into their owners' rows (float64, compared exactly)."""
+def test_exchange_equals_gather_from_the_whole_graph(tmp_path, world_size, with_own):
+    """Forward against indexing the whole graph's rows (the halo's, or the own rows' then the halo's); the
+    exchange is linear, so its exact gradient is the gather's adjoint: every rank's gradients of a row added
+    into its owner's row (float64, compared exactly)."""
     g, x = whole_graph()
     save_parts(tmp_path / "parts", g, partition(g, world_size, "random"), x)
-    results = run_ranks(exchange_on_rank, world_size, tmp_path, str(tmp_path / "parts"))
+    results = run_ranks(exchange_on_rank, world_size, tmp_path, str(tmp_path / "parts"), with_own)
     expected_grad = torch.zeros_like(x)
     for r in results:
-        assert torch.equal(r["halo"], x[r["halo_ids"]])  # forward: a gather from the whole graph's rows
-        weight = torch.arange(1, r["halo_ids"].numel() * WIDTH + 1, dtype=x.dtype).view(-1, WIDTH)
-        expected_grad.index_add_(0, r["halo_ids"], weight * r["halo_ids"][:, None])
-    for r in results:  # backward: each owner gets the sum of its rows' gradients over every rank's halo
+        assert torch.equal(r["rows"], x[r["ids"]])  # forward: a gather from the whole graph's rows
+        expected_grad.index_add_(0, r["ids"], row_weight(r["ids"]))
+    for r in results:  # backward: each owner gets the sum of its rows' gradients over every rank's rows
         assert torch.equal(r["grad"], expected_grad[r["own"]])
-    assert sum(r["halo"].shape[0] for r in results) > 0
+    assert sum(r["rows"].shape[0] - (r["own"].numel() if with_own else 0) for r in results) > 0
 
 
 def test_rows_must_match_the_plan():
