@@ -4,7 +4,9 @@
 Partition rows: for METIS and random partitioning into 2 and 4 parts, the edge cut, the halo (rows a part
 reads from other parts, summed over parts) and the halo bytes one epoch moves: the second layer's input rows
 forward and their gradients back (``PartClassifier`` fetches the first layer's feature rows once, before
-the first epoch; that one-time volume is its own column).
+the first epoch; that one-time volume is its own column). A reference row, "by class": the generator's planted
+communities (its classes, packed into parts of near-equal size), the partition its homophilous edges favour;
+its halo is what the graph's other edges leave, since they join uniformly drawn vertices.
 
 Timing rows: seconds per epoch (forward, backward, step; median after the first) of ``featgraph.distributed``'s
 ``Trainer`` in 1, 2 and 4 processes joined by gloo on 127.0.0.1, ``--threads`` split evenly among them (at
@@ -43,6 +45,7 @@ from .report import cell, machine, markdown_header, markdown_row, write_json
 
 PROCESSES = (1, 2, 4)
 METHODS = ("metis", "random")
+PLANTED = "by class"  # a reference partition, not a method: the products-like generator's planted classes
 MODELS = ("sage", "gcn")
 PAPERS_NODES, PAPERS_EDGES = 111_059_956, 1_615_685_872
 FLOAT_BYTES = 4
@@ -108,12 +111,11 @@ def run(args: argparse.Namespace) -> dict:
             )
         )
         directories = {}
-        for method in METHODS:
-            for parts in PROCESSES:
+        for method in (*METHODS, PLANTED):
+            for parts in PROCESSES[1:] if method == PLANTED else PROCESSES:
                 directory = Path(scratch) / f"{method}-{parts}"
-                meta = save_parts(
-                    directory, graph, partition(graph, parts, method), data.features, data.labels, masks, method
-                )
+                owner = by_class(data.labels, parts) if method == PLANTED else partition(graph, parts, method)
+                meta = save_parts(directory, graph, owner, data.features, data.labels, masks, method)
                 directories[method, parts] = directory
                 if parts == 1:
                     continue
@@ -157,6 +159,16 @@ def run(args: argparse.Namespace) -> dict:
         partitions=result["partitions"], machines_model=result["model"],
     )  # fmt: skip
     return result
+
+
+def by_class(labels: torch.Tensor, num_parts: int) -> torch.Tensor:
+    """Each vertex's part when whole classes go to parts, largest class first to the part with fewest vertices."""
+    sizes = torch.bincount(labels)
+    load, part_of_class = [0] * num_parts, torch.zeros(sizes.numel(), dtype=torch.int64)
+    for label in torch.argsort(sizes, descending=True, stable=True).tolist():
+        lightest = min(range(num_parts), key=load.__getitem__)
+        part_of_class[label], load[lightest] = lightest, load[lightest] + int(sizes[label])
+    return part_of_class[labels]
 
 
 def model_rows(

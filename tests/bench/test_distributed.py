@@ -2,9 +2,10 @@ import argparse
 import math
 
 import pytest
+import torch
 
 from featgraph.bench import distributed as bench
-from featgraph.bench.distributed import PAPERS_EDGES, PAPERS_NODES, PartitionRow, TimingRow, model_rows
+from featgraph.bench.distributed import PAPERS_EDGES, PAPERS_NODES, PartitionRow, TimingRow, by_class, model_rows
 
 
 def arguments(**given) -> argparse.Namespace:
@@ -48,3 +49,14 @@ def test_model_caps_the_halo_at_every_other_machine():
 def test_too_few_epochs_are_refused():
     with pytest.raises(ValueError, match="--epochs"):
         bench.run(arguments(epochs=1))
+
+
+@pytest.mark.parametrize("num_parts", [2, 3])
+def test_by_class_keeps_classes_whole_and_parts_near_equal(num_parts):
+    labels = torch.tensor([0] * 7 + [1] * 5 + [2] * 4 + [3] * 3 + [4] * 1)
+    parts = by_class(labels, num_parts)
+    for label in range(5):
+        assert parts[labels == label].unique().numel() == 1  # a class is never split
+    sizes = torch.bincount(parts, minlength=num_parts)
+    assert int(sizes.sum()) == labels.numel() and int(sizes.max() - sizes.min()) <= int(torch.bincount(labels).max())
+    assert sizes.tolist() == ([10, 10] if num_parts == 2 else [7, 6, 7])  # greedy: largest class to lightest part
