@@ -20,11 +20,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -38,7 +36,7 @@ from ..training.minibatch import DEFAULT_BATCH_SIZE, DEFAULT_FANOUTS, SampledCla
 from ..training.models import Preset
 from .feature_store import FeatureStore, ReplicatedFeatures
 from .store import load_part
-from .trainer import global_sum
+from .trainer import EpochLoop, global_accuracies, global_sum, rank_seed
 
 
 @dataclass(frozen=True)
@@ -62,13 +60,7 @@ class MiniBatchEpoch:
 SPLITS = ("train", "val", "test")
 
 
-def rank_seed(seed: int, epoch: int, rank: int, stream: int = 0) -> int:
-    """The random seed of one rank's epoch for one use (``stream``: dropout 0, each split's batches 1 + its
-    index in ``SPLITS``): no two share one, and a rerun draws the same."""
-    return int(np.random.SeedSequence([seed, epoch, rank, stream]).generate_state(1, np.uint64)[0] >> 1)
-
-
-class MiniBatchTrainer:
+class MiniBatchTrainer(EpochLoop):
     """Trains ``net`` wrapped in ``DistributedDataParallel`` with Adam on mini-batches sampled from ``graph``
     (the whole graph, in every rank) around the seeds of ``splits`` ("train", "val", "test": global ids of
     the vertices of each split this rank owns), labelled by ``labels`` (every vertex's), with the feature rows
@@ -168,16 +160,7 @@ class MiniBatchTrainer:
                 if batch is not None:
                     hits += int((self.net(x, batch.blocks).argmax(1) == self.labels[seeds]).sum())
             results.append(torch.tensor([float(hits), float(owned)]))
-        counts = global_sum(torch.stack(results))
-        return tuple(float(hit / max(total, 1.0)) for hit, total in counts.tolist())  # type: ignore[return-value]
-
-    def fit(self, epochs: int, on_epoch: Callable[[MiniBatchEpoch], None] | None = None) -> list[MiniBatchEpoch]:
-        """Epochs until ``epochs`` have run in all."""
-        while self.epoch < epochs:
-            record = self.step()
-            if on_epoch is not None:
-                on_epoch(record)
-        return self.history
+        return global_accuracies(torch.stack(results))  # type: ignore[return-value]
 
     def summary(self) -> dict[str, float | int]:
         """Accuracies after the last epoch, median seconds per epoch after the first, final loss."""

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import torch
@@ -98,7 +99,25 @@ class EpochRecord:
         return asdict(self)
 
 
-class Trainer:
+class EpochLoop:
+    """``fit``: a trainer's ``step`` (one epoch, returning its record) until ``epochs`` have run in all, each
+    record passed to ``on_epoch``; a resumed trainer continues from its next epoch."""
+
+    epoch: int
+    history: list
+
+    def step(self) -> Any:
+        raise NotImplementedError
+
+    def fit(self, epochs: int, on_epoch: Callable[[Any], None] | None = None) -> list:
+        while self.epoch < epochs:
+            record = self.step()
+            if on_epoch is not None:
+                on_epoch(record)
+        return self.history
+
+
+class Trainer(EpochLoop):
     """Trains a ``PartClassifier`` wrapped in ``DistributedDataParallel`` with Adam, one step per epoch over
     the whole graph. ``state()``/``load_state()`` hold everything a resumed run needs: weights, optimiser,
     the next epoch and the history; the random state is a function of (seed, epoch, rank)."""
@@ -121,7 +140,7 @@ class Trainer:
 
     def step(self) -> EpochRecord:
         """One epoch: forward, backward, optimiser step, then evaluation."""
-        torch.manual_seed(epoch_seed(self.seed, self.epoch, dist.get_rank()))
+        torch.manual_seed(rank_seed(self.seed, self.epoch, dist.get_rank()))
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad()
@@ -144,16 +163,7 @@ class Trainer:
         self.net.eval()
         correct = self.net().argmax(1) == self.part.labels
         masks = [self.part.masks["val"], self.part.masks["test"]]
-        counts = global_sum(torch.tensor([[float(correct[m].sum()), float(m.sum())] for m in masks]))
-        return tuple(float(hit / max(total, 1.0)) for hit, total in counts.tolist())  # type: ignore[return-value]
-
-    def fit(self, epochs: int, on_epoch: Callable[[EpochRecord], None] | None = None) -> list[EpochRecord]:
-        """Epochs until ``epochs`` have run in all (a resumed trainer continues from its next epoch)."""
-        while self.epoch < epochs:
-            record = self.step()
-            if on_epoch is not None:
-                on_epoch(record)
-        return self.history
+        return global_accuracies(torch.tensor([[float(correct[m].sum()), float(m.sum())] for m in masks]))
 
     def state(self) -> dict:
         """What resuming needs (the same on every rank: DDP keeps weights and optimiser states equal)."""
@@ -187,6 +197,11 @@ class Trainer:
         }
 
 
+def global_accuracies(counts: torch.Tensor) -> tuple[float, ...]:
+    """Accuracy per row of ``counts`` ([correct, total] per split, this rank's), over all ranks' counts."""
+    return tuple(float(hit / max(total, 1.0)) for hit, total in global_sum(counts).tolist())
+
+
 def global_sum(t: torch.Tensor) -> torch.Tensor:
     """``t`` summed over all ranks (a copy; ``t`` is left as it is)."""
     total = t.clone()
@@ -194,6 +209,7 @@ def global_sum(t: torch.Tensor) -> torch.Tensor:
     return total
 
 
-def epoch_seed(seed: int, epoch: int, rank: int) -> int:
-    """The torch seed of one rank's epoch: a resumed run draws what the uninterrupted one drew."""
-    return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1, np.uint64)[0] >> 1)
+def rank_seed(seed: int, epoch: int, rank: int, stream: int = 0) -> int:
+    """The torch seed of one rank's epoch for one use (``stream``: dropout 0, others the caller's): a resumed
+    or repeated run draws what the first drew, and no two uses share a seed."""
+    return int(np.random.SeedSequence([seed, epoch, rank, stream]).generate_state(1, np.uint64)[0] >> 1)
