@@ -67,7 +67,7 @@ class PartClassifier(NodeClassifier):
 
     def forward(self) -> torch.Tensor:  # type: ignore[override]
         x = self.drop(self.sources, self.dropout, self.training)
-        h = self.drop(self.activation(self.layer(self.conv1, x, exchanged=True)), self.dropout, self.training)
+        h = self.activate_and_drop(self.layer(self.conv1, x, exchanged=True))
         return self.layer(self.conv2, h, exchanged=False)
 
     def layer(self, conv: torch.nn.Module, rows: torch.Tensor, exchanged: bool) -> torch.Tensor:

@@ -2,9 +2,12 @@
 
 Forward draws one 62-bit seed from torch's generator (so ``torch.manual_seed`` reproduces runs) and keeps
 element ``i`` when a hash of (seed, i) clears the drop probability; backward applies the same mask to the
-gradient by recomputing it, so no mask is stored. The masks differ from ``torch.nn.functional.dropout``'s
-(a different random stream); the distribution is the same. On the CPU float16/bfloat16 data is scaled in
-float32 and rounded once; other devices use torch's dropout.
+gradient by recomputing it, so no mask is stored. With ``relu=True`` it is dropout after ReLU in one pass,
+whose gradient reads the output (positive exactly where the input was positive and kept), as ReLU's own
+gradient would: under ``torch.compile`` Inductor then stores no boolean ReLU mask, which its CPU code writes
+slowly. The masks differ from ``torch.nn.functional.dropout``'s (a different random stream); the
+distribution is the same. On the CPU float16/bfloat16 data is scaled in float32 and rounded once; other
+devices use torch's dropout.
 """
 
 from __future__ import annotations
@@ -21,48 +24,64 @@ from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
 
-def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True) -> torch.Tensor:
+def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool = False) -> torch.Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity when not
-    ``training``. Same shape as ``x``; the caller's tensor is not modified."""
+    ``training``. With ``relu``, of ``relu(x)`` (one pass). Same shape as ``x``; the caller's tensor is not
+    modified."""
     check_tensor("x", x, min_dims=0)
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"p: dropout probability must be a number in [0, 1], got {p!r}")
     if not training or p == 0.0:
-        return x
+        return F.relu(x) if relu else x
     if p == 1.0:
         return x * 0.0
     dtype = TORCH_TO_TE.get(x.dtype)
     if x.device.type != "cpu" or dtype not in CTYPES:
-        return F.dropout(x, p, training)
+        return F.dropout(F.relu(x) if relu else x, p, training)
     if torch.compiler.is_compiling():  # the seed stays a tensor: reading it would break the traced graph
-        return library.dropout(x, p, torch.randint(0, 2**62, (1,)))
-    return dropout_with_seed(x, p, int(torch.randint(0, 2**62, (1,))))
+        return library.dropout(x, p, torch.randint(0, 2**62, (1,)), relu)
+    return dropout_with_seed(x, p, int(torch.randint(0, 2**62, (1,))), relu)
 
 
-def dropout_with_seed(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+def dropout_with_seed(x: torch.Tensor, p: float, seed: int, relu: bool = False) -> torch.Tensor:
     """``dropout`` in training with a given seed: the mask ``te.keep(seed, element, p)`` draws in fused
     kernels, so a recomputation reproduces a fused kernel's dropout exactly. CPU float16/bfloat16/float32/float64
     only."""
-    return _HashedDropout.apply(x, p, seed)
+    return _HashedDropout.apply(x, p, seed, relu)
 
 
-def masked(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
-    """``x`` times the hashed mask of ``seed`` over ``1 - p`` (forward and backward alike)."""
+def masked(
+    x: torch.Tensor, p: float, seed: int, form: str = "dropout", gate: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One pass of ``dropout_source``'s ``form`` over ``x`` with the mask of ``seed`` and scale ``1 / (1 - p)``
+    (forward and backward alike; ``gate``: the forward's output, for "relu_grad")."""
     x = x.contiguous()
     out = torch.empty_like(x)
-    kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype]))
+    kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype], form))
     (scale_bits,) = struct.unpack("<q", struct.pack("<d", 1.0 / (1.0 - p)))
     threshold = round(p * (1 << KEEP_BITS))
-    cpu.launch(kernel, [x, out], [x.numel(), seed, threshold, toolchain.num_threads(), scale_bits])
+    gate = None if gate is None else gate.contiguous()
+    cpu.launch(kernel, [x, out, gate], [x.numel(), seed, threshold, toolchain.num_threads(), scale_bits])
     return out
+
+
+def relu_dropout_grad(grad: torch.Tensor, out: torch.Tensor, p: float) -> torch.Tensor:
+    """The gradient of ``dropout(x, p, relu=True)`` from its output ``out``: ``grad / (1 - p)`` where ``out``
+    is positive, else 0."""
+    return masked(grad, p, 0, "relu_grad", out)
 
 
 class _HashedDropout(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, p: float, seed: int):  # noqa: D102
-        ctx.p, ctx.seed = p, seed
-        return masked(x, p, seed)
+    def forward(ctx, x, p: float, seed: int, relu: bool):  # noqa: D102
+        ctx.p, ctx.seed, ctx.relu = p, seed, relu
+        out = masked(x, p, seed, "relu" if relu else "dropout")
+        if relu:
+            ctx.save_for_backward(out)
+        return out
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        return masked(grad, ctx.p, ctx.seed), None, None
+        if ctx.relu:
+            return relu_dropout_grad(grad, *ctx.saved_tensors, ctx.p), None, None, None
+        return masked(grad, ctx.p, ctx.seed), None, None, None

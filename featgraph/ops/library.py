@@ -270,34 +270,50 @@ def edge_softmax(g: Graph | GraphRef, scores: torch.Tensor) -> torch.Tensor:
 
 
 @torch.library.custom_op(GRAPH + "dropout", mutates_args=())
-def _dropout(x: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
-    """``ops.dropout`` in training with the mask of ``seed`` (a one-element int64 tensor); its own gradient."""
+def _dropout(x: torch.Tensor, p: float, seed: torch.Tensor, relu: bool) -> torch.Tensor:
+    """``ops.dropout`` in training with the mask of ``seed`` (a one-element int64 tensor), of ``relu(x)`` where
+    ``relu``."""
     from .dropout import masked
 
-    return masked(x, p, int(seed))
+    return masked(x, p, int(seed), "relu" if relu else "dropout")
 
 
 @_dropout.register_fake
-def _(x, p, seed):
+def _(x, p, seed, relu):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+@torch.library.custom_op(GRAPH + "relu_dropout_backward", mutates_args=())
+def _relu_dropout_backward(grad: torch.Tensor, out: torch.Tensor, p: float) -> torch.Tensor:
+    """The gradient of ``dropout(x, p, relu=True)`` from its output ``out``."""
+    from .dropout import relu_dropout_grad
+
+    return relu_dropout_grad(grad, out, p)
+
+
+@_relu_dropout_backward.register_fake
+def _(grad, out, p):
+    return torch.empty_like(grad, memory_format=torch.contiguous_format)
+
+
 def _dropout_setup(ctx, inputs, output):
-    ctx.p = inputs[1]
-    ctx.save_for_backward(inputs[2])
+    ctx.p, ctx.relu = inputs[1], inputs[3]
+    ctx.save_for_backward(output if ctx.relu else inputs[2])
 
 
 def _dropout_grad(ctx, grad):
-    (seed,) = ctx.saved_tensors
-    return torch.ops.featgraph.dropout(grad, ctx.p, seed), None, None
+    (saved,) = ctx.saved_tensors
+    if ctx.relu:  # saved: the output
+        return torch.ops.featgraph.relu_dropout_backward(grad, saved, ctx.p), None, None, None
+    return torch.ops.featgraph.dropout(grad, ctx.p, saved, False), None, None, None
 
 
 _dropout.register_autograd(_dropout_grad, setup_context=_dropout_setup)
 
 
-def dropout(x: torch.Tensor, p: float, seed: torch.Tensor) -> torch.Tensor:
+def dropout(x: torch.Tensor, p: float, seed: torch.Tensor, relu: bool = False) -> torch.Tensor:
     """The ``featgraph::dropout`` operator for ``ops.dropout``."""
-    return torch.ops.featgraph.dropout(x, p, seed)
+    return torch.ops.featgraph.dropout(x, p, seed, relu)
 
 
 # ---- gcn_aggregate ----------------------------------------------------------------------------------------

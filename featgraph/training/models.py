@@ -118,8 +118,14 @@ class NodeClassifier(torch.nn.Module):
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         x = self.drop(x, self.dropout, self.training)
         if self.model == "agnn":
-            x = self.drop(F.relu(self.lin1(x)), self.dropout, self.training)
+            x = self.activate_and_drop(self.lin1(x))
             x = self.conv2(self.conv1(x, edge_index), edge_index)
             return self.lin2(self.drop(x, self.dropout, self.training))
-        x = self.drop(self.activation(self.conv1(x, edge_index)), self.dropout, self.training)
-        return self.conv2(x, edge_index)
+        return self.conv2(self.activate_and_drop(self.conv1(x, edge_index)), edge_index)
+
+    def activate_and_drop(self, h: torch.Tensor) -> torch.Tensor:
+        """The hidden layer's activation, then dropout. featgraph's dropout takes ReLU into its own pass (under
+        torch.compile, Inductor then stores no ReLU mask, which its CPU code writes slowly)."""
+        if self.drop is dropout and self.activation is F.relu:
+            return dropout(h, self.dropout, self.training, relu=True)
+        return self.drop(self.activation(h), self.dropout, self.training)

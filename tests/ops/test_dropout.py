@@ -30,6 +30,27 @@ def test_backward_applies_the_forward_mask_without_storing_it():
     assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3))[1], (x.detach().requires_grad_(),))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_relu_dropout_is_dropout_of_relu_in_one_pass(dtype):
+    """Forward and gradient equal dropout's of relu(x) with the same seed (torch's relu, featgraph's mask);
+    the caller's tensor is left alone; not training, it is relu alone."""
+    x = torch.randn(301, 17, dtype=torch.float64).to(dtype)
+    before = x.clone()
+    fused_x, reference_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fused = dropout_with_seed(fused_x, 0.3, 99, relu=True)
+    reference = dropout_with_seed(torch.relu(reference_x), 0.3, 99)
+    assert torch.equal(fused, reference) and torch.equal(x, before)
+    grad = torch.randn_like(fused)
+    fused.backward(grad)
+    reference.backward(grad)
+    assert torch.equal(fused_x.grad, reference_x.grad)
+    assert torch.equal(dropout(x, 0.3, training=False, relu=True), torch.relu(x))
+    assert torch.equal(dropout(x, 0.0, relu=True), torch.relu(x))
+    if dtype == torch.float64:
+        torch.manual_seed(0)
+        assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3, relu=True))[1], (x.requires_grad_(),))
+
+
 def test_seeded_by_torch_and_fresh_per_call():
     x = torch.ones(10_000)
     torch.manual_seed(7)

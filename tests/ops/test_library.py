@@ -112,12 +112,15 @@ def test_edge_softmax_operator(graph):
     assert gradcheck(lambda s: forward(*args_of(graph), s), (scores,))
 
 
-def test_dropout_operator():
-    x, seed = rand(6, 5), torch.tensor([12345])
-    opcheck(torch.ops.featgraph.dropout.default, (x, 0.4, seed))
-    out = torch.ops.featgraph.dropout(x, 0.4, seed)
-    torch.testing.assert_close(out, dropout_with_seed(x, 0.4, 12345))
-    assert gradcheck(lambda t: torch.ops.featgraph.dropout(t, 0.4, seed), (x,))
+@pytest.mark.parametrize("relu", [False, True], ids=["dropout", "relu-dropout"])
+def test_dropout_operator(relu):
+    x, seed = rand(6, 5) - 0.5, torch.tensor([12345])
+    opcheck(torch.ops.featgraph.dropout.default, (x, 0.4, seed, relu))
+    out = torch.ops.featgraph.dropout(x, 0.4, seed, relu)
+    torch.testing.assert_close(out, dropout_with_seed(x, 0.4, 12345, relu))
+    assert gradcheck(lambda t: torch.ops.featgraph.dropout(t, 0.4, seed, relu), (x,))
+    if relu:
+        opcheck_gradient_op(torch.ops.featgraph.relu_dropout_backward.default, (torch.randn_like(out), out, 0.4))
 
 
 @pytest.mark.parametrize("weighted,loops,fill", [(False, True, 1.0), (True, True, 2.0), (True, False, 1.0)])
