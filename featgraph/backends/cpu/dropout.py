@@ -29,14 +29,15 @@ def dropout_source(dtype: str, form: str = "dropout") -> str:
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     value = read_element(dtype, "in[i]")
-    if form == "relu":
-        value = f"std::max({value}, (T)0)"
-    kept = "fg_keep(seed, i, threshold)" if form != "relu_grad" else f"{read_element(dtype, 'gate[i]')} > (T)0"
+    kept = {
+        "dropout": "fg_keep(seed, i, threshold)",
+        "relu": f"(fg_keep(seed, i, threshold) & ({value} > (T)0))",  # one select: std::max did not vectorise
+        "relu_grad": f"{read_element(dtype, 'gate[i]')} > (T)0",
+    }[form]
     element = write_element(dtype, f"{kept} ? {value} * scale : (T)0")
     return f"""typedef {CTYPES[dtype]} T;
 {PRELUDE}
 typedef {storage_type(dtype)} S;
-#include <algorithm>
 #include <omp.h>
 extern "C" void run(void** ptr, const int64_t* arg) {{
   const S* __restrict__ in = (const S*)ptr[0];
