@@ -33,6 +33,7 @@ from .kernel import TORCH_DTYPES, Kernel, compute_dtype, divide_by_in_degree
 from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
 
 GRAD, OUT = "fg_grad", "fg_out"
+TORCH_NAMES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 GRAPH_KINDS = ("src", "dst", "eid")
 
 
@@ -236,18 +237,36 @@ class UdfFunction(torch.autograd.Function):
         out, arg = kernel.evaluate(dict(zip(names, tensors, strict=True)), want_arg=True)
         box["arg"] = arg
         ctx.kernel, ctx.names, ctx.arg = kernel, names, arg
+        ctx.wanted = [name for name, needed in zip(names, ctx.needs_input_grad[3:], strict=True) if needed]
+        # keep only the inputs the wanted gradients read: the gradient of a linear aggregation in X reads
+        # no X, so a chain of them (APPNP's K steps) keeps no input of each step
+        read = gradient_reads(kernel, ctx.wanted, TORCH_NAMES[out.dtype])
+        ctx.shapes = {name: (t.shape, t.dtype) for name, t in zip(names, tensors, strict=True)}
         keeps_out = kernel.spec.reducer == "logsumexp"  # its gradient weighs edges by exp(msg - out)
-        ctx.save_for_backward(*tensors, *([out] if keeps_out else []))
+        kept = [t if name in read else None for name, t in zip(names, tensors, strict=True)]
+        ctx.save_for_backward(*kept, *([out] if keeps_out else []))
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
         saved = ctx.saved_tensors
-        tensors = dict(zip(ctx.names, saved[: len(ctx.names)], strict=True))
+        tensors = {  # an input left unsaved stands in as a meta tensor: its shape and dtype
+            name: torch.empty(ctx.shapes[name][0], dtype=ctx.shapes[name][1], device="meta") if t is None else t
+            for name, t in zip(ctx.names, saved[: len(ctx.names)], strict=True)
+        }
         out = saved[-1] if len(saved) > len(ctx.names) else None
-        wanted = [name for name, needed in zip(ctx.names, ctx.needs_input_grad[3:], strict=True) if needed]
-        grads = placeholder_gradients(ctx.kernel, tensors, grad_out, ctx.arg, out, wanted)
+        grads = placeholder_gradients(ctx.kernel, tensors, grad_out, ctx.arg, out, ctx.wanted)
         return (None, None, None, *[grads.get(name) for name in ctx.names])
+
+
+def gradient_reads(kernel: Kernel, wanted: list[str], grad_dtype: str) -> set[str]:
+    """The placeholders of ``kernel`` whose values the gradient kernels of the ``wanted`` ones read."""
+    read: set[str] = set()
+    for p in kernel.spec.op.placeholders:
+        if p.name in wanted and p.dtype != "int64":
+            for _, part in kernel.gradient_kernels(p, grad_dtype):
+                read.update(part.placeholder_names)
+    return read
 
 
 def placeholder_gradients(
@@ -263,7 +282,7 @@ def placeholder_gradients(
     grad = buffers.contiguous(grad_out)
     if kernel.spec.reducer == "mean":
         grad = divide_by_in_degree(kernel.graph, grad)
-    grad_dtype = {v: k for k, v in TORCH_DTYPES.items()}[grad.dtype]
+    grad_dtype = TORCH_NAMES[grad.dtype]
     grads = {}
     for name in wanted:
         p = next(q for q in kernel.spec.op.placeholders if q.name == name)
@@ -275,6 +294,9 @@ def placeholder_gradients(
             inputs = {n: available[n] for n in part.placeholder_names}
             result = part.evaluate(inputs, want_arg=False)[0]
             total = result if total is None else total + result
-        x = tensors[name]
-        grads[name] = torch.zeros_like(x) if total is None else total.view(p.shape).to(x.dtype)
+        x = tensors[name]  # perhaps a meta tensor (not saved): its shape and dtype
+        if total is None:
+            grads[name] = torch.zeros(x.shape, dtype=x.dtype, device=grad.device)
+        else:
+            grads[name] = total.view(p.shape).to(x.dtype)
     return grads

@@ -242,3 +242,33 @@ def test_one_dimensional_edge_weights(graph, template, target, request):
         torch.testing.assert_close(got, want)
     if target == "cpu":
         assert gradcheck(lambda a, b: kernel(X=a, W=b), (x, w))
+
+
+def saved_inputs(run) -> list[torch.Tensor]:
+    """The tensors autograd keeps for backward while ``run()`` builds its graph, and its result."""
+    saved: list[torch.Tensor] = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        result = run()
+    return saved, result
+
+
+def test_keeps_only_the_inputs_its_gradients_read(graph):
+    """X * A's gradient in X reads A, not X: X is not kept (a chain of linear aggregations keeps none of its
+    steps' inputs), and the gradients stay right; where X's own gradient reads X, X is kept."""
+    X = te.placeholder((N, 3), dtype="float64", name="X")
+    A = te.placeholder((E, 1), dtype="float64", name="A")
+    linear = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * A[e, 0]), "sum")
+    square = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * X[s, i]), "sum")
+    x, a = randn(N, 3), randn(E, 1)
+    saved, out = saved_inputs(lambda: linear(X=x, A=a.detach()))
+    assert not any(t is x for t in saved) and any(t.shape == a.shape for t in saved)
+    saved, _ = saved_inputs(lambda: linear(X=x, A=a))  # A's gradient reads X
+    assert any(t is x for t in saved)
+    saved, _ = saved_inputs(lambda: square(X=x))
+    assert any(t is x for t in saved)
+    src, dst = graph.coo()
+    grad = torch.randn_like(out)
+    dense = reduce_messages(x[src] * a.detach()[:, :1], dst, N, "sum")
+    expected = torch.autograd.grad(dense, x, grad)[0]
+    torch.testing.assert_close(torch.autograd.grad(out, x, grad)[0], expected)
+    assert gradcheck(lambda t: linear(X=t, A=a.detach()), (x,))
