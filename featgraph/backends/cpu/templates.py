@@ -33,7 +33,7 @@ from .codegen import (
 PREFETCH_DISTANCE = 8
 CACHED_ARRAY_BYTES = 256 * 1024  # gathered arrays this small are not prefetched: they stay in any L2
 CACHE_LINE_BYTES = 64
-HALF_PREFETCH_LINES = 4  # lines prefetched per gathered 16-bit row in SpMM (256 bytes: d = 128)
+HALF_PREFETCH_LINES = 4  # lines prefetched per gathered 16-bit row (256 bytes: d = 128)
 ROW_CHUNK_BYTES = 256  # accumulator chunk per pass over a row's edges: 4 cache lines, 4 AVX-512 registers
 MAX_UNROLLED_PASSES = 8  # chunk passes written out one by one (float32 d <= 512); more run as a loop
 IDENTITY = {
@@ -324,7 +324,9 @@ def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     ahead = f"[j + {PREFETCH_DISTANCE}]"
     rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
     reads = [
-        line for kind in rows for line in _prefetch_rows(spec, indexed_by(spec.op, kind), rows[kind] + ahead, tile.lo)
+        line
+        for kind in rows
+        for line in _prefetch_rows(spec, indexed_by(spec.op, kind), rows[kind] + ahead, tile.lo, True)
     ]
     if out_rows == "slots":
         return " ".join(reads)
@@ -340,9 +342,9 @@ def _prefetch_rows(
     L2, and the prefetch would cost an index load per edge (measured: a GCN norm per vertex, 200 KB,
     d=32 4.35 -> 4.14 ms without its prefetch). One cache line per row, which the hardware's adjacent-line
     and streaming prefetchers extend; with ``whole_16bit_rows`` a float16/bfloat16 row read from its start gets
-    each of its first ``HALF_PREFETCH_LINES`` lines (measured, interleaved, on a loaded 2-core machine: bf16
-    SpMM on rand100k and uniform at d = 64..256 0.93x-1.22x the one-line time's speed, 1.10x in the median of
-    two runs; float32 rows lost 2-11% with every line)."""
+    each of its first ``HALF_PREFETCH_LINES`` lines (measured, interleaved, on a loaded 2-core machine, rand100k
+    and uniform at d = 64..256, against one line: bf16 SpMM 0.93x-1.22x the speed, 1.10x in the median of two
+    runs; bf16 dot-attention SDDMM 1.05x-1.58x, median 1.20x; float32 SpMM rows lost 2-11% with every line)."""
     lines = []
     for p in placeholders:
         stored = _stored_bytes(spec, p.dtype)
