@@ -35,20 +35,23 @@ def test_relu_dropout_is_dropout_of_relu_in_one_pass(dtype):
     """Forward and gradient equal dropout's of relu(x) with the same seed (torch's relu, featgraph's mask);
     the caller's tensor is left alone; not training, it is relu alone."""
     x = torch.randn(301, 17, dtype=torch.float64).to(dtype)
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])  # NaN stays NaN, as in torch's relu
     before = x.clone()
     fused_x, reference_x = x.clone().requires_grad_(), x.clone().requires_grad_()
     fused = dropout_with_seed(fused_x, 0.3, 99, relu=True)
     reference = dropout_with_seed(torch.relu(reference_x), 0.3, 99)
-    assert torch.equal(fused, reference) and torch.equal(x, before)
+    same = {"rtol": 0, "atol": 0, "equal_nan": True}
+    torch.testing.assert_close(fused, reference, **same)
+    torch.testing.assert_close(x, before, **same)
     grad = torch.randn_like(fused)
     fused.backward(grad)
     reference.backward(grad)
     assert torch.equal(fused_x.grad, reference_x.grad)
-    assert torch.equal(dropout(x, 0.3, training=False, relu=True), torch.relu(x))
-    assert torch.equal(dropout(x, 0.0, relu=True), torch.relu(x))
+    torch.testing.assert_close(dropout(x, 0.3, training=False, relu=True), torch.relu(x), **same)
+    torch.testing.assert_close(dropout(x, 0.0, relu=True), torch.relu(x), **same)
     if dtype == torch.float64:
-        torch.manual_seed(0)
-        assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3, relu=True))[1], (x.requires_grad_(),))
+        clean = torch.randn(31, 7, dtype=dtype, requires_grad=True)
+        assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3, relu=True))[1], (clean,))
 
 
 def test_seeded_by_torch_and_fresh_per_call():

@@ -19,9 +19,10 @@ def dropout_source(dtype: str, form: str = "dropout") -> str:
     """One elementwise pass over ``n`` elements, OpenMP parallel and vectorised, per ``form``:
 
     - ``"dropout"``: ``out[i] = fg_keep(seed, i) ? in[i] * scale : 0``;
-    - ``"relu"``: the same of ``max(in[i], 0)``, dropout after ReLU in one pass;
-    - ``"relu_grad"``: its gradient, ``out[i] = gate[i] > 0 ? in[i] * scale : 0`` with ``gate`` the forward's
-      output (positive exactly where the input was positive and kept), so no mask is drawn again.
+    - ``"relu"``: the same of ``relu(in[i])`` (NaN kept, as torch keeps it), dropout after ReLU in one pass;
+    - ``"relu_grad"``: its gradient, ``out[i] = gate[i] > 0 ? in[i] * scale : 0`` (NaN counted as positive)
+      with ``gate`` the forward's output (positive exactly where the input was positive and kept), so no mask
+      is drawn again.
 
     ptr: in, out (and gate for "relu_grad"); arg: n, seed, threshold (drop when the 24 hash bits are below it),
     threads, and the scale 1 / (1 - p) as the bit pattern of a double (what torch multiplies by).
@@ -31,8 +32,9 @@ def dropout_source(dtype: str, form: str = "dropout") -> str:
     value = read_element(dtype, "in[i]")
     kept = {
         "dropout": "fg_keep(seed, i, threshold)",
-        "relu": f"(fg_keep(seed, i, threshold) & ({value} > (T)0))",  # one select: std::max did not vectorise
-        "relu_grad": f"{read_element(dtype, 'gate[i]')} > (T)0",
+        # one select (std::max did not vectorise); NaN passes, as torch's relu keeps it
+        "relu": f"(fg_keep(seed, i, threshold) & !({value} <= (T)0))",
+        "relu_grad": f"!({read_element(dtype, 'gate[i]')} <= (T)0)",  # a NaN output passes, as in torch's relu
     }[form]
     element = write_element(dtype, f"{kept} ? {value} * scale : (T)0")
     return f"""typedef {CTYPES[dtype]} T;
