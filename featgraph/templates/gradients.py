@@ -260,11 +260,16 @@ class UdfFunction(torch.autograd.Function):
 
 
 def gradient_reads(kernel: Kernel, wanted: list[str], grad_dtype: str) -> set[str]:
-    """The placeholders of ``kernel`` whose values the gradient kernels of the ``wanted`` ones read."""
+    """The placeholders of ``kernel`` whose values the gradient kernels of the ``wanted`` ones read; all of
+    them where a gradient is not supported, so that backward, not this forward, raises that error."""
     read: set[str] = set()
     for p in kernel.spec.op.placeholders:
         if p.name in wanted and p.dtype != "int64":
-            for _, part in kernel.gradient_kernels(p, grad_dtype):
+            try:
+                parts = kernel.gradient_kernels(p, grad_dtype)
+            except NotImplementedError:
+                return {q.name for q in kernel.spec.op.placeholders}
+            for _, part in parts:
                 read.update(part.placeholder_names)
     return read
 
