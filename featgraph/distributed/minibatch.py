@@ -201,12 +201,14 @@ def train(
         owner[own] = k
     replicate = args.features == "replicated" or (args.features == "auto" and task.x.nbytes <= REPLICATE_LIMIT_BYTES)
     features = ReplicatedFeatures(task.x) if replicate else FeatureStore.of(part, owner)
+    labels, width, num_classes = task.y, task.x.shape[1], task.num_classes
+    del task  # fetching, a process keeps only its part's feature rows once the dataset has been read
     splits = {name: part.own[part.masks[name]] for name in SPLITS}
     fanouts = args.fanout or list(DEFAULT_FANOUTS)
     torch.manual_seed(args.seed)
-    net = SampledClassifier(model, task.x.shape[1], task.num_classes, len(fanouts), config, "featgraph")
+    net = SampledClassifier(model, width, num_classes, len(fanouts), config, "featgraph")
     trainer = MiniBatchTrainer(
-        net, graph, splits, task.y, features, fanouts, args.batch_size or DEFAULT_BATCH_SIZE, config, args.seed
+        net, graph, splits, labels, features, fanouts, args.batch_size or DEFAULT_BATCH_SIZE, config, args.seed
     )
     log = rank == 0 and not args.quiet
 
