@@ -11,7 +11,9 @@ dropout hash are written in its language.
 
 from __future__ import annotations
 
-from ..te.expr import BinOp, Call, Const, Expr, Load, Reduce, Var, is_integer
+import re
+
+from ..te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Reduce, Var, is_integer
 
 # integer floor division and modulo with Python's signs (C++ and Triton round toward zero); every backend's
 # generated code defines these two functions
@@ -111,3 +113,21 @@ class ExpressionLowering:
 
     def keep(self, e: Call) -> str:
         raise NotImplementedError
+
+
+def number_reduce_variables(text: str, op: ComputeOp) -> str:
+    """``text`` with ``op``'s reduce variables numbered by first use in it, not by the process-wide counter
+    that keeps them apart in expressions, so identical UDFs give identical sources: a UDF traced again (for
+    each mini-batch's graph, or in another process) hits the kernel cache and the tuner's store. Forms the
+    lowering derives from a variable's name (``rk_k_7_o``, ``_rk_k_7_r0``) are renamed with it."""
+    labels = {axis.name: axis.label for axis in op.reduce_axis}
+    if not labels:
+        return text
+    numbers: dict[str, int] = {}
+
+    def renumber(match: re.Match) -> str:
+        name = match.group(0)
+        return f"rk_{labels[name]}_{numbers.setdefault(name, len(numbers))}"
+
+    names = sorted(labels, key=len, reverse=True)  # the longest first: rk_k_1_5 (named "k_1") before rk_k_1
+    return re.sub(r"(?<![A-Za-z0-9])(?:" + "|".join(map(re.escape, names)) + r")(?!\d)", renumber, text)

@@ -4,11 +4,14 @@ the same arithmetic done by hand; the C++ and Triton lowerings are checked end t
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+import torch
 
-from featgraph import te
-from featgraph.backends.expression import ExpressionLowering
+from featgraph import Graph, sddmm, te
+from featgraph.backends import gpu
+from featgraph.backends.expression import ExpressionLowering, number_reduce_variables
 from featgraph.te.expr import Call, Const, Load, Var
 
 
@@ -73,3 +76,35 @@ def test_bad_trees_say_what_is_wrong():
         lowering.value(Call("erf", (Const(1.0),)))
     with pytest.raises(TypeError, match="indices must be integer arithmetic"):
         lowering.index(Call("exp", (Const(1.0),)))
+
+
+def _sources_of_a_dot_kernel(num_nodes: int, d: int) -> tuple[str, str, object]:
+    """The C++ and Triton sources of an SDDMM with two long reductions (split into vector chunks), one axis
+    named with an underscore and a digit, traced anew on a graph of ``num_nodes`` vertices."""
+    g = Graph(torch.arange(num_nodes), torch.arange(num_nodes).roll(1), num_nodes)
+    x = te.placeholder((num_nodes, d), name="X")
+
+    def edgefunc(s, t, e):
+        k, j = te.reduce_axis((0, d), name="k"), te.reduce_axis((0, d), name="k_1")
+        return te.compute((1,), lambda i: te.sum(x[s, k] * x[t, k], axis=k) + te.sum(x[s, j], axis=j))
+
+    kernel = sddmm(g, edgefunc)
+    return kernel.source, gpu.source(kernel.spec), kernel
+
+
+def test_reduce_variables_are_numbered_by_use_so_every_trace_gives_one_source():
+    """A mini-batch traces its kernels anew on each block's graph: the process-wide counter behind reduce
+    variables' names (and the forms the lowering derives from them, ``rk_k_7_o``) must not reach the source,
+    else each batch compiles its kernels again."""
+    first_cpu, first_gpu, first = _sources_of_a_dot_kernel(5, 47)
+    for _ in range(3):
+        te.reduce_axis((0, 2), name="k")  # moves the counter on
+    second_cpu, second_gpu, second = _sources_of_a_dot_kernel(9, 47)
+    assert first_cpu == second_cpu and first_gpu == second_gpu
+    assert first._run is second._run  # one compiled library
+    assert "rk_k_0_o" in first_cpu and "rk_k_1_1" in first_cpu  # split chunks renamed with their variable
+    assert re.findall(r"rk_\w+", first_cpu) == re.findall(r"rk_\w+", number_reduce_variables(first_cpu, first.spec.op))
+    x = torch.randn(9, 47)
+    src, dst = second.graph.coo()
+    expected = ((x[src] * x[dst]).sum(1) + x[src].sum(1)).unsqueeze(1)
+    torch.testing.assert_close(second(X=x), expected)

@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import ctypes
-import re
 from collections.abc import Callable, Sequence
 
 import torch
 
 from ...templates.spec import KernelSpec
+from ..expression import number_reduce_variables
 from .compiler import load as compile_source
 from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source, winner_source
 
 __all__ = ["compile_source", "launch", "source"]
 
 
-REDUCE_VARIABLE = re.compile(r"\brk_(\w+?)_(\d+)\b")
-
-
 def source(spec: KernelSpec) -> str:
-    """The kernel's C++ source, identical for identical UDFs: reduce variables are numbered by first use
-    in the source, not by the process-wide counter that keeps them apart in expressions (so the disk
-    cache and the tuner's store are hit by a UDF traced again, or in another process)."""
+    """The kernel's C++ source, identical for identical UDFs (``number_reduce_variables``)."""
     if spec.kind == "sddmm":
         text = sddmm_source(spec)
     elif spec.kind == "edge_sum":
@@ -30,12 +25,7 @@ def source(spec: KernelSpec) -> str:
         text = winner_source(spec)
     else:
         text = gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
-    numbers: dict[str, int] = {}
-
-    def renumber(match: re.Match) -> str:
-        return f"rk_{match.group(1)}_{numbers.setdefault(match.group(0), len(numbers))}"
-
-    return REDUCE_VARIABLE.sub(renumber, text)
+    return number_reduce_variables(text, spec.op)
 
 
 def launch(run: Callable, pointers: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ...templates.spec import KernelSpec
+from ..expression import number_reduce_variables
 from .loader import interpreting
 from .loader import load as compile_source
 from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source, winner_source
@@ -20,14 +21,17 @@ __all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
 
 
 def source(spec: KernelSpec) -> str:
-    """The kernel's Triton module source."""
+    """The kernel's Triton module source, identical for identical UDFs (``number_reduce_variables``), so
+    Triton's own cache is hit too."""
     if spec.kind == "sddmm":
-        return sddmm_source(spec)
-    if spec.kind == "edge_sum":
-        return edge_sum_source(spec)
-    if spec.kind == "winner":
-        return winner_source(spec)
-    return gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
+        text = sddmm_source(spec)
+    elif spec.kind == "edge_sum":
+        text = edge_sum_source(spec)
+    elif spec.kind == "winner":
+        text = winner_source(spec)
+    else:
+        text = gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
+    return number_reduce_variables(text, spec.op)
 
 
 def check_device(device: torch.device) -> None:

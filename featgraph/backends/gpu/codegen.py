@@ -259,8 +259,8 @@ class Emitter(ExpressionLowering):
         stride = extent
         for a in red.axes:
             stride //= a.extent
-            where.append(f"{indent}_{a.name}{n} = ({offsets} // {stride}) % {a.extent} + {a.start}")
-            self.var_dims[id(a)] = (f"_{a.name}{n}", len(self.dims))
+            where.append(f"{indent}_{a.name}_r{n} = ({offsets} // {stride}) % {a.extent} + {a.start}")
+            self.var_dims[id(a)] = (f"_{a.name}_r{n}", len(self.dims))
         self.dims.append(Dim(str(block), mask))
         if not one_chunk:
             self.moving.add(len(self.dims) - 1)
