@@ -197,7 +197,8 @@ def gat_attention(
     feat, attn_src, attn_dst, feat_dst = precision.autocast_inputs("gat_attention", feat, attn_src, attn_dst, feat_dst)
     rows, rows_are = vertex_rows(check_graph(g), "src")
     check_tensor("feat", feat, dims=3, rows=rows, rows_are=rows_are, device=g.device)
-    if feat_dst is None:
+    shared = feat_dst is None  # the destinations are feat's first rows
+    if shared:
         feat_dst = feat[: g.num_dst_nodes]
     rows, rows_are = vertex_rows(g, "dst")
     check_tensor("feat_dst", feat_dst, dims=3, rows=rows, rows_are=rows_are, like=feat)
@@ -209,20 +210,40 @@ def gat_attention(
             raise ValueError(f"{name}: expected shape (heads, d) = {tuple(feat.shape[1:])}, got {tuple(attn.shape)}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"attention dropout must be in [0, 1), got {dropout}")
-    logit_src = (feat * attn_src).sum(-1)  # (n, heads): per vertex, not per edge
-    logit_dst = (feat_dst * attn_dst).sum(-1)
     p = dropout if training else 0.0
-    if torch.compiler.is_compiling():  # the seed stays a tensor in traced code
+    compiling = torch.compiler.is_compiling()
+    seed = 0 if p == 0 or compiling else int(torch.randint(0, 2**62, (1,)))  # where ops.dropout would draw it
+    inputs = (feat, feat_dst, attn_src, attn_dst)
+    if not (compiling or return_attention) and torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return _RecomputedAttention.apply(
+            g, feat, None if shared else feat_dst, attn_src, attn_dst, negative_slope, p, seed
+        )
+    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(feat_dst, attn_dst)  # (n, heads)
+    if compiling:  # the seed stays a tensor in traced code
         if return_attention:
             raise NotImplementedError("return_attention: the per-edge weights are built in eager mode only")
         seed_tensor = torch.randint(0, 2**62, (1,)) if p > 0 else torch.zeros(1, dtype=torch.int64)
         return library.gat_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed_tensor)
-    seed = int(torch.randint(0, 2**62, (1,))) if p > 0 else 0  # where ops.dropout would draw it
     if return_attention:  # the per-edge weights are asked for: build them
         return _per_edge_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (logit_src, logit_dst, feat)):
-        return _RecomputedAttention.apply(g, logit_src, logit_dst, feat, negative_slope, p, seed)
     return fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)[0]
+
+
+def vertex_logits(feat: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+    """``(feat * attn).sum(-1)``, (n, heads), as one GEMM of the (n, heads * d) rows with the block-diagonal
+    (heads * d, heads) matrix of ``attn``: it reads ``feat`` once and makes no n x heads x d product."""
+    n, heads, d = feat.shape
+    blocks = (attn.unsqueeze(-1) * torch.eye(heads, dtype=attn.dtype, device=attn.device).unsqueeze(1)).reshape(
+        heads * d, heads
+    )
+    return feat.reshape(n, heads * d) @ blocks
+
+
+def attention_vector_gradient(grad_logits: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``vertex_logits`` in ``attn``, ``sum_n grad_logits[n, h] feat[n, h]`` (heads, d): the
+    diagonal blocks of one (heads, heads * d) GEMM."""
+    n, heads, d = feat.shape
+    return (grad_logits.t() @ feat.reshape(n, heads * d)).view(heads, heads, d).diagonal(dim1=0, dim2=1).t()
 
 
 def fused_attention(
@@ -250,25 +271,41 @@ def _per_edge_attention(
 
 
 class _RecomputedAttention(torch.autograd.Function):
-    """Fused forward and backward, nothing per edge kept but one E x heads gradient of the scores.
+    """Fused forward and backward from the features and attention vectors, nothing per edge kept but one
+    E x heads gradient of the scores.
 
     With ``a`` the softmax weights, ``k`` the dropout factor and ``dA = k <G[t], F[s]>``: the softmax's
     backward needs ``S[t] = sum_e a dA`` (one SpMM), then ``dz = a (dA - S[t]) leaky'(z)`` per edge (one
     SDDMM) gives the logits' gradients by two sums over edges, and ``dF[s] = sum_e a k G[t]`` is one SpMM
-    over the reversed graph. Every weight is recomputed from the per-vertex logits and log-sum-exp."""
+    over the reversed graph. Every weight is recomputed from the per-vertex logits and log-sum-exp. The
+    logits' own backward is added into ``dF`` in place (``feat_dst`` None: the destinations are ``feat``'s
+    first rows), so no n x heads x d product, zero-padded slice gradient or sum of two such tensors is made.
+    """
 
     @staticmethod
-    def forward(ctx, g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int):  # noqa: D102
-        ctx.g, ctx.slope, ctx.p, ctx.seed = g, slope, p, seed
+    def forward(ctx, g: Graph, feat, feat_dst, attn_src, attn_dst, slope: float, p: float, seed: int):  # noqa: D102
+        destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
+        logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
+        ctx.g, ctx.slope, ctx.p, ctx.seed, ctx.shared = g, slope, p, seed, feat_dst is None
         out, log_total = fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
-        ctx.save_for_backward(logit_src, logit_dst, feat, log_total)
+        ctx.save_for_backward(feat, destinations, attn_src, attn_dst, logit_src, logit_dst, log_total)
         return out
 
     @staticmethod
     def backward(ctx, grad):  # noqa: D102
-        logit_src, logit_dst, feat, log_total = ctx.saved_tensors
-        grads = attention_gradients(ctx.g, logit_src, logit_dst, feat, log_total, grad, ctx.slope, ctx.p, ctx.seed)
-        return None, *grads, None, None, None
+        feat, destinations, attn_src, attn_dst, logit_src, logit_dst, log_total = ctx.saved_tensors
+        grad_src, grad_dst, grad_feat = attention_gradients(
+            ctx.g, logit_src, logit_dst, feat, log_total, grad, ctx.slope, ctx.p, ctx.seed
+        )
+        grad_feat.addcmul_(grad_src.unsqueeze(-1), attn_src)  # a fresh kernel output: ours to add into
+        if ctx.shared:
+            grad_feat[: ctx.g.num_dst_nodes].addcmul_(grad_dst.unsqueeze(-1), attn_dst)
+            grad_feat_dst = None
+        else:
+            grad_feat_dst = grad_dst.unsqueeze(-1) * attn_dst if ctx.needs_input_grad[2] else None
+        grad_attn_src = attention_vector_gradient(grad_src, feat) if ctx.needs_input_grad[3] else None
+        grad_attn_dst = attention_vector_gradient(grad_dst, destinations) if ctx.needs_input_grad[4] else None
+        return None, grad_feat, grad_feat_dst, grad_attn_src, grad_attn_dst, None, None, None
 
 
 def attention_gradients(

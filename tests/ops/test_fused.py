@@ -110,6 +110,49 @@ def test_gat_attention_against_dense_and_gradcheck(graph, path):
     assert gradcheck(gat, (feat, a_src, a_dst))
 
 
+def dense_bipartite_gat(src, dst, feat, feat_dst, a_src, a_dst, slope):
+    """Softmax over each destination's in-edges of leaky(a_src . feat[u] + a_dst . feat_dst[v]), densely."""
+    scores = torch.nn.functional.leaky_relu((feat * a_src).sum(-1)[src] + (feat_dst * a_dst).sum(-1)[dst], slope)
+    out = torch.zeros(feat_dst.shape, dtype=feat.dtype)
+    for v in range(feat_dst.shape[0]):
+        into = dst == v
+        if into.any():
+            out[v] = (torch.softmax(scores[into], 0).unsqueeze(-1) * feat[src[into]]).sum(0)
+    return out
+
+
+@pytest.mark.parametrize("separate", [False, True], ids=["destinations lead the sources", "own features"])
+def test_gat_attention_on_a_block_against_dense_and_gradcheck(separate):
+    """A sampled block: 9 sources, of which the first 4 are its destinations (``feat_dst`` None), or the
+    destinations' own features; the logits' gradients enter the features' gradient in place."""
+    src = torch.tensor([0, 5, 8, 8, 1, 6, 7, 3, 2, 2, 4])
+    dst = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2])  # vertex 3 has no in-edge, 2 a duplicate edge
+    g = fg.Graph(src, dst, num_nodes=(9, 4))
+    heads, d = 2, 3
+    feat = torch.randn(9, heads, d, dtype=torch.float64, requires_grad=True)
+    own = torch.randn(4, heads, d, dtype=torch.float64, requires_grad=True)
+    a_src = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
+    a_dst = torch.randn(heads, d, dtype=torch.float64, requires_grad=True)
+    copies = [t.detach().clone() for t in (feat, own, a_src, a_dst)]
+
+    def gat(f, o, s, t):
+        return ops.gat_attention(g, f, s, t, 0.2, feat_dst=o if separate else None)
+
+    destinations = own if separate else feat[:4]
+    expected = dense_bipartite_gat(src, dst, feat, destinations, a_src, a_dst, 0.2)
+    torch.testing.assert_close(gat(feat, own, a_src, a_dst), expected)
+    inputs = (feat, own, a_src, a_dst)
+    got = torch.autograd.grad(gat(*inputs).square().sum(), inputs, allow_unused=True)
+    wanted = torch.autograd.grad(expected.square().sum(), inputs, allow_unused=True)
+    for a, b in zip(got, wanted, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+    assert gradcheck(gat, inputs)
+    for t, copy in zip(inputs, copies, strict=True):
+        assert torch.equal(t, copy)  # the caller's tensors are left as they were
+
+
 def test_gat_attention_dropout_only_in_training(graph):
     feat, a = torch.randn(N, 2, 3), torch.randn(2, 3)
     torch.manual_seed(0)
