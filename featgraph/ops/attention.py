@@ -308,16 +308,24 @@ def _projected_gradients(
 ) -> list[torch.Tensor | None]:
     """The projected ``relu_edge_sum``'s gradients written out: the messages' gradient ``D`` (E x F, one
     SDDMM) gives ``dx = sum over out-edges of D`` (one SpMM over the reversed graph), ``d edge_attr = D
-    weight``, ``d weight = D^T edge_attr``, ``d bias = sum_e D``."""
+    weight``, ``d weight = D^T edge_attr`` and ``d bias = sum_e D``, these two from one GEMM (``edge_attr``
+    with a column of ones), so ``D`` is read once for both."""
     messages = _ReluEdgeKernels(g, x, edge_attr, bias is not None)["mask"].evaluate(
         _projected_inputs(x, edge_attr, weight, bias) | {"G": grad}, want_arg=False
     )[0]
     want_x, want_attr, want_weight, want_bias = wants
+    want_bias = want_bias and bias is not None
+    grad_weight = grad_bias = None
+    if want_weight or want_bias:
+        ones = edge_attr.new_ones(g.num_edges, 1)
+        both = messages.t() @ (torch.cat((edge_attr, ones), 1) if want_weight else ones)
+        grad_weight = both[:, :-1].contiguous() if want_weight else None
+        grad_bias = both[:, -1].contiguous() if want_bias else None
     return [
         gspmm(g.reverse(), "copy_rhs", "sum", None, messages) if want_x else None,
         messages @ weight if want_attr else None,
-        messages.t() @ edge_attr if want_weight else None,
-        messages.sum(0) if want_bias and bias is not None else None,
+        grad_weight,
+        grad_bias,
     ]
 
 

@@ -80,6 +80,23 @@ def test_relu_edge_sum_against_dense(graph, projection):
     assert gradcheck(lambda *t: attention.relu_edge_sum(graph, *t), (x, edge_attr, *lin), fast_mode=True)
 
 
+@pytest.mark.parametrize("wanted", ["weight", "bias", "weight and bias", "x and bias"])
+def test_relu_edge_sum_gradients_of_some_inputs_only(graph, wanted):
+    """A frozen weight or bias, or input features that need no gradient (a first layer): each gradient
+    asked for matches the dense reference's."""
+    src, _ = graph.coo()
+    x, edge_attr, weight, bias = (
+        rand(*shape).detach() for shape in ((graph.num_src_nodes, 5), (graph.num_edges, K), (5, K), (5,))
+    )
+    inputs = {"x": x, "weight": weight, "bias": bias}
+    asked = [inputs[name].requires_grad_() for name in wanted.split(" and ")]
+    grad = torch.randn(graph.num_dst_nodes, 5, dtype=x.dtype)
+    got = torch.autograd.grad(attention.relu_edge_sum(graph, x, edge_attr, weight, bias), asked, grad)
+    want = torch.autograd.grad(sum_into_dst(graph, (x[src] + F.linear(edge_attr, weight, bias)).relu()), asked, grad)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_bad_arguments_are_named():
     g = fg.Graph(*random_edges(N, E, seed=8), N)
     x = torch.randn(N, HEADS, C)
