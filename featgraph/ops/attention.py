@@ -318,7 +318,8 @@ def _projected_gradients(
     grad_weight = grad_bias = None
     if want_weight or want_bias:
         ones = edge_attr.new_ones(g.num_edges, 1)
-        both = messages.t() @ (torch.cat((edge_attr, ones), 1) if want_weight else ones)
+        # (K + 1, F), then transposed: BLAS runs D^T X with E-long columns several times slower than X^T D
+        both = ((torch.cat((edge_attr, ones), 1) if want_weight else ones).t() @ messages).t()
         grad_weight = both[:, :-1].contiguous() if want_weight else None
         grad_bias = both[:, -1].contiguous() if want_bias else None
     return [
