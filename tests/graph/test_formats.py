@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from featgraph.graph.formats import INT32_LIMIT, compress, index_dtype_for, with_loops
+from featgraph.graph.formats import INT32_LIMIT, _vectorised_with_loops, compress, index_dtype_for, with_loops
 
 
 def test_compress_groups_stably_against_numpy():
@@ -24,13 +24,15 @@ def test_index_dtype_switches_at_int32_limit():
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("with_existing_loops", [False, True])
-@pytest.mark.parametrize("sizes", [(12, 12), (12, 7), (5, 9)])
-def test_with_loops_matches_compressing_the_looped_edges(dtype, with_existing_loops, sizes):
+@pytest.mark.parametrize("sizes", [(12, 12), (12, 7), (5, 9), (0, 0), (6, 0)])
+@pytest.mark.parametrize("implementation", [with_loops, _vectorised_with_loops], ids=["cpu", "torch (off the cpu)"])
+def test_with_loops_matches_compressing_the_looped_edges(dtype, with_existing_loops, sizes, implementation):
     gen = np.random.default_rng(1)
     num_src, num_dst = sizes
-    src = torch.from_numpy(gen.integers(0, num_src, 80))
-    dst = torch.from_numpy(gen.integers(0, num_dst, 80))
-    if with_existing_loops:
+    num_edges = 80 if num_src and num_dst else 0
+    src = torch.from_numpy(gen.integers(0, max(num_src, 1), num_edges))
+    dst = torch.from_numpy(gen.integers(0, max(num_dst, 1), num_edges))
+    if with_existing_loops and num_edges:
         src[:10] = dst[:10] % num_src
     keep = src != dst
     num_loops = min(num_src, num_dst)
@@ -41,7 +43,7 @@ def test_with_loops_matches_compressing_the_looped_edges(dtype, with_existing_lo
         (dst, src, looped_dst, looped_src, num_dst),
         (src, dst, looped_src, looped_dst, num_src),
     ):
-        got = with_loops(compress(group, other, count).to(dtype), mask, num_loops)
+        got = implementation(compress(group, other, count).to(dtype), mask, num_loops)
         expected = compress(looped_group, looped_other, count).to(dtype)
         for mine, theirs in zip(got, expected, strict=True):
             assert mine.dtype == dtype and torch.equal(mine, theirs)
