@@ -33,10 +33,13 @@ class Expr:
         return ()
 
     def walk(self) -> Iterator[Expr]:
-        """This node and every node below it, parents first."""
-        yield self
-        for child in self.children():
-            yield from child.walk()
+        """This node and every node below it, parents first, operands in order (one stack, not a generator
+        per level: a node deep in a UDF's tree was passed up through every level above it)."""
+        stack: list[Expr] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children()))
 
     def _bin(self, op: str, other: ExprLike, reverse: bool = False) -> BinOp:
         a, b = (as_expr(other), self) if reverse else (self, as_expr(other))
