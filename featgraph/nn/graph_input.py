@@ -171,8 +171,28 @@ def split_input(
     if x_dst is not None and x_dst.shape[0] != graph.num_dst_nodes:
         raise ValueError(f"x_dst: expected {graph.num_dst_nodes} rows (the destinations), got {x_dst.shape[0]}")
     if not pair:
-        x_dst = x_src[: graph.num_dst_nodes]
+        x_src, x_dst = _SharedPrefix.apply(x_src, graph.num_dst_nodes)
     return x_src, x_dst, graph
+
+
+class _SharedPrefix(torch.autograd.Function):
+    """``(x, x[:n])``: a block's sources and, as their first rows, its destinations. The backward adds the
+    destinations' gradient into a copy of the sources' (n rows), where slicing pads it with zeros to x's
+    size and then sums two full-size gradients."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: D102
+        ctx.set_materialize_grads(False)
+        ctx.n, ctx.shape = n, x.shape
+        return x.view_as(x), x[:n]
+
+    @staticmethod
+    def backward(ctx, grad_all: torch.Tensor | None, grad_prefix: torch.Tensor | None):  # noqa: D102
+        if grad_prefix is None:
+            return grad_all, None
+        grad = grad_prefix.new_zeros(ctx.shape) if grad_all is None else grad_all.clone()
+        grad[: ctx.n] += grad_prefix
+        return grad, None
 
 
 def _from_tensor(edges: torch.Tensor, num_nodes: Sizes) -> Graph:

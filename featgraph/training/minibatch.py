@@ -29,7 +29,7 @@ from ..loader import BlockLoader, layerwise_inference
 from ..progress import Progress
 from ..sampling import Block
 from .loop import MixedPrecision, labelled_dataset, normalized_features, split_accuracies
-from .models import Preset, activation, conv_layer, dropout_function, layers, preset
+from .models import Preset, activate_and_drop, activation, conv_layer, dropout_function, layers, preset
 
 MODELS = ("sage", "gat", "gin")  # bipartite layers in featgraph and PyG (GCNConv is not, in either)
 # Departures from the full-graph presets, which are tuned for one step per epoch on Cora's 140 labelled vertices:
@@ -98,21 +98,27 @@ class SampledClassifier(torch.nn.Module):
         """Layer ``depth`` on ``block``: ``h`` holds its sources' rows (destinations first); the destinations'
         rows come back, activated unless it is the output layer. featgraph's layers take the block's graph;
         PyG's take the pair ``(x_src, x_dst)`` and the block's ``edge_index``."""
-        conv, graph = self.convs[depth], block.graph
-        if self.backend == "featgraph":
-            out = conv(h, graph)
-        else:
-            sizes = (graph.num_src_nodes, graph.num_dst_nodes)
-            out = conv((h, h[: graph.num_dst_nodes]), torch.stack(graph.coo()), size=sizes)
+        out = self._convolve(depth, h, block)
         return out if depth == len(self.convs) - 1 else self.activation(out)
 
+    def _convolve(self, depth: int, h: torch.Tensor, block: Block) -> torch.Tensor:
+        conv, graph = self.convs[depth], block.graph
+        if self.backend == "featgraph":
+            return conv(h, graph)
+        sizes = (graph.num_src_nodes, graph.num_dst_nodes)
+        return conv((h, h[: graph.num_dst_nodes]), torch.stack(graph.coo()), size=sizes)
+
     def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
-        """Logits of the last block's destinations (the seeds); ``x`` holds the first block's sources' rows."""
+        """Logits of the last block's destinations (the seeds); ``x`` holds the first block's sources' rows.
+        Dropout before each layer; between layers the activation and dropout in one pass where they fuse
+        (``models.activate_and_drop``)."""
         if len(blocks) != len(self.convs):
             raise ValueError(f"expected one block per layer ({len(self.convs)}), got {len(blocks)}")
-        h = x
+        h = self.drop(x, self.dropout, self.training)
         for depth, block in enumerate(blocks):
-            h = self.layer(depth, self.drop(h, self.dropout, self.training), block)
+            out = self._convolve(depth, h, block)
+            last = depth == len(self.convs) - 1
+            h = out if last else activate_and_drop(out, self.activation, self.drop, self.dropout, self.training)
         return h
 
     def inference(

@@ -94,6 +94,25 @@ def test_split_input_reads_pyg_bipartite_forms_and_blocks():
     assert same.shape == x_src.shape and not g.is_bipartite
 
 
+@pytest.mark.parametrize("uses", ["both", "sources only", "destinations only"])
+def test_one_tensor_split_into_sources_and_destinations_is_differentiable(uses):
+    """The destinations' rows are the sources' first rows: their gradients meet in x's, as the slice's do."""
+    edge_index = torch.stack([torch.tensor([0, 4, 6, 6]), torch.tensor([0, 1, 2, 0])])
+    block = fg.Graph.from_edge_index(edge_index, size=(7, 3))
+    weight_src, weight_dst = torch.randn(7, 2, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+
+    def loss(x, split):
+        x_src, x_dst = split(x)
+        terms = {"sources only": [x_src * weight_src], "destinations only": [x_dst * weight_dst]}
+        return sum(t.square().sum() for t in terms.get(uses, [x_src * weight_src, x_dst * weight_dst]))
+
+    x = torch.randn(7, 2, dtype=torch.float64, requires_grad=True)
+    got = torch.autograd.grad(loss(x, lambda t: split_input(t, block)[:2]), x)[0]
+    want = torch.autograd.grad(loss(x, lambda t: (t, t[:3])), x)[0]
+    torch.testing.assert_close(got, want)
+    assert torch.autograd.gradcheck(lambda t: loss(t, lambda u: split_input(u, block)[:2]), (x,))
+
+
 @pytest.mark.parametrize(
     ("x", "size", "message"),
     [
