@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..backends import cpu, toolchain
+from ..backends.cpu import buffers
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
 from . import library
 from .checks import check_tensor
@@ -56,7 +57,7 @@ def masked(
     """One pass of ``dropout_source``'s ``form`` over ``x`` with the mask of ``seed`` and scale ``1 / (1 - p)``
     (forward and backward alike; ``gate``: the forward's output, for "relu_grad")."""
     x = x.contiguous()
-    out = torch.empty_like(x)
+    out = buffers.empty(x.shape, x.dtype)  # pooled: fresh pages would cost a fault each
     kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype], form))
     (scale_bits,) = struct.unpack("<q", struct.pack("<d", 1.0 / (1.0 - p)))
     threshold = round(p * (1 << KEEP_BITS))

@@ -27,6 +27,7 @@ import torch
 
 MIN_POOLED_BYTES = 1024**2  # below this, page faults are few and malloc's small-block bins recycle well
 SIZE_CLASS = 1024**2  # buffers are kept in whole MiB, so near-equal requests share them
+FIT_SLACK = 0.125  # a request may take a free buffer up to this much larger than it
 ALIGNMENT = 64  # one cache line: the kernels' vector loads never straddle two at a row start
 DEFAULT_POOL_MB = 2048
 NUMPY_DTYPES = {
@@ -90,11 +91,17 @@ class BufferPool:
         return self.empty(shape, dtype).zero_()
 
     def _take(self, size: int) -> _Buffer:
-        """A free buffer of ``size`` usable bytes, moved to the most recently used end, else a new one."""
-        for n, buffer in enumerate(self._buffers):
-            if buffer.free and buffer.memory.nbytes == size + ALIGNMENT:
-                self._buffers.append(self._buffers.pop(n))
-                return buffer
+        """The smallest free buffer of ``size`` to ``size * (1 + FIT_SLACK)`` usable bytes (mini-batches ask for
+        a slightly different size each step), moved to the most recently used end, else a new one."""
+        fits = [
+            (buffer.memory.nbytes, n)
+            for n, buffer in enumerate(self._buffers)
+            if buffer.free and size <= buffer.memory.nbytes - ALIGNMENT <= size * (1 + FIT_SLACK)
+        ]
+        if fits:
+            buffer = self._buffers.pop(min(fits)[1])
+            self._buffers.append(buffer)
+            return buffer
         self._trim(self.max_free_bytes - size)
         buffer = _Buffer(np.empty(size + ALIGNMENT, dtype=np.uint8))
         self._buffers.append(buffer)

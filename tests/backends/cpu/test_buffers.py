@@ -42,6 +42,20 @@ def test_a_dead_tensors_buffer_is_reused(pool: BufferPool) -> None:
     assert b.data_ptr() % buffers.ALIGNMENT == 0
 
 
+def test_a_slightly_smaller_request_takes_the_smallest_free_buffer_that_fits() -> None:
+    """Mini-batches ask for a slightly different size each step: a free buffer up to ``FIT_SLACK`` larger
+    serves, the smallest of them first; a much larger one does not."""
+    pool = BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB)
+    big, near = pool.empty((16 * 256, 1024), torch.float32), pool.empty((9 * 256, 1024), torch.float32)
+    big_address, near_address = big.data_ptr(), near.data_ptr()
+    del big, near
+    gc.collect()
+    smaller = pool.empty((8 * 256, 1024), torch.float32)  # 8 MiB: the 9 MiB buffer serves
+    assert smaller.data_ptr() == near_address
+    other = pool.empty((4 * 256, 1024), torch.float32)  # 4 MiB: the free 16 MiB buffer is too large
+    assert other.data_ptr() != big_address and not _overlaps(other, smaller) and len(pool._buffers) == 3
+
+
 def test_a_view_keeps_the_buffer_in_use(pool: BufferPool) -> None:
     a = pool.empty((512, 1024), torch.float32)
     a.fill_(7.0)
