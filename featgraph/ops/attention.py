@@ -318,10 +318,10 @@ def _projected_gradients(
     grad_weight = grad_bias = None
     if want_weight or want_bias:
         ones = edge_attr.new_ones(g.num_edges, 1)
-        # (K + 1, F), then transposed: BLAS runs D^T X with E-long columns several times slower than X^T D
-        both = ((torch.cat((edge_attr, ones), 1) if want_weight else ones).t() @ messages).t()
-        grad_weight = both[:, :-1].contiguous() if want_weight else None
-        grad_bias = both[:, -1].contiguous() if want_bias else None
+        # X^T D, (K + 1, F): BLAS runs D^T X, with its E-long columns, several times slower
+        product = (torch.cat((edge_attr, ones), 1) if want_weight else ones).t() @ messages
+        grad_weight = product[:-1].t().contiguous() if want_weight else None
+        grad_bias = product[-1].clone() if want_bias else None  # a row of its own, not a view into product
     return [
         gspmm(g.reverse(), "copy_rhs", "sum", None, messages) if want_x else None,
         messages @ weight if want_attr else None,
