@@ -20,10 +20,12 @@ def test_peak_extra_mb_sees_a_large_temporary():
 
 def test_peak_extra_mb_counts_an_output_the_pool_could_have_served():
     shape = (16 * 1024**2,)  # 64 MiB of float32: pooled
-    buffers.empty(shape, torch.float32).fill_(1.0)  # dies at once: its buffer stays in the pool, resident
-    peak = peak_extra_mb(lambda: buffers.empty(shape, torch.float32).fill_(1.0))
-    if peak is not None:
-        assert peak > 50
+    peaks = []
+    for _ in range(3):  # the best of three: the kernel may reclaim other pages while one runs (seen once in CI)
+        buffers.empty(shape, torch.float32).fill_(1.0)  # dies at once: its buffer stays in the pool, resident
+        peaks.append(peak_extra_mb(lambda: buffers.empty(shape, torch.float32).fill_(1.0)))
+    if peaks[0] is not None:
+        assert max(peaks) > 50
 
 
 def test_interleaved_best_ms_alternates_the_functions():
