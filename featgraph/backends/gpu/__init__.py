@@ -12,26 +12,17 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ...templates.spec import KernelSpec
-from ..expression import number_reduce_variables
+from .. import template_source
+from . import templates
 from .loader import interpreting
 from .loader import load as compile_source
-from .templates import edge_sum_source, gas_source, sddmm_source, spmm_source, winner_source
 
 __all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
 
 
 def source(spec: KernelSpec) -> str:
-    """The kernel's Triton module source, identical for identical UDFs (``number_reduce_variables``), so
-    Triton's own cache is hit too."""
-    if spec.kind == "sddmm":
-        text = sddmm_source(spec)
-    elif spec.kind == "edge_sum":
-        text = edge_sum_source(spec)
-    elif spec.kind == "winner":
-        text = winner_source(spec)
-    else:
-        text = gas_source(spec) if spec.params.strategy == "gas" else spmm_source(spec)
-    return number_reduce_variables(text, spec.op)
+    """The kernel's Triton module source (``backends.template_source``)."""
+    return template_source(spec, templates)
 
 
 def check_device(device: torch.device) -> None:
