@@ -54,9 +54,7 @@ class TCTranslation:
         return tiles.view(self.num_blocks, WINDOW_ROWS, self.block_width)
 
 
-def translate(
-    src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, block_width: int = 8
-) -> TCTranslation:
+def translate(src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, block_width: int = 8) -> TCTranslation:
     """Build the translation with vectorised sorting (no per-window Python loop): windows of 16
     destinations, columns condensed from the ``num_src`` sources."""
     if block_width not in (8, 16):

@@ -259,3 +259,50 @@ def is_integer(e: Expr) -> bool:
     if isinstance(e, Load):
         return e.tensor.dtype == "int64"
     return isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%") and is_integer(e.a) and is_integer(e.b)
+
+
+def structure(op: ComputeOp) -> tuple[tuple, dict[str, str]]:
+    """A hashable description of ``op``'s expression graph, and the name it gives each loop variable.
+
+    Two ops with equal descriptions lower to the same code once reduce variables are numbered by use: a
+    reduce variable is described by its label and its order of first use (not the process-wide counter in
+    its name), a node that occurs again by a reference to its first occurrence (lowering computes a shared
+    reduction once), and a placeholder indexed by a graph variable without its first dimension (a row count
+    that each graph decides). So a UDF traced again for another mini-batch's graph describes itself alike.
+    """
+    seen: dict[int, int] = {}
+    names: dict[str, str] = {}
+    reduce_numbers: dict[str, int] = {}
+
+    def variable(v: Var) -> tuple:
+        if v.name not in names:
+            number = reduce_numbers.setdefault(v.name, len(reduce_numbers)) if v.kind == "reduce" else None
+            names[v.name] = v.name if number is None else f"{v.label}#{number}"
+        return ("V", v.kind, names[v.name], v.extent, v.start)
+
+    parts: list[tuple] = [(op.name, op.shape, tuple(variable(a) for a in op.axis))]
+    stack: list[Expr] = [op.body]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            parts.append(("ref", seen[id(node)]))
+            continue
+        seen[id(node)] = len(seen)
+        if isinstance(node, Const):
+            parts.append(("C", repr(node.value)))
+        elif isinstance(node, Var):
+            parts.append(variable(node))
+        elif isinstance(node, BinOp):
+            parts.append(("B", node.op))
+        elif isinstance(node, Call):
+            parts.append(("F", node.fn, node.dtype, len(node.args)))
+        elif isinstance(node, Load):
+            p, first = node.tensor, node.indices[0]
+            by_graph = isinstance(first, Var) and first.kind in ("src", "dst", "eid")
+            parts.append(("L", p.name, p.dtype, p.shape[1:] if by_graph else p.shape, len(node.indices)))
+        elif isinstance(node, Reduce):
+            parts.append(("R", node.op, tuple(variable(a) for a in node.axes)))
+        else:
+            raise TypeError(f"cannot describe {type(node).__name__}")
+        stack.extend(reversed(node.children()))
+    return tuple(parts), names

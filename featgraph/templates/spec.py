@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 import torch
 
 from ..schedule import Schedule
-from ..te.expr import ComputeOp, Load, Placeholder, Var
+from ..te.expr import ComputeOp, Load, Placeholder, Var, structure
 
 REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
 TORCH_DTYPES = {
@@ -67,6 +67,26 @@ class KernelSpec:
     params: object  # SpMMParams or SDDMMParams
     dtype: str  # compute type: "float32" or "float64"
     index_dtype: str  # "int32" or "int64"
+
+
+def spec_key(spec: KernelSpec) -> tuple:
+    """A hashable description of everything in ``spec`` that a backend's source depends on, except the
+    placeholders' row counts (``te.expr.structure``): equal for one UDF traced again on another graph with
+    the same parameters, so its source need not be generated again."""
+    body, names = structure(spec.op)
+
+    def canonical(value: object) -> object:
+        if isinstance(value, Var):
+            return ("V", value.kind, names.get(value.name, value.name), value.extent, value.start)
+        if isinstance(value, tuple):
+            return tuple(canonical(v) for v in value)
+        return value
+
+    params = tuple(canonical(getattr(spec.params, f.name)) for f in fields(spec.params))
+    plans = tuple(sorted((names[name], astuple(plan)) for name, plan in spec.schedule.plans.items()))
+    order = None if spec.schedule.order is None else tuple(names[v.name] for v in spec.schedule.order)
+    kind = (spec.kind, spec.reducer, type(spec.params).__name__, spec.dtype, spec.index_dtype)
+    return (*kind, params, body, plans, order)
 
 
 def output_dtype(op: ComputeOp) -> str:

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from featgraph import Graph, sddmm, te
-from featgraph.backends import gpu
+from featgraph.backends.cpu import templates as cpu_templates
 from featgraph.backends.expression import ExpressionLowering, number_reduce_variables
+from featgraph.backends.gpu import templates as gpu_templates
+from featgraph.backends.source import lower
 from featgraph.te.expr import Call, Const, Load, Var
 
 
@@ -80,7 +82,8 @@ def test_bad_trees_say_what_is_wrong():
 
 def _sources_of_a_dot_kernel(num_nodes: int, d: int) -> tuple[str, str, object]:
     """The C++ and Triton sources of an SDDMM with two long reductions (split into vector chunks), one axis
-    named with an underscore and a digit, traced anew on a graph of ``num_nodes`` vertices."""
+    named with an underscore and a digit, traced anew on a graph of ``num_nodes`` vertices and lowered
+    afresh (not taken from the remembered sources)."""
     g = Graph(torch.arange(num_nodes), torch.arange(num_nodes).roll(1), num_nodes)
     x = te.placeholder((num_nodes, d), name="X")
 
@@ -89,7 +92,7 @@ def _sources_of_a_dot_kernel(num_nodes: int, d: int) -> tuple[str, str, object]:
         return te.compute((1,), lambda i: te.sum(x[s, k] * x[t, k], axis=k) + te.sum(x[s, j], axis=j))
 
     kernel = sddmm(g, edgefunc)
-    return kernel.source, gpu.source(kernel.spec), kernel
+    return lower(kernel.spec, cpu_templates), lower(kernel.spec, gpu_templates), kernel
 
 
 def test_reduce_variables_are_numbered_by_use_so_every_trace_gives_one_source():

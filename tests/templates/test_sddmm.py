@@ -176,10 +176,10 @@ def test_infinite_and_nan_constants(target, request):
     def udf(s, d, e):
         return te.compute(
             (3,),
-            lambda i: te.where(
-                i < 2, te.where(X[s, i % 2] > 0, X[s, i % 2], float("-inf")), te.min(X[d, 0], float("inf"))
-            )
-            + te.where(X[s, 0] > 100, float("nan"), 0.0),
+            lambda i: (
+                te.where(i < 2, te.where(X[s, i % 2] > 0, X[s, i % 2], float("-inf")), te.min(X[d, 0], float("inf")))
+                + te.where(X[s, 0] > 100, float("nan"), 0.0)
+            ),
         )
 
     src, dst = g.coo()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ...templates.spec import KernelSpec
-from .. import template_source
+from ..source import template_source
 from . import templates
 from .compiler import load as compile_source
 
@@ -16,7 +16,7 @@ __all__ = ["compile_source", "launch", "source"]
 
 
 def source(spec: KernelSpec) -> str:
-    """The kernel's C++ source (``backends.template_source``)."""
+    """The kernel's C++ source (``backends.source.template_source``)."""
     return template_source(spec, templates)
 
 

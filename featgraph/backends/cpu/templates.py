@@ -348,7 +348,7 @@ def _prefetch_rows(
     lines = []
     for p in placeholders:
         stored = _stored_bytes(spec, p.dtype)
-        if p.shape[0] * row_stride(p) * stored <= CACHED_ARRAY_BYTES:
+        if stays_cached(spec, p):
             continue
         base = f"{pointer_name(p)} + (int64_t){row} * {row_stride(p)}"
         if whole_16bit_rows and p.dtype in HALF_DTYPES and lo == 0:
@@ -358,6 +358,16 @@ def _prefetch_rows(
         else:
             lines.append(f"__builtin_prefetch({base} + {_row_offset(lo, row_stride(p))});")
     return lines
+
+
+def stays_cached(spec: KernelSpec, p: Placeholder) -> bool:
+    """Whether ``p`` is small enough (``CACHED_ARRAY_BYTES``) to stay in the L2, so is not prefetched."""
+    return p.shape[0] * row_stride(p) * _stored_bytes(spec, p.dtype) <= CACHED_ARRAY_BYTES
+
+
+def size_key(spec: KernelSpec) -> tuple[bool, ...]:
+    """What the source reads of the placeholders' row counts: which of them stay cached."""
+    return tuple(stays_cached(spec, p) for p in spec.op.placeholders)
 
 
 def _row_offset(lo: int | str, stride: int) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ...templates.spec import KernelSpec
-from .. import template_source
+from ..source import template_source
 from . import templates
 from .loader import interpreting
 from .loader import load as compile_source
@@ -21,7 +21,7 @@ __all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
 
 
 def source(spec: KernelSpec) -> str:
-    """The kernel's Triton module source (``backends.template_source``)."""
+    """The kernel's Triton module source (``backends.source.template_source``)."""
     return template_source(spec, templates)
 
 

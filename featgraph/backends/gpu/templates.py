@@ -51,6 +51,11 @@ def fg_floordiv(a, b):  # integer // as Python rounds it: an exact division, how
 """
 
 
+def size_key(spec: KernelSpec) -> tuple:
+    """What the source reads of the placeholders' row counts: nothing (rows are indexed at run time)."""
+    return ()
+
+
 def feature_size(spec: KernelSpec) -> int:
     return math.prod(spec.op.shape)
 

@@ -1,0 +1,44 @@
+"""A kernel spec lowered to a backend's source text, the same text for the same UDF however often it is
+traced, and remembered so that a UDF traced again (for every mini-batch's graph) is lowered once."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from .expression import number_reduce_variables
+
+if TYPE_CHECKING:
+    from ..templates.spec import KernelSpec
+
+SOURCES_KEPT = 512  # generated sources remembered by ``template_source`` (a few kB each)
+_sources: OrderedDict[tuple, str] = OrderedDict()
+
+
+def lower(spec: KernelSpec, templates: ModuleType) -> str:
+    """``spec`` lowered by a backend's ``templates`` module (its ``spmm_source``, ``gas_source``,
+    ``sddmm_source``, ``edge_sum_source`` and ``winner_source``), identical for identical UDFs
+    (``expression.number_reduce_variables``), so the disk caches are hit by a UDF traced again."""
+    if spec.kind in ("sddmm", "edge_sum", "winner"):
+        text = getattr(templates, f"{spec.kind}_source")(spec)
+    else:
+        text = templates.gas_source(spec) if spec.params.strategy == "gas" else templates.spmm_source(spec)
+    return number_reduce_variables(text, spec.op)
+
+
+def template_source(spec: KernelSpec, templates: ModuleType) -> str:
+    """``lower(spec, templates)``, remembered for the ``SOURCES_KEPT`` most recent specs by
+    ``templates.spec.spec_key`` and what the backend's source reads of the placeholders' row counts (its
+    templates' ``size_key``): lowering a GAT layer's kernels took about 4 ms of each fresh mini-batch step."""
+    from ..templates.spec import spec_key  # the templates package imports the backends
+
+    key = (templates.__name__, spec_key(spec), templates.size_key(spec))
+    text = _sources.get(key)
+    if text is None:
+        text = _sources[key] = lower(spec, templates)
+        if len(_sources) > SOURCES_KEPT:
+            _sources.popitem(last=False)
+    else:
+        _sources.move_to_end(key)
+    return text
