@@ -27,15 +27,24 @@ def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], nam
     dims = tuple(int(s) for s in shape)
     if not dims or any(s <= 0 for s in dims):
         raise ValueError(f"compute shape must be non-empty and positive, got {shape}")
-    signature = inspect.signature(fn).parameters.values()
-    if any(p.kind == p.VAR_POSITIONAL for p in signature):
-        params = [f"i{n}" for n in range(len(dims))]  # fn(*axes)
-    else:
-        params = [p.name for p in signature]
+    params = _parameter_names(fn) or [f"i{n}" for n in range(len(dims))]  # fn(*axes): numbered
     if len(params) != len(dims):
         raise ValueError(f"compute of {len(dims)} dims needs a function of {len(dims)} axes, got {len(params)}")
     axes = tuple(Var(f"ax_{p}", "axis", extent) for p, extent in zip(params, dims, strict=True))
     return ComputeOp(dims, axes, as_expr(fn(*axes)), name)
+
+
+def _parameter_names(fn: Callable) -> list[str] | None:
+    """``fn``'s parameter names, None where it takes ``*args``; read from a plain function's code object (a
+    mini-batch traces every UDF again for each block, and ``inspect.signature`` was a quarter of that)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or inspect.ismethod(fn) or hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        signature = inspect.signature(fn).parameters.values()
+        return None if any(p.kind == p.VAR_POSITIONAL for p in signature) else [p.name for p in signature]
+    if code.co_flags & inspect.CO_VARARGS:
+        return None
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return list(code.co_varnames[:count])
 
 
 _reduce_counter = iter(range(1 << 30))

@@ -93,7 +93,7 @@ def subscripts(op: ComputeOp) -> Iterator[Subscript]:
     """Every index position of every load in the UDF, except a bare graph variable in the first position
     (vertex and edge rows, whose count the kernel checks against the graph)."""
     seen: set[int] = set()
-    for node in op.body.walk():
+    for node in op.nodes:
         if not isinstance(node, Load) or id(node) in seen:
             continue
         seen.add(id(node))
@@ -105,7 +105,7 @@ def subscripts(op: ComputeOp) -> Iterator[Subscript]:
 
 def divisions(op: ComputeOp) -> Iterator[BinOp]:
     """Integer divisions and modulos anywhere in the UDF (subscripts, dropout elements, id comparisons)."""
-    for node in op.body.walk():
+    for node in op.nodes:
         if isinstance(node, BinOp) and node.op in ("//", "%") and is_integer(node):
             yield node
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Union
 
 ExprLike = Union["Expr", int, float]
@@ -220,32 +221,43 @@ class ComputeOp:
             if not any(v is a for a in self.axis):
                 raise ValueError(f"axis {v.label!r} belongs to another te.compute")
         seen: dict[str, Placeholder] = {}
-        for node in self.body.walk():
+        for node in self.nodes:
             if isinstance(node, Load):
                 other = seen.setdefault(node.tensor.name, node.tensor)
                 if other is not node.tensor:
                     raise ValueError(f"two different placeholders are named {node.tensor.name!r}")
         self.placeholders = tuple(seen[name] for name in sorted(seen))
 
-    @property
+    @cached_property
+    def nodes(self) -> tuple[Expr, ...]:
+        """``body.walk()`` kept: the kernel's checks, schedule and lowering each look through the body, several
+        times for each kernel a mini-batch's fresh graph binds."""
+        return tuple(self.body.walk())
+
+    @cached_property
     def reduce_axis(self) -> tuple[Var, ...]:
         axes: list[Var] = []
-        for node in self.body.walk():
+        for node in self.nodes:
             if isinstance(node, Reduce):
                 axes.extend(a for a in node.axes if a not in axes)
         return tuple(axes)
 
 
 def free_vars(e: Expr) -> list[Var]:
-    """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself."""
-    if isinstance(e, Var):
-        return [e] if e.kind in ("axis", "reduce") else []
-    inner = free_vars(e.body) if isinstance(e, Reduce) else [v for c in e.children() for v in free_vars(c)]
+    """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself, in order of
+    first use (one walk, each node with the reduce variables bound above it)."""
     found: list[Var] = []
-    for v in inner:
-        bound = isinstance(e, Reduce) and any(v is a for a in e.axes)
-        if not bound and not any(v is f for f in found):
-            found.append(v)
+    stack: list[tuple[Expr, tuple[Var, ...]]] = [(e, ())]
+    while stack:
+        node, bound = stack.pop()
+        if isinstance(node, Var):
+            fresh = node.kind in ("axis", "reduce") and not any(node is v for v in (*bound, *found))
+            if fresh:
+                found.append(node)
+        elif isinstance(node, Reduce):
+            stack.append((node.body, (*bound, *node.axes)))
+        else:
+            stack.extend((child, bound) for child in reversed(node.children()))
     return found
 
 

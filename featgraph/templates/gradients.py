@@ -45,7 +45,7 @@ def _role(site: Load) -> str:
 def _sites(op: ComputeOp, p: Placeholder) -> list[Load]:
     """Every load of ``p`` in the UDF; a Load reused in several places is one site (the tree is a DAG)."""
     sites: list[Load] = []
-    for node in op.body.walk():
+    for node in op.nodes:
         if isinstance(node, Load) and node.tensor is p and not any(node is q for q in sites):
             sites.append(node)
     return sites

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -32,7 +32,7 @@ class Roles:
 def placeholder_roles(op: ComputeOp) -> Roles:
     """Classify placeholders by their first index; graph variables may only appear there."""
     role: dict[str, str] = {}
-    for node in op.body.walk():
+    for node in op.nodes:
         if not isinstance(node, Load):
             continue
         first = node.indices[0]
@@ -52,7 +52,7 @@ def placeholder_roles(op: ComputeOp) -> Roles:
 def indexed_by(op: ComputeOp, kind: str) -> tuple[Placeholder, ...]:
     """Placeholders whose first index is the graph variable ``kind`` (``src``, ``dst`` or ``eid``)."""
     found: dict[str, Placeholder] = {}
-    for node in op.body.walk():
+    for node in op.nodes:
         if isinstance(node, Load) and isinstance(node.indices[0], Var) and node.indices[0].kind == kind:
             found[node.tensor.name] = node.tensor
     return tuple(found[name] for name in sorted(found))
@@ -83,7 +83,7 @@ def spec_key(spec: KernelSpec) -> tuple:
         return value
 
     params = tuple(canonical(getattr(spec.params, f.name)) for f in fields(spec.params))
-    plans = tuple(sorted((names[name], astuple(plan)) for name, plan in spec.schedule.plans.items()))
+    plans = tuple(sorted((names[name], tuple(vars(plan).values())) for name, plan in spec.schedule.plans.items()))
     order = None if spec.schedule.order is None else tuple(names[v.name] for v in spec.schedule.order)
     kind = (spec.kind, spec.reducer, type(spec.params).__name__, spec.dtype, spec.index_dtype)
     return (*kind, params, body, plans, order)

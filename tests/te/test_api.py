@@ -1,3 +1,6 @@
+import functools
+import inspect
+
 import pytest
 
 from featgraph import te
@@ -16,6 +19,42 @@ def test_compute_builds_a_tree_once():
     assert len(calls) == 1 and op.shape == (4,) and op.axis[0].extent == 4
     assert isinstance(op.body, BinOp) and isinstance(op.body.a, Load)
     assert [p.name for p in op.placeholders] == ["XV"]
+
+
+class _Body:
+    def __call__(self, row, col):
+        return row * col
+
+    def method(self, row, col):
+        return row - col
+
+
+def _wrapped(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda i, j: i + j,
+        lambda *axes: axes[0] + axes[1],
+        functools.partial(lambda scale, i, j: i * scale + j, 3),
+        _Body(),
+        _Body().method,
+        _wrapped(lambda first, second: first + second),
+    ],
+)
+def test_compute_names_its_axes_by_the_functions_parameters(fn):
+    """Axis names come from the parameters, as ``inspect.signature`` lists them, or are numbered for ``*axes``."""
+    op = te.compute((3, 4), fn)
+    signature = inspect.signature(fn).parameters.values()
+    expected = ["i0", "i1"] if any(p.kind == p.VAR_POSITIONAL for p in signature) else [p.name for p in signature]
+    assert [a.label for a in op.axis] == expected
+    assert [a.extent for a in op.axis] == [3, 4]
 
 
 def test_max_min_reduce_or_elementwise():

@@ -82,7 +82,7 @@ def edge_block(block_f: int, reduce_lanes: int = 1) -> int:
 def message_edge_block(spec: KernelSpec, block_f: int) -> int:
     """Edge lanes for this message: fewer beside a short reduction (an MLP's k, up to 32 lanes) so the
     reduction fits one chunk and its edge-independent operands (the weight tile) are loaded once."""
-    extents = [math.prod(a.extent for a in node.axes) for node in spec.op.body.walk() if isinstance(node, Reduce)]
+    extents = [math.prod(a.extent for a in node.axes) for node in spec.op.nodes if isinstance(node, Reduce)]
     lanes = min(next_power_of_2(max(extents)), MAX_REDUCE_LANES) if extents else 1
     return edge_block(block_f, lanes)
 
