@@ -8,6 +8,7 @@ import torch_geometric.nn
 
 from ..graph import Graph
 from ..ops import gspmm
+from ..ops.linear_sum import linear_sum
 from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, linear_first
@@ -48,9 +49,9 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
         if reduce in ("sum", "mean") and linear_first(g, lin.weight.shape[1], lin.weight.shape[0]):
             out = weighted_aggregate(g, F.linear(x_src, lin.weight), weight, reduce)
             out = with_bias(out, lin.bias)
-        else:
-            out = lin(weighted_aggregate(g, x_src, weight, reduce))
-        return out if x_dst is None else out + self.lin_root(x_dst)
+            return out if x_dst is None else out + self.lin_root(x_dst)
+        aggregated = weighted_aggregate(g, x_src, weight, reduce)
+        return lin(aggregated) if x_dst is None else linear_sum(aggregated, lin, x_dst, self.lin_root)
 
     def _blocker(self, x: PairTensor, edge_weight: torch.Tensor | None) -> str | None:
         if self.fused_reduce() is None:

@@ -8,6 +8,7 @@ import torch_geometric.nn
 from torch_geometric.nn import aggr as pyg_aggr
 
 from ..ops import gspmm
+from ..ops.linear_sum import linear_sum
 from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer, linear_first
@@ -46,11 +47,14 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
             return self.fallback(reason, x, edge_index, size=size)
         reduce, x_src, x_dst, g = fused
         source = F.relu(self.lin(x_src)) if self.project else x_src
+        root = self.root_weight and x_dst is not None
         if reduce in _LINEAR_AGGREGATORS and linear_first(g, source.shape[-1], self.out_channels):
             out = gspmm(g, "copy_lhs", reduce, F.linear(source, self.lin_l.weight), None)
             out = with_bias(out, self.lin_l.bias)
+            if root:
+                out = out + self.lin_r(x_dst)
+        elif root:
+            out = linear_sum(gspmm(g, "copy_lhs", reduce, source, None), self.lin_l, x_dst, self.lin_r)
         else:
             out = self.lin_l(gspmm(g, "copy_lhs", reduce, source, None))
-        if self.root_weight and x_dst is not None:
-            out = out + self.lin_r(x_dst)
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out

@@ -32,6 +32,7 @@ RULES: dict[str, str] = {
     "relu_edge_sum": AUTOCAST,
     "projected_relu_edge_sum": AUTOCAST,
     "edge_conv_messages": AUTOCAST,
+    "linear_sum": AUTOCAST,
     "edge_softmax": FLOAT32,
 }
 DEVICE_TYPES = ("cpu", "cuda")
