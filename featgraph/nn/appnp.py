@@ -38,9 +38,9 @@ class APPNP(FusedLayer, torch_geometric.nn.APPNP):
         loops = self.add_self_loops and self.normalize
         if dropping:
             return self._propagate_dropped(x, graph, weight)
-        h = x
+        h, teleport = x, self.alpha * x  # one product for the K steps, each step one add into a new h
         for _ in range(self.K):
-            h = gcn_aggregate(graph, h, weight, loops, self.normalize) * (1 - self.alpha) + self.alpha * x
+            h = torch.add(teleport, gcn_aggregate(graph, h, weight, loops, self.normalize), alpha=1 - self.alpha)
         return h
 
     def _propagate_dropped(self, x: torch.Tensor, graph: Graph, weight: torch.Tensor | None) -> torch.Tensor:
@@ -50,10 +50,10 @@ class APPNP(FusedLayer, torch_geometric.nn.APPNP):
         edges = torch.stack(graph.coo())
         norm = gcn_norm(edges, weight, graph.num_nodes, False, self.add_self_loops, self.flow, x.dtype)[1]
         looped = graph.with_self_loops() if self.add_self_loops else graph
-        h = x
+        h, teleport = x, self.alpha * x
         for _ in range(self.K):
             norm = F.dropout(norm, p=self.dropout)  # PyG drops the previous step's dropped weights again
-            h = gspmm(looped, "mul", "sum", h, norm.unsqueeze(1)) * (1 - self.alpha) + self.alpha * x
+            h = torch.add(teleport, gspmm(looped, "mul", "sum", h, norm.unsqueeze(1)), alpha=1 - self.alpha)
         return h
 
     def _plan(
