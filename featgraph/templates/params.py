@@ -19,6 +19,7 @@ EDGE_ORDERS = ("hilbert", "user", "csr")
 
 DEFAULT_L2_BYTES = 1024**2
 EDGES_PER_SEGMENT_VISIT = 12  # a row's visit per source segment must amortise over about this many edges
+SEGMENT_L2S = 8  # L2s of source features per segment (16 MiB on the 2-core VM)
 WRITE_WINDOW_BYTES = 32 * 1024  # one write bucket's slice of an SDDMM output: about an L1
 MAX_WRITE_BUCKETS = 1024  # write streams one traversal keeps open at once
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -139,14 +140,17 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
 
 
 def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
-    """Source segments of about two L2s of features, at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of
-    an average row (every row is visited once per segment), none where the features fit two L2s.
+    """Source segments of about ``SEGMENT_L2S`` L2s of features, at most one per ``EDGES_PER_SEGMENT_VISIT``
+    edges of an average row (every row is visited once per segment), none where the features fit one segment.
 
-    Measured on the 2-core VM (2 MiB L2 per core, 2 threads, with the output pool): the best counts were
-    2 on the uniform graph (average in-degree 30) and 4 on rand100k (48) from d = 32 to 512, e.g. rand100k
-    d = 256 64 -> 51 ms and uniform d = 512 82 -> 71 ms; 8 and 16 lost everywhere. The rule this replaced
-    (segments of two L3s) kept one segment below 64 MiB of features."""
-    segment = 2 * l2_cache_bytes()
+    Measured on the 2-core VM (2 MiB L2 per core, 2 threads; copy_u_sum, best of 2 x 7, 1, 2 and 4 segments)
+    on rand100k (50,000 vertices, average in-degree 48) and a uniform graph (30): up to 12 MiB of features
+    one segment was best or within 6% (float32 d = 32: 2.66 ms against 3.04 with two segments; bfloat16
+    d = 128: 10.2 against 12.5 and 14.6), at 24 MiB two (float32 d = 128 on rand100k: 14.3 ms against 19.9
+    with one), at 49 MiB four (34.3 against 43.7 and 61.1). Where several segments are walked the output is
+    kept in float32 between them, so 16-bit features lose most: segments of two L2s, the rule before, took
+    bfloat16 d = 64 and 128 on rand100k from 4.0 to 5.4 ms and from 10.2 to 14.6 ms."""
+    segment = SEGMENT_L2S * l2_cache_bytes()
     if source_feature_bytes <= segment:
         return 1
     return max(1, min(16, math.ceil(source_feature_bytes / segment), int(avg_degree // EDGES_PER_SEGMENT_VISIT)))

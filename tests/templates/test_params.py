@@ -41,12 +41,12 @@ def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
     assert params.cache_sizes(tmp_path / "missing") == {}
 
 
-def test_partitions_of_two_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
+def test_partitions_of_eight_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
     monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
-    assert default_num_partitions(4 * 2**20, avg_degree=48) == 1  # fits two L2s
-    assert default_num_partitions(6 * 2**20, avg_degree=48) == 2  # two slices of two L2s
+    assert default_num_partitions(16 * 2**20, avg_degree=48) == 1  # fits one segment of eight L2s
+    assert default_num_partitions(24 * 2**20, avg_degree=48) == 2  # two segments
+    assert default_num_partitions(49 * 2**20, avg_degree=48) == 4
     assert default_num_partitions(100 * 2**20, avg_degree=30) == 2  # rows of 30: two visits at most
-    assert default_num_partitions(100 * 2**20, avg_degree=48) == 4
     assert default_num_partitions(100 * 2**20, avg_degree=4) == 1  # short rows: one visit
     assert default_num_partitions(10 * 2**30, avg_degree=1000) == 16
 
