@@ -34,8 +34,9 @@ PREFETCH_DISTANCE = 8
 CACHED_ARRAY_BYTES = 256 * 1024  # gathered arrays this small are not prefetched: they stay in any L2
 CACHE_LINE_BYTES = 64
 HALF_PREFETCH_LINES = 4  # lines prefetched per gathered 16-bit row (256 bytes: d = 128)
-ROW_CHUNK_BYTES = 256  # accumulator chunk per pass over a row's edges: 4 cache lines, 4 AVX-512 registers
-MAX_UNROLLED_PASSES = 8  # chunk passes written out one by one (float32 d <= 512); more run as a loop
+ROW_CHUNK_BYTES = 512  # accumulator chunk per pass over a row's edges: 8 cache lines, 8 AVX-512 registers
+TRACKED_CHUNK_BYTES = 256  # the same beside max/min's winners (int64, twice the accumulators' bytes)
+MAX_UNROLLED_PASSES = 8  # chunk passes written out one by one (float32 d <= 1024); more run as a loop
 IDENTITY = {
     "sum": "T(0)",
     "mean": "T(0)",
@@ -200,17 +201,20 @@ def spmm_source(spec: KernelSpec) -> str:
 
 def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     """The row's passes over register-sized chunks of the tile, each a pass over the row's edges, so the
-    accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks; with max/min's
-    winners beside them 64 and 128 bytes were no better). Up to ``MAX_UNROLLED_PASSES`` chunks each pass is
-    written out with constant bounds; more run as a loop over equal chunks and a remainder, so the source,
-    and g++'s time and memory, do not grow with the feature size."""
-    count = max(1, tile.extent * _element_bytes(spec) // ROW_CHUNK_BYTES)
+    accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks against one pass;
+    512-byte chunks then gained 3-10% for bfloat16 rows at d = 128 and 256 and up to 9% for float32 ones at
+    d = 256, alternated three times on rand100k and a uniform graph; with max/min's winners beside them 64
+    and 128 bytes were no better than 256). Up to ``MAX_UNROLLED_PASSES`` chunks each pass is written out with
+    constant bounds; more run as a loop over equal chunks and a remainder, so the source, and g++'s time and
+    memory, do not grow with the feature size."""
+    chunk_bytes = TRACKED_CHUNK_BYTES if track else ROW_CHUNK_BYTES
+    count = max(1, tile.extent * _element_bytes(spec) // chunk_bytes)
     if count == 1:
         return _row_pass(spec, tile, track, across_rows=spec.params.row_order == "natural")
     if count <= MAX_UNROLLED_PASSES:
         chunks = [Tile(tile.lo + c.lo, c.extent) for c in feature_tiles(tile.extent, count)]
         return [line for c in chunks for line in _row_pass(spec, c, track)]
-    width = ROW_CHUNK_BYTES // _element_bytes(spec)
+    width = chunk_bytes // _element_bytes(spec)
     full, rest = divmod(tile.extent, width)
     lines = [
         f"      for (int64_t chunk = 0; chunk < {full}; ++chunk) {{",
