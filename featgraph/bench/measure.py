@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ..backends.cpu import buffers
+from ..graph.graph import release_freed_heap
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
@@ -58,9 +60,14 @@ def peak_extra_mb(fn: Callable[[], object]) -> float | None:
 
     Resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM`` afterwards;
     None where the kernel does not offer that. The output pool's free buffers are released first, so the
-    outputs ``fn`` makes count, as they would in a process that had not run it before.
+    outputs ``fn`` makes count, as they would in a process that had not run it before. Garbage is collected
+    and the C heap's free pages handed back first too: a collection inside ``fn`` that freed earlier tensors,
+    or an allocation served from free heap pages still resident, would hide ``fn``'s memory (a CI run read
+    0 MB for a 64 MiB output three times in a row).
     """
+    gc.collect()
     buffers.release()
+    release_freed_heap()
     try:
         before = _status_kb("VmRSS")
         CLEAR_REFS.write_text("5")
