@@ -27,7 +27,9 @@ def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], nam
     dims = tuple(int(s) for s in shape)
     if not dims or any(s <= 0 for s in dims):
         raise ValueError(f"compute shape must be non-empty and positive, got {shape}")
-    params = _parameter_names(fn) or [f"i{n}" for n in range(len(dims))]  # fn(*axes): numbered
+    params = _parameter_names(fn)
+    if params is None:  # fn(*axes): numbered
+        params = [f"i{n}" for n in range(len(dims))]
     if len(params) != len(dims):
         raise ValueError(f"compute of {len(dims)} dims needs a function of {len(dims)} axes, got {len(params)}")
     axes = tuple(Var(f"ax_{p}", "axis", extent) for p, extent in zip(params, dims, strict=True))

@@ -57,6 +57,12 @@ def test_compute_names_its_axes_by_the_functions_parameters(fn):
     assert [a.extent for a in op.axis] == [3, 4]
 
 
+@pytest.mark.parametrize("fn", [lambda: 1, lambda i: i])
+def test_compute_names_a_function_of_the_wrong_arity(fn):
+    with pytest.raises(ValueError, match="compute of 2 dims needs a function of 2 axes"):
+        te.compute((3, 4), fn)
+
+
 def test_max_min_reduce_or_elementwise():
     k = te.reduce_axis((2, 7), name="k")
     assert (k.start, k.extent) == (2, 5)
