@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .expr import BinOp, ComputeOp, Const, Expr, Load, Var, is_integer
+from .expr import GRAPH_KINDS, BinOp, ComputeOp, Const, Expr, Load, Var, is_integer
 
 Range = tuple[int, int]  # inclusive bounds
 VariableRange = Callable[[Var], Range | None]
@@ -98,7 +98,7 @@ def subscripts(op: ComputeOp) -> Iterator[Subscript]:
             continue
         seen.add(id(node))
         for dim, index in enumerate(node.indices):
-            if dim == 0 and isinstance(index, Var) and index.kind in ("src", "dst", "eid"):
+            if dim == 0 and isinstance(index, Var) and index.kind in GRAPH_KINDS:
                 continue
             yield Subscript(node, dim)
 

@@ -14,6 +14,7 @@ from typing import Union
 ExprLike = Union["Expr", int, float]
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+GRAPH_KINDS = ("src", "dst", "eid")  # the kinds of the graph variables a UDF is called with
 
 
 def as_expr(value: ExprLike) -> Expr:
@@ -310,7 +311,7 @@ def structure(op: ComputeOp) -> tuple[tuple, dict[str, str]]:
             parts.append(("F", node.fn, node.dtype, len(node.args)))
         elif isinstance(node, Load):
             p, first = node.tensor, node.indices[0]
-            by_graph = isinstance(first, Var) and first.kind in ("src", "dst", "eid")
+            by_graph = isinstance(first, Var) and first.kind in GRAPH_KINDS
             parts.append(("L", p.name, p.dtype, p.shape[1:] if by_graph else p.shape, len(node.indices)))
         elif isinstance(node, Reduce):
             parts.append(("R", node.op, tuple(variable(a) for a in node.axes)))

@@ -27,14 +27,13 @@ import torch
 from .. import te
 from ..backends.cpu import buffers
 from ..graph import Graph
-from ..te.expr import BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
+from ..te.expr import GRAPH_KINDS, BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
 from ..te.grad import ZERO, add, diff, is_zero, mul, substitute, where
 from .kernel import TORCH_DTYPES, Kernel, compute_dtype, divide_by_in_degree
 from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
 
 GRAD, OUT = "fg_grad", "fg_out"
 TORCH_NAMES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
-GRAPH_KINDS = ("src", "dst", "eid")
 
 
 def _role(site: Load) -> str:

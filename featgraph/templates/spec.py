@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from ..schedule import Schedule
-from ..te.expr import ComputeOp, Load, Placeholder, Var, structure
+from ..te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, structure
 
 REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
 TORCH_DTYPES = {
@@ -36,9 +36,9 @@ def placeholder_roles(op: ComputeOp) -> Roles:
         if not isinstance(node, Load):
             continue
         first = node.indices[0]
-        kind = first.kind if isinstance(first, Var) and first.kind in ("src", "dst", "eid") else "dense"
+        kind = first.kind if isinstance(first, Var) and first.kind in GRAPH_KINDS else "dense"
         for later in node.indices[1:]:
-            if any(isinstance(n, Var) and n.kind in ("src", "dst", "eid") for n in later.walk()):
+            if any(isinstance(n, Var) and n.kind in GRAPH_KINDS for n in later.walk()):
                 raise ValueError(f"{node.tensor.name}: src/dst/eid may only index the first dimension")
         kind = {"src": "vertex", "dst": "vertex", "eid": "edge"}.get(kind, "dense")
         if role.setdefault(node.tensor.name, kind) != kind:
