@@ -8,6 +8,7 @@ import torch_geometric.nn
 
 from ..graph import Graph
 from ..ops import SHORTCUTS, edge_softmax, gat_attention, gsddmm
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .pyg_layer import FusedLayer
 
@@ -83,8 +84,7 @@ class GATConv(FusedLayer, torch_geometric.nn.GATConv):
         out = out.reshape(-1, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
-        if self.bias is not None:
-            out = out + self.bias
+        out = with_bias(out, self.bias)
         return out if alpha is None else (out, (torch.stack(g.coo()), alpha))
 
     def _edge_blocker(self, edge_index: GraphLike, edge_attr: torch.Tensor | None) -> str | None:

@@ -9,6 +9,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ..graph import Graph
 from ..ops.attention import gatv2_scores, softmax_aggregate
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, PairTensor
 from .layer_inputs import attention_blocker
 from .pyg_layer import FusedLayer
@@ -69,8 +70,7 @@ class GATv2Conv(FusedLayer, torch_geometric.nn.GATv2Conv):
         out = out.reshape(-1, heads * channels) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x_dst)
-        if self.bias is not None:
-            out = out + self.bias
+        out = with_bias(out, self.bias)
         if return_attention_weights:
             return out, (torch.stack(g.coo()), alpha)
         return out

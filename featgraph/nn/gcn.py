@@ -9,6 +9,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..graph import Graph
 from ..ops import gcn_aggregate
+from ..ops.precision import with_bias
 from .graph_input import GraphLike, as_graph
 from .pyg_layer import FusedLayer, linear_first
 
@@ -44,7 +45,7 @@ class GCNConv(FusedLayer, torch_geometric.nn.GCNConv):
 
         lin = self.lin.weight
         out = aggregate(F.linear(x, lin)) if linear_first(graph, *lin.shape[::-1]) else F.linear(aggregate(x), lin)
-        return out if self.bias is None else out + self.bias
+        return with_bias(out, self.bias)
 
     def _plan(self, x: torch.Tensor, edge_index: GraphLike, edge_weight: torch.Tensor | None) -> _Plan | str:
         """The aggregation for this call, or why PyG's path must run it. With ``cached`` (PyG's meaning: the

@@ -83,9 +83,10 @@ _LIBRARIES: dict[str, torch.library.Library] = {}  # the registrations live as l
 
 
 def with_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``out + bias`` for a layer that applies its Linear's weight before the aggregation and its bias after:
-    in ``out``'s dtype, as ``Linear`` adds its bias, so under autocast the output keeps the autocast dtype as
-    the layer's PyG original does."""
+    """``out + bias`` for a layer that adds its bias after the aggregation: in ``out``'s dtype, as ``Linear``
+    adds its bias, so under autocast every layer's output keeps the autocast dtype. (PyG's GCNConv, GATConv
+    and GATv2Conv add a float32 bias to a 16-bit aggregation and return float32: a full-width copy of each
+    hidden layer, cast down again by the next layer's matmul, forward and backward.)"""
     return out if bias is None else out + bias.to(out.dtype)
 
 
