@@ -19,7 +19,7 @@ EDGE_ORDERS = ("hilbert", "user", "csr")
 
 DEFAULT_L2_BYTES = 1024**2
 EDGES_PER_SEGMENT_VISIT = 12  # a row's visit per source segment must amortise over about this many edges
-SEGMENT_L2S = 8  # L2s of source features per segment (16 MiB on the 2-core VM)
+SEGMENT_MAX_BYTES = 16 * 1024**2  # source features per SpMM segment, where the last-level cache holds twice that
 WRITE_WINDOW_BYTES = 32 * 1024  # one write bucket's slice of an SDDMM output: about an L1
 MAX_WRITE_BUCKETS = 1024  # write streams one traversal keeps open at once
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -139,18 +139,26 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
     return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
 
 
-def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
-    """Source segments of about ``SEGMENT_L2S`` L2s of features, at most one per ``EDGES_PER_SEGMENT_VISIT``
-    edges of an average row (every row is visited once per segment), none where the features fit one segment.
+def segment_bytes() -> int:
+    """Source features per SpMM segment: half the last-level cache (the rows gathered share it with the
+    indices and the output), at most ``SEGMENT_MAX_BYTES``; that where Linux reports no cache sizes."""
+    sizes = cache_sizes()
+    return min(SEGMENT_MAX_BYTES, sizes[max(sizes)] // 2) if sizes else SEGMENT_MAX_BYTES
 
-    Measured on the 2-core VM (2 MiB L2 per core, 2 threads; copy_u_sum, best of 2 x 7, 1, 2 and 4 segments)
-    on rand100k (50,000 vertices, average in-degree 48) and a uniform graph (30): up to 12 MiB of features
-    one segment was best or within 6% (float32 d = 32: 2.66 ms against 3.04 with two segments; bfloat16
-    d = 128: 10.2 against 12.5 and 14.6), at 24 MiB two (float32 d = 128 on rand100k: 14.3 ms against 19.9
-    with one), at 49 MiB four (34.3 against 43.7 and 61.1). Where several segments are walked the output is
-    kept in float32 between them, so 16-bit features lose most: segments of two L2s, the rule before, took
-    bfloat16 d = 64 and 128 on rand100k from 4.0 to 5.4 ms and from 10.2 to 14.6 ms."""
-    segment = SEGMENT_L2S * l2_cache_bytes()
+
+def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
+    """Source segments of ``segment_bytes``, at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of an average
+    row (every row is visited once per segment), none where the features fit one segment.
+
+    Measured (copy_u_sum, 1, 2 and 4 segments, 2 threads, rand100k: 50,000 vertices of average in-degree 48,
+    and a uniform graph of in-degree 30) on two VMs. A Xeon (2 MiB L2 per core): up to 12 MiB of features one
+    segment was best or within 6%, at 24 MiB two (float32 d = 128 on rand100k: 14.3 ms against 19.9 with one),
+    at 49 MiB four (34.3 against 43.7 and 61.1). A Zen 4 (1 MiB L2, 32 MiB L3): the same, one segment at
+    12.8 MiB (bfloat16 d = 128: 6.3 ms against 10.0 in two on the uniform graph, 11.4 against 15.5 on
+    rand100k), two or four at 25.6 MiB, four at 51 MiB; a rule of eight L2s split the 12.8 MiB there. Where
+    several segments are walked the output is kept in float32 between them, so 16-bit features lose most
+    from a split."""
+    segment = segment_bytes()
     if source_feature_bytes <= segment:
         return 1
     return max(1, min(16, math.ceil(source_feature_bytes / segment), int(avg_degree // EDGES_PER_SEGMENT_VISIT)))

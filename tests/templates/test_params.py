@@ -41,14 +41,26 @@ def test_cache_sizes_read_each_data_level_and_skip_instruction_caches(tmp_path):
     assert params.cache_sizes(tmp_path / "missing") == {}
 
 
-def test_partitions_of_eight_l2s_one_per_twelve_edges_of_a_row(monkeypatch):
-    monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
-    assert default_num_partitions(16 * 2**20, avg_degree=48) == 1  # fits one segment of eight L2s
+@pytest.mark.parametrize(
+    "caches",
+    [{2: 2 * 2**20, 3: 266240 * 1024}, {2: 2**20, 3: 32 * 2**20}, {}],
+    ids=["large-llc", "32MiB-llc", "unreported"],
+)
+def test_partitions_of_16mib_one_per_twelve_edges_of_a_row(monkeypatch, caches):
+    monkeypatch.setattr(params, "cache_sizes", lambda: caches)
+    assert default_num_partitions(16 * 2**20, avg_degree=48) == 1  # fits one segment
     assert default_num_partitions(24 * 2**20, avg_degree=48) == 2  # two segments
     assert default_num_partitions(49 * 2**20, avg_degree=48) == 4
     assert default_num_partitions(100 * 2**20, avg_degree=30) == 2  # rows of 30: two visits at most
     assert default_num_partitions(100 * 2**20, avg_degree=4) == 1  # short rows: one visit
     assert default_num_partitions(10 * 2**30, avg_degree=1000) == 16
+
+
+def test_segments_are_half_a_small_last_level_cache(monkeypatch):
+    monkeypatch.setattr(params, "cache_sizes", lambda: {1: 32 * 2**10, 2: 2**20, 3: 8 * 2**20})
+    assert params.segment_bytes() == 4 * 2**20
+    assert default_num_partitions(4 * 2**20, avg_degree=48) == 1
+    assert default_num_partitions(12 * 2**20, avg_degree=48) == 3
 
 
 def test_write_buckets_of_an_l1_window_for_scattered_outputs_beyond_the_l2(monkeypatch):
