@@ -8,6 +8,8 @@ half the subnormal spacing where the result is subnormal (2^-25 for float16).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -88,13 +90,16 @@ def test_logsumexp_on_a_hub_is_within_the_bound(dtype):
 
 
 @pytest.mark.parametrize("dtype", HALF)
-def test_dot_attention_sddmm_is_within_the_bound(dtype):
+@pytest.mark.parametrize("shape", [(67,), (1,), (2,), (31,), (32,), (33,), (3, 64), (2, 95)])
+def test_dot_attention_sddmm_is_within_the_bound(dtype, shape):
+    """Widths around the bfloat16 pairwise dot's 32-element blocks (a masked tail, none, a single element)
+    and per-head rows, whose dots run along the last axis."""
     g = hub_graph()
-    d = 67
-    x, _ = half_inputs(g, d, dtype)
-    y = half_inputs(g, d, dtype, seed=2)[0]
+    d = shape[-1]
+    x = half_inputs(g, math.prod(shape), dtype)[0].view(-1, *shape)
+    y = half_inputs(g, math.prod(shape), dtype, seed=2)[0].view(-1, *shape)
     got = gsddmm(g, "dot", x, y)
-    assert got.dtype == dtype and got.shape == (g.num_edges, 1)
+    assert got.dtype == dtype and got.shape == (g.num_edges, *shape[:-1], 1)
     ref = gsddmm(g, "dot", x.double(), y.double())
     terms = gsddmm(g, "dot", x.double().abs(), y.double().abs())
     assert_within_bound(got, ref, terms, d)

@@ -33,6 +33,10 @@ PRELUDE = r"""
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
 // exp that g++ vectorises (std::exp stays a scalar libm call without -ffast-math): Cephes' expf, a
 // degree-6 polynomial on r = x - n ln2, scaled by 2^n as two powers of two (so 2^128 and subnormal
 // results come out right); within 2 ulp of the exact value, 0 below -104, inf above 88.73, NaN kept.
@@ -91,6 +95,30 @@ static inline uint16_t fg_to_half(T xin) {
 }
 static inline T fg_half(T x) { return fg_from_half(fg_to_half(x)); }
 static inline T fg_bf16(T x) { return fg_from_bf16(fg_to_bf16(x)); }
+// sum_k a[k] b[k] over n bfloat16 elements, each product exact in float and summed in T. With AVX-512 BF16
+// (and float sums) vdpbf16ps adds 32 products per instruction into 16 float partials, the last 2..31
+// elements through a masked load that reads nothing past n; it reads subnormal inputs as zero and
+// flushes subnormal results, as the instruction does. Without it, one product at a time.
+static inline T fg_dot_bf16(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, int64_t n) {
+  T total = T(0);
+  int64_t k = 0;
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+  if constexpr (std::is_same<T, float>::value) {
+    __m512 partial = _mm512_setzero_ps();
+    for (; k + 32 <= n; k += 32)
+      partial = _mm512_dpbf16_ps(partial, (__m512bh)_mm512_loadu_si512(a + k), (__m512bh)_mm512_loadu_si512(b + k));
+    if (k < n) {
+      const __mmask32 rest = (__mmask32)((1u << (n - k)) - 1u);
+      partial = _mm512_dpbf16_ps(partial, (__m512bh)_mm512_maskz_loadu_epi16(rest, a + k),
+                                 (__m512bh)_mm512_maskz_loadu_epi16(rest, b + k));
+      k = n;
+    }
+    total = _mm512_reduce_add_ps(partial);
+  }
+#endif
+  for (; k < n; ++k) total += fg_from_bf16(a[k]) * fg_from_bf16(b[k]);
+  return total;
+}
 // dropout's keep test: splitmix64's finaliser over (seed, element index); keep when its top 24 bits clear
 // round(p * 2^24). A pure function of its arguments, so the backward pass recomputes the forward's mask.
 static inline bool fg_keep(uint64_t seed, int64_t i, uint64_t threshold) {
@@ -147,11 +175,15 @@ class Emitter(ExpressionLowering):
     def variable(self, e: Var) -> str:
         return GRAPH_VARS.get(e.kind, e.name)
 
-    def load(self, e: Load) -> str:
+    def element(self, e: Load) -> str:
+        """The array element ``e`` reads, in its storage type."""
         flat = self.index(e.indices[0])
         for idx, dim in zip(e.indices[1:], e.tensor.shape[1:], strict=True):
             flat = f"({flat}) * {dim} + {self.index(idx)}"
-        return read_element(e.tensor.dtype, f"{pointer_name(e.tensor)}[{flat}]")
+        return f"{pointer_name(e.tensor)}[{flat}]"
+
+    def load(self, e: Load) -> str:
+        return read_element(e.tensor.dtype, self.element(e))
 
     def reduction_value(self, e: Reduce) -> str:
         return self.reduce_names[id(e)]
@@ -359,6 +391,32 @@ def lane_reduction(loop: Loop, acc: str, update: str, init: str, value: str) -> 
     ]
 
 
+def bf16_dot(red: Reduce, loops: list[Loop], emitter: Emitter) -> list[str] | None:
+    """``fg_dot_bf16`` for a sum over one unsplit reduce axis of the product of two bfloat16 rows read along
+    it (dot attention, GAT's gradient weights), or None for any other reduction. Measured (50,000-vertex
+    uniform graph, 1.5M edges, 2 threads, Zen 4): bfloat16 dot attention 6.8 -> 4.1 ms at d = 64, 11.7 -> 6.9
+    at d = 128, 41.9 -> 18.8 at d = 256, where widening both rows and multiplying in float had been no faster
+    than the float32 kernel."""
+    body = red.body
+    if red.op != "sum" or len(loops) != 1 or loops[0].plan.factor is not None:
+        return None
+    if not (isinstance(body, BinOp) and body.op == "*"):
+        return None
+    k = loops[0].var
+    rows = (body.a, body.b)
+    if not all(
+        isinstance(x, Load)
+        and x.tensor.dtype == "bfloat16"
+        and x.indices[-1] is k
+        and all(v is not k for i in x.indices[:-1] for v in free_vars(i))
+        for x in rows
+    ):
+        return None
+    a, b = (f"&{emitter.element(x)}" for x in rows)
+    acc = loops[0].reduction_var
+    return [f"T {acc}; {{ const int64_t {k.name} = {loops[0].lo}; {acc} = fg_dot_bf16({a}, {b}, {loops[0].extent}); }}"]
+
+
 def hoisted(schedule: Schedule, red: Reduce) -> bool:
     """A reduce is computed for the whole tile at once when the schedule orders one of its axes before
     an output axis (e.g. ``reorder(k, i)``)."""
@@ -388,6 +446,10 @@ def message_block(op: ComputeOp, schedule: Schedule, tile: Tile, sink: Sink) -> 
         if not nested and not hoisted(schedule, red) and all(v.kind == "axis" for v in free):
             names[id(red)] = acc
             loops = reduce_loops(red, schedule, acc)
+            dot = bf16_dot(red, loops, Emitter(names))
+            if dot is not None:
+                per_element += dot
+                continue
             if lane_reducible(loops):
                 per_element += lane_reduction(loops[0], acc, update, init, value)
                 continue

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 import torch
 
@@ -103,3 +105,23 @@ def test_short_or_split_reductions_keep_the_schedules_loops():
     s = Schedule(op).vectorize(k)
     code = "\n".join(message_block(op, s, Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
     assert "reduction(+:red0)" in code and "_l[" not in code
+
+
+def _dot_code(a: te.Placeholder, b: te.Placeholder) -> str:
+    k = te.reduce_axis(a.shape[-1], name="k")
+    op = te.compute((1,), lambda i: te.sum(a[SRC, k] * b[DST, k], axis=k))
+    return "\n".join(message_block(op, Schedule(op), Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
+
+
+def test_a_dot_of_two_bfloat16_rows_runs_on_the_pairwise_dot():
+    """The sum of products of two bfloat16 rows along their last axis becomes one ``fg_dot_bf16`` call on
+    the rows' addresses; a float32 operand, or a row read along another axis, keeps the plain reduction."""
+    bf16 = te.placeholder((10, 40), "bfloat16", "A"), te.placeholder((10, 40), "bfloat16", "B")
+    assert re.search(r"= fg_dot_bf16\(&P_A\[\(s\) \* 40 \+ (\w+)\], &P_B\[\(v\) \* 40 \+ \1\], 40\);", _dot_code(*bf16))
+    mixed = _dot_code(bf16[0], te.placeholder((10, 40), "float32", "C"))
+    assert "fg_dot_bf16" not in mixed
+    columns = te.placeholder((40, 10), "bfloat16", "D")
+    k = te.reduce_axis(40)
+    op = te.compute((1,), lambda i: te.sum(columns[k, SRC] * columns[k, DST], axis=k))
+    across = "\n".join(message_block(op, Schedule(op), Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
+    assert "fg_dot_bf16" not in across
