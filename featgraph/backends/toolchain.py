@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import warnings
 from functools import cache
+from pathlib import Path
 
 # more threads than any machine runs: OpenMP aborts the process when it cannot create the threads it is
 # asked for, and a count beyond a C int wraps around to nonsense
@@ -33,6 +34,20 @@ def cxx_version() -> str | None:
         return None
     out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0] if out.stdout else compiler
+
+
+@cache
+def cpu_signature(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU that ``-march=native`` compiles for: the model name and instruction-set flags of the first
+    processor Linux lists (empty where it lists none), so a kernel cache shared by machines with other CPUs
+    never hands one a library built for instructions it lacks."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = text.split("\n\n", 1)[0].splitlines()
+    fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in lines if ":" in line)}
+    return " ".join(fields.get(name, "") for name in ("model name", "flags")).strip()
 
 
 def triton_available() -> bool:

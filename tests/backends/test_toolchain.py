@@ -32,3 +32,21 @@ def test_checked_threads_names_the_setting(value):
     with pytest.raises(ValueError, match=f"my_threads must be an integer from 1 to 4096, got {value!r}"):
         toolchain.checked_threads(value, "my_threads")
     assert toolchain.checked_threads(toolchain.MAX_THREADS, "my_threads") == toolchain.MAX_THREADS
+
+
+def test_cpu_signature_reads_the_first_processors_model_and_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    first = "processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu avx512f avx512_bf16\n"
+    info.write_text(first + "\nprocessor\t: 1\nmodel name\t: Other CPU\nflags\t\t: fpu\n")
+    assert toolchain.cpu_signature.__wrapped__(str(info)) == "Some CPU fpu avx512f avx512_bf16"
+    assert toolchain.cpu_signature.__wrapped__(str(tmp_path / "missing")) == ""
+
+
+def test_the_kernel_cache_key_names_the_cpu(monkeypatch):
+    """A library built for one CPU's instructions is never the one another CPU's process loads."""
+    from featgraph.backends.cpu import compiler
+
+    source = 'extern "C" int f() { return 1; }'
+    here = compiler.library_path(source)
+    monkeypatch.setattr(compiler, "cpu_signature", lambda: "Another CPU fpu sse2")
+    assert compiler.library_path(source) != here

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from ..toolchain import cxx_compiler, cxx_version
+from ..toolchain import cpu_signature, cxx_compiler, cxx_version
 
 # -fno-math-errno lets exp/log/sqrt be treated as pure, so a weight computed once per edge is hoisted out
 # of the feature loop instead of being recomputed for every element
@@ -89,8 +89,9 @@ def _compiler() -> str:
 
 
 def library_path(source: str) -> Path:
-    """Where the library for ``source`` lives: keyed by source, flags and compiler version."""
-    key = hashlib.sha256("\0".join([source, *FLAGS, cxx_version() or ""]).encode()).hexdigest()[:24]
+    """Where the library for ``source`` lives: keyed by source, flags, compiler version and the CPU that
+    ``-march=native`` targets."""
+    key = hashlib.sha256("\0".join([source, *FLAGS, cxx_version() or "", cpu_signature()]).encode()).hexdigest()[:24]
     return cache_dir() / f"fg_{key}.so"
 
 
