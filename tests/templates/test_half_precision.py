@@ -249,3 +249,22 @@ def test_edge_softmax_and_fused_gcn_gat_keep_the_dtype_within_a_few_roundings(dt
         assert out.dtype == dtype and grad.dtype == dtype
         for got, want in ((out, ref), (grad, ref_grad)):
             assert (got.double() - want).abs().max() <= roundings * UNIT_ROUNDOFF[dtype] * want.abs().max()
+
+
+@pytest.mark.parametrize("heads", [1, 3, 4, 7, 8, 12, 15])
+def test_short_bfloat16_rows_widened_before_the_loop_are_within_the_bound(heads):
+    """Per-head messages from two bfloat16 rows shorter than a SIMD register (widened per edge into a float
+    buffer, eight and four at a time and the rest one by one) against a float64 reference."""
+    g = hub_graph()
+    n = g.num_nodes
+    EL = te.placeholder((n, heads), dtype="bfloat16", name="EL")
+    ER = te.placeholder((n, heads), dtype="bfloat16", name="ER")
+    kernel = fg.spmm(g, lambda s, t, e: te.compute((heads,), lambda h: EL[s, h] * ER[t, h] + EL[s, h]), "sum")
+    assert "fg_widen_bf16(&P_EL" in kernel.source and "fg_widen_bf16(&P_ER" in kernel.source
+    left, right = half_inputs(g, heads, torch.bfloat16)[0], half_inputs(g, heads, torch.bfloat16, seed=2)[0]
+    got = kernel(EL=left, ER=right)
+    src, dst = g.coo()
+    a, b = left.double()[src], right.double()[dst]
+    ref = torch.zeros(n, heads, dtype=torch.float64).index_add_(0, dst, a * b + a)
+    terms = torch.zeros(n, heads, dtype=torch.float64).index_add_(0, dst, (a * b).abs() + a.abs())
+    assert_within_bound(got, ref, terms, 2 * (g.in_degrees() + 1))
