@@ -126,7 +126,7 @@ static inline T fg_dot_bf16(const uint16_t* __restrict__ a, const uint16_t* __re
   T total = T(0);
   int64_t k = 0;
 #if defined(__AVX512BF16__) && defined(__AVX512BW__)
-  if constexpr (std::is_same<T, float>::value) {  // (the casts below are no-ops there; a double T skips them)
+  if constexpr (std::is_same<T, float>::value) {
     __m512 partial = _mm512_setzero_ps();
     for (; k + 32 <= n; k += 32)
       partial = _mm512_dpbf16_ps(partial, (__m512bh)_mm512_loadu_si512(a + k), (__m512bh)_mm512_loadu_si512(b + k));
