@@ -195,7 +195,7 @@ class WidenedRows:
     2.6 -> 1.9, of 4 and 8 no change. (A float32 copy into such a buffer was up to 4x slower at 7 features.)"""
 
     loops: dict[int, Loop]  # id(loop variable) -> its loop, for the short loops
-    lines: list[str]  # the widening loops, in order
+    lines: list[str]  # each buffer's declaration and widening, in order
     names: dict[str, str]  # a row's 16-bit element (C++) -> its buffer
 
     @classmethod

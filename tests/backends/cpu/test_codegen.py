@@ -107,21 +107,24 @@ def test_short_or_split_reductions_keep_the_schedules_loops():
     assert "reduction(+:red0)" in code and "_l[" not in code
 
 
-def _dot_code(a: te.Placeholder, b: te.Placeholder) -> str:
-    k = te.reduce_axis(a.shape[-1], name="k")
-    op = te.compute((1,), lambda i: te.sum(a[SRC, k] * b[DST, k], axis=k))
+def _edge_code(op) -> str:
+    """The message block of a one-element edge UDF ``op``, as the SDDMM template stores it."""
     return "\n".join(message_block(op, Schedule(op), Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
+
+
+def _dot(a: te.Placeholder, b: te.Placeholder):
+    k = te.reduce_axis(a.shape[-1], name="k")
+    return te.compute((1,), lambda i: te.sum(a[SRC, k] * b[DST, k], axis=k))
 
 
 def test_a_dot_of_two_bfloat16_rows_runs_on_the_pairwise_dot():
     """The sum of products of two bfloat16 rows along their last axis becomes one ``fg_dot_bf16`` call on
     the rows' addresses; a float32 operand, or a row read along another axis, keeps the plain reduction."""
     bf16 = te.placeholder((10, 40), "bfloat16", "A"), te.placeholder((10, 40), "bfloat16", "B")
-    assert re.search(r"= fg_dot_bf16\(&P_A\[\(s\) \* 40 \+ (\w+)\], &P_B\[\(v\) \* 40 \+ \1\], 40\);", _dot_code(*bf16))
-    mixed = _dot_code(bf16[0], te.placeholder((10, 40), "float32", "C"))
-    assert "fg_dot_bf16" not in mixed
+    code = _edge_code(_dot(*bf16))
+    assert re.search(r"= fg_dot_bf16\(&P_A\[\(s\) \* 40 \+ (\w+)\], &P_B\[\(v\) \* 40 \+ \1\], 40\);", code)
+    assert "fg_dot_bf16" not in _edge_code(_dot(bf16[0], te.placeholder((10, 40), "float32", "C")))
     columns = te.placeholder((40, 10), "bfloat16", "D")
     k = te.reduce_axis(40)
-    op = te.compute((1,), lambda i: te.sum(columns[k, SRC] * columns[k, DST], axis=k))
-    across = "\n".join(message_block(op, Schedule(op), Tile(0, 1), lambda f, g, x: f"out[{f}] = {x};"))
-    assert "fg_dot_bf16" not in across
+    across = te.compute((1,), lambda i: te.sum(columns[k, SRC] * columns[k, DST], axis=k))
+    assert "fg_dot_bf16" not in _edge_code(across)
