@@ -48,36 +48,37 @@ def gpu() -> torch.device:
     through Triton's interpreter (CI's case; keep such graphs to a few hundred vertices)."""
     pytest.importorskip("triton")
     if torch.cuda.is_available():
-        return torch.device("cuda")
+        return torch.device("cuda", torch.cuda.current_device())
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("no CUDA GPU, and Triton's interpreter was not enabled before triton was imported")
     return torch.device("cpu")
 
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (compiled Triton kernels)")
-
-
 @pytest.fixture
 def interpreted_gpu(gpu: torch.device) -> None:
-    """For tests that run CPU-tensor test bodies through ``default_target("gpu")``: only under Triton's
-    interpreter (on a CUDA machine the device tests in tests/backends/gpu cover the compiled kernels)."""
+    """For tests whose bodies run CPU tensors through ``default_target("gpu")``: only under Triton's
+    interpreter (on a CUDA machine the tests that take ``gpu`` run the compiled kernels on CUDA tensors)."""
     if gpu.type != "cpu":
         pytest.skip("runs CPU tensors through the GPU kernels, which needs Triton's interpreter")
 
 
-def assert_gpu_target_agrees(fn, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """Run ``fn(*inputs)`` forward and backward with ``default_target`` "cpu" and "gpu"; the outputs and the
-    gradients of every input must agree (the CPU ops are gradchecked against dense references). Returns
-    the GPU target's output."""
+def assert_gpu_target_agrees(
+    fn, graph: Graph, inputs: tuple[torch.Tensor, ...], device: torch.device
+) -> torch.Tensor:
+    """Run ``fn(graph, *inputs)`` forward and backward on the CPU target, and on the GPU target with the graph
+    and inputs on ``device`` (the ``gpu`` fixture: CUDA, or CPU tensors through Triton's interpreter); the
+    outputs and the gradients of every input must agree (the CPU ops are gradchecked against dense
+    references). Returns the GPU target's output, on the CPU."""
     import featgraph as fg
 
     results = []
-    for target in ("cpu", "gpu"):
+    for target, dev in (("cpu", torch.device("cpu")), ("gpu", device)):
+        args = tuple(x.detach().to(dev).requires_grad_(x.requires_grad) for x in inputs)
         with fg.default_target(target):
-            out = fn(*inputs)
-            upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-            grads = torch.autograd.grad(out, inputs, upstream, allow_unused=True)
-        results.append((out.detach(), grads))
+            out = fn(graph.to(dev), *args)
+            upstream = torch.linspace(-1, 1, out.numel(), dtype=out.dtype, device=dev).view_as(out)
+            grads = torch.autograd.grad(out, args, upstream, allow_unused=True)
+        results.append((out.detach().cpu(), [None if g is None else g.cpu() for g in grads]))
     (cpu_out, cpu_grads), (gpu_out, gpu_grads) = results
     torch.testing.assert_close(gpu_out, cpu_out)
     for got, want in zip(gpu_grads, cpu_grads, strict=True):
@@ -85,3 +86,11 @@ def assert_gpu_target_agrees(fn, inputs: tuple[torch.Tensor, ...]) -> torch.Tens
         if got is not None:
             torch.testing.assert_close(got, want)
     return gpu_out
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that run the GPU target (they take the ``gpu`` fixture, directly or through ``interpreted_gpu``)
+    carry the ``gpu`` marker: ``pytest -m gpu`` is the device check's test run (benchmarks/gpu_check.sh)."""
+    for item in items:
+        if "gpu" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gpu)

@@ -325,6 +325,18 @@ class Graph:
     def device(self) -> torch.device:
         return self._src.device
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Graph:
+        """This graph on ``device`` (itself where it is there already), as PyG's ``Data.to``: the edges and
+        weights are copied once, the formats and kernels are built again there on first use."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if self.device == device:
+            return self
+        src, dst = (t.to(device, non_blocking=non_blocking) for t in self.coo())
+        weight = None if self._edge_weight is None else self._edge_weight.to(device, non_blocking=non_blocking)
+        return type(self)._derived(src, dst, (self._num_src, self._num_dst), weight)
+
     @property
     def edge_weight(self) -> torch.Tensor | None:
         return self._edge_weight

@@ -339,3 +339,18 @@ def test_with_self_loops_carries_built_formats_over_as_a_fresh_build_would_make_
     assert torch.equal(looped.in_degrees(), fresh.in_degrees())
     assert torch.equal(looped.out_degrees(), fresh.out_degrees())
     assert all(torch.equal(a, b) for a, b in zip(g.csr(), built[0], strict=True))  # the original's untouched
+
+
+@pytest.mark.parametrize("sizes", [10, (9, 4)], ids=["square", "bipartite"])
+def test_to_moves_edges_and_weights_and_keeps_the_sizes(sizes):
+    """``Graph.to`` as PyG's ``Data.to``: the same graph on the device (the meta device stands in for a GPU
+    here), itself where it is there already; formats are built afresh there, weights travel along."""
+    num_src, num_dst = sizes if isinstance(sizes, tuple) else (sizes, sizes)
+    src, dst = torch.randint(0, num_src, (30,)), torch.randint(0, num_dst, (30,))
+    g = Graph(src, dst, sizes, edge_weight=torch.rand(30))
+    assert g.to("cpu") is g
+    moved = g.to("meta")
+    assert moved.device.type == "meta" and moved.edge_weight.device.type == "meta"
+    assert (moved.num_src_nodes, moved.num_dst_nodes, moved.num_edges) == (num_src, num_dst, 30)
+    assert moved.edge_index.shape == (2, 30) and moved.to("meta") is moved
+    assert g.device.type == "cpu" and torch.equal(g.edge_index, torch.stack([src, dst]))

@@ -53,7 +53,7 @@ def assert_matches_pyg(ours: torch.nn.Module, theirs: torch.nn.Module, x: torch.
     for module in (ours, theirs):
         inp = x.detach().double().requires_grad_()
         out = module(inp, *args, **kwargs)
-        grad = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(0))
+        grad = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(0)).to(out.device)
         out.backward(grad)
         results.append((out.detach(), inp.grad, {k: p.grad for k, p in module.named_parameters()}))
     (out, gx, gp), (ref, rgx, rgp) = results

@@ -139,11 +139,11 @@ def test_gat_conv_errors_name_the_argument():
         conv(torch.randn(N - 1, 4), fg.Graph.from_edge_index(edges(), N))
 
 
-def test_gat_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
+def test_gat_conv_matches_pyg_through_the_triton_kernels(gpu):
     torch.manual_seed(3)
-    theirs = pyg_conv("GATConv")(11, 7, heads=2)
+    theirs = pyg_conv("GATConv")(11, 7, heads=2).to(gpu)
     with fg.default_target("gpu"):
-        assert_matches_pyg(GATConv(11, 7, heads=2), theirs, torch.randn(N, 11), edges(6))
+        assert_matches_pyg(GATConv(11, 7, heads=2).to(gpu), theirs, torch.randn(N, 11, device=gpu), edges(6).to(gpu))
 
 
 @pytest.mark.parametrize(

@@ -85,11 +85,11 @@ def test_gcn_conv_rejects_loops_without_normalization():
         GCNConv(3, 4, add_self_loops=True, normalize=False)
 
 
-def test_gcn_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu):
+def test_gcn_conv_matches_pyg_through_the_triton_kernels(gpu):
     torch.manual_seed(0)
-    theirs = pyg_conv("GCNConv")(7, 3)
+    theirs = pyg_conv("GCNConv")(7, 3).to(gpu)
     with fg.default_target("gpu"):
-        assert_matches_pyg(GCNConv(7, 3), theirs, torch.randn(N, 7), edges(1))
+        assert_matches_pyg(GCNConv(7, 3).to(gpu), theirs, torch.randn(N, 7, device=gpu), edges(1).to(gpu))
 
 
 @pytest.mark.parametrize("improved", [False, True])

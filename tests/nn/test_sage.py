@@ -71,11 +71,12 @@ def test_aggregations_featgraph_lacks_run_pygs_path(aggr):
 
 
 @pytest.mark.parametrize("aggr", ["mean", "max"])
-def test_sage_conv_matches_pyg_through_the_triton_kernels(interpreted_gpu, aggr):
+def test_sage_conv_matches_pyg_through_the_triton_kernels(gpu, aggr):
     torch.manual_seed(2)
-    theirs = pyg_conv("SAGEConv")(6, 5, aggr=aggr)
+    theirs = pyg_conv("SAGEConv")(6, 5, aggr=aggr).to(gpu)
     with fg.default_target("gpu"):
-        assert_matches_pyg(SAGEConv(6, 5, aggr=aggr), theirs, torch.randn(N, 6), edges(4))
+        ours = SAGEConv(6, 5, aggr=aggr).to(gpu)
+        assert_matches_pyg(ours, theirs, torch.randn(N, 6, device=gpu), edges(4).to(gpu))
 
 
 @pytest.mark.parametrize("aggr", ["mean", "sum", "max"])

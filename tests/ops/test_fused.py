@@ -194,29 +194,34 @@ def test_gat_inference_builds_only_the_forward_kernels():
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_gcn_aggregate_through_the_triton_kernels(interpreted_gpu, graph, weighted):
+def test_gcn_aggregate_through_the_triton_kernels(gpu, graph, weighted):
     x = torch.randn(N, 5, dtype=torch.float64, requires_grad=True)
     w = (torch.rand(E, dtype=torch.float64) + 0.1).requires_grad_()
     inputs = (x, w) if weighted else (x,)
-    out = assert_gpu_target_agrees(lambda *t: ops.gcn_aggregate(graph, t[0], t[1] if weighted else None), inputs)
+    out = assert_gpu_target_agrees(
+        lambda g, *t: ops.gcn_aggregate(g, t[0], t[1] if weighted else None), graph, inputs, gpu
+    )
     torch.testing.assert_close(out, dense_gcn(graph, x.detach(), w.detach() if weighted else torch.ones(E).double()))
 
 
-def test_gat_attention_through_the_triton_kernels(interpreted_gpu, graph):
+def test_gat_attention_through_the_triton_kernels(gpu, graph):
     feat = torch.randn(N, 3, 4, dtype=torch.float64, requires_grad=True)
     a_src = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     a_dst = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    out = assert_gpu_target_agrees(lambda f, s, t: ops.gat_attention(graph, f, s, t, 0.2), (feat, a_src, a_dst))
+    out = assert_gpu_target_agrees(
+        lambda g, f, s, t: ops.gat_attention(g, f, s, t, 0.2), graph, (feat, a_src, a_dst), gpu
+    )
     torch.testing.assert_close(out, dense_gat(graph, feat.detach(), a_src.detach(), a_dst.detach(), 0.2))
 
 
-def test_gat_attention_dropout_on_the_triton_kernels_is_the_cpu_mask(interpreted_gpu, graph):
+def test_gat_attention_dropout_on_the_triton_kernels_is_the_cpu_mask(gpu, graph):
     feat, a_src, a_dst = torch.randn(N, 2, 3), torch.randn(2, 3), torch.randn(2, 3)
     results = []
-    for target in ("cpu", "gpu"):
+    for target, device in (("cpu", torch.device("cpu")), ("gpu", gpu)):
         torch.manual_seed(5)
+        args = (t.to(device) for t in (feat, a_src, a_dst))
         with fg.default_target(target):
-            results.append(ops.gat_attention(graph, feat, a_src, a_dst, 0.2, dropout=0.5, training=True))
+            results.append(ops.gat_attention(graph.to(device), *args, 0.2, dropout=0.5, training=True).cpu())
     torch.testing.assert_close(results[0], results[1])
 
 

@@ -93,8 +93,10 @@ def test_scalar_features_give_a_1d_result_as_dgl(graph, op):
 
 @pytest.mark.parametrize(("lhs_target", "rhs_target"), [("u", "v"), ("e", "v"), ("v", "u")])
 @pytest.mark.parametrize("op", ["add", "div", "dot"])
-def test_through_the_triton_kernels(interpreted_gpu, graph, op, lhs_target, rhs_target):
+def test_through_the_triton_kernels(gpu, graph, op, lhs_target, rhs_target):
     lhs, rhs = make(lhs_target, (2, 3), 1), make(rhs_target, (2, 3) if op == "dot" else (2, 1), 2)
-    out = assert_gpu_target_agrees(lambda x, y: ops.gsddmm(graph, op, x, y, lhs_target, rhs_target), (lhs, rhs))
+    out = assert_gpu_target_agrees(
+        lambda g, x, y: ops.gsddmm(g, op, x, y, lhs_target, rhs_target), graph, (lhs, rhs), gpu
+    )
     a, b = pick(graph, lhs_target, lhs.detach()), pick(graph, rhs_target, rhs.detach())
     torch.testing.assert_close(out, TORCH_OPS[op](a, b))

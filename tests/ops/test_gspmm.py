@@ -132,7 +132,7 @@ def test_inputs_untouched_and_empty_graph():
 
 @pytest.mark.parametrize(("op", "shape_case"), [("mul", "per-head-weight"), ("copy_lhs", "same"), ("div", "one-dim")])
 @pytest.mark.parametrize("reduce", ops.REDUCERS)
-def test_through_the_triton_kernels(interpreted_gpu, graph, op, reduce, shape_case):
+def test_through_the_triton_kernels(gpu, graph, op, reduce, shape_case):
     lhs, rhs = data(shape_case, seed=7)
-    out = assert_gpu_target_agrees(lambda a, b: ops.gspmm(graph, op, reduce, a, b), (lhs, rhs))
+    out = assert_gpu_target_agrees(lambda g, a, b: ops.gspmm(g, op, reduce, a, b), graph, (lhs, rhs), gpu)
     torch.testing.assert_close(out, reference(graph, op, reduce, lhs.detach(), rhs.detach()))

@@ -195,21 +195,21 @@ def test_rounding_to_16_bits_matches_torch(dtype):
     torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
 
 
-def test_gpu_target_reads_and_stores_16_bits_within_the_bound():
-    """The Triton kernels (run by the interpreter here) load 16-bit data, accumulate in float32 and store
-    the inputs' dtype: SpMM sum and max, its gradients, dot attention. Triton's interpreter truncates a
-    float32 stored to bfloat16 (a GPU rounds to nearest even): twice the rounding term there. float16
-    differs only in the dtype Triton is given."""
+@pytest.mark.parametrize("dtype", HALF)
+def test_gpu_target_reads_and_stores_16_bits_within_the_bound(gpu, dtype):
+    """The Triton kernels load 16-bit data, accumulate in float32 and store the inputs' dtype: SpMM sum and
+    max, its gradients, dot attention. Triton's interpreter truncates a float32 stored to bfloat16 (a GPU
+    rounds to nearest even): the bound allows twice the rounding term."""
     g = hub_graph(n=60, isolated=5, hub=600, others=200)
-    dtype = torch.bfloat16
     truncation = UNIT_ROUNDOFF[dtype]
     x, w = half_inputs(g, 9, dtype)
-    x.requires_grad_(True)
-    ones = torch.ones(g.num_nodes, 9, dtype=dtype)
+    on_gpu, xg, wg = g.to(gpu), x.to(gpu).requires_grad_(True), w.to(gpu)
+    ones = torch.ones(g.num_nodes, 9, dtype=dtype, device=gpu)
     with fg.default_target("gpu"):
-        spmm = {reducer: gspmm(g, "mul", reducer, x.detach(), w) for reducer in ("sum", "max")}
-        gx = torch.autograd.grad(gspmm(g, "mul", "sum", x, w), x, ones)[0]
-        dot = gsddmm(g, "dot", x.detach(), x.detach())
+        spmm = {r: gspmm(on_gpu, "mul", r, xg.detach(), wg).cpu() for r in ("sum", "max")}
+        gx = torch.autograd.grad(gspmm(on_gpu, "mul", "sum", xg, wg), xg, ones)[0].cpu()
+        dot = gsddmm(on_gpu, "dot", xg.detach(), xg.detach()).cpu()
+    ones = ones.cpu()
     x64, w64 = x.detach().double(), w.double()
     for reducer, got in spmm.items():
         assert got.dtype == dtype

@@ -426,13 +426,13 @@ def test_bipartite_rows_are_checked_per_side():
 
 
 @pytest.mark.parametrize("reducer", ["sum", "max", "logsumexp"])
-def test_bipartite_graphs_on_the_gpu_target(reducer, interpreted_gpu):
+def test_bipartite_graphs_on_the_gpu_target(reducer, gpu):
     g, _, _ = bipartite_case(9, 4, 30, seed=2)
     XS = te.placeholder((9, 3), dtype="float64", name="XS")
     XD = te.placeholder((4, 3), dtype="float64", name="XD")
 
-    def run(xs, xd):
-        return fg.spmm(g, lambda s, v, e: te.compute((3,), lambda i: XS[s, i] * XD[v, i]), reducer)(XS=xs, XD=xd)
+    def run(graph, xs, xd):
+        return fg.spmm(graph, lambda s, v, e: te.compute((3,), lambda i: XS[s, i] * XD[v, i]), reducer)(XS=xs, XD=xd)
 
     inputs = tuple(torch.randn(rows, 3, dtype=torch.float64, requires_grad=True) for rows in (9, 4))
-    assert assert_gpu_target_agrees(run, inputs).shape == (4, 3)
+    assert assert_gpu_target_agrees(run, g, inputs, gpu).shape == (4, 3)

@@ -160,19 +160,19 @@ def test_needs_the_winners(graph):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_gpu_template_agrees_with_cpu(graph, case, interpreted_gpu):
+def test_gpu_template_agrees_with_cpu(graph, case, gpu):
     udf, inputs, _ = CASES[case]()
     names = list(inputs)
     with fg.default_target("gpu"):
-        kernel = fg.spmm(graph, udf, "max")
+        kernel = fg.spmm(graph.to(gpu), udf, "max")
     assert all(
         isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(kernel.spec.op.placeholders[0], "float64")
     )
 
-    def fn(*xs):
-        return fg.spmm(graph, udf, "max")(**dict(zip(names, xs, strict=True)))
+    def fn(g, *xs):
+        return fg.spmm(g, udf, "max")(**dict(zip(names, xs, strict=True)))
 
-    assert_gpu_target_agrees(fn, tuple(inputs.values()))
+    assert_gpu_target_agrees(fn, graph, tuple(inputs.values()), gpu)
 
 
 @pytest.mark.parametrize("target", ["cpu", "gpu"])
