@@ -55,6 +55,15 @@ def gpu() -> torch.device:
 
 
 @pytest.fixture
+def cuda(gpu: torch.device) -> torch.device:
+    """The CUDA device, for tests that need compiled kernels (whole training runs, torch.compile on the GPU,
+    timings): skipped under Triton's interpreter."""
+    if gpu.type != "cuda":
+        pytest.skip("needs a CUDA GPU (compiled Triton kernels)")
+    return gpu
+
+
+@pytest.fixture
 def interpreted_gpu(gpu: torch.device) -> None:
     """For tests whose bodies run CPU tensors through ``default_target("gpu")``: only under Triton's
     interpreter (on a CUDA machine the tests that take ``gpu`` run the compiled kernels on CUDA tensors)."""

@@ -20,20 +20,20 @@ import torch
 
 from .. import ops
 from ..backends.gpu import aot
-from ..datasets import rand100k, uniform
+from ..datasets import rand100k, reddit_sized, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates.kernel import default_target
 from ..tuning.space import hub_threshold_candidate
 from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
-from .measure import best_ms
+from .measure import best_ms, peak_extra_mb
 from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 16 * 1024**3
 GRAPHS: dict[str, Callable[[float], Graph]] = {
     "uniform": lambda scale: uniform(max(2, int(100_000 * scale)), 100, seed=0),
     "rand100k": lambda scale: rand100k(scale, 1.0 if scale >= 0.1 else 0.01, seed=0),  # 100k / 48M at scale 1
-    "reddit-sized": lambda scale: uniform(max(2, int(232_965 * scale)), 492, seed=0),  # 233k / 115M
+    "reddit-sized": reddit_sized,  # 233k / 115M
 }
 OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train")
 
@@ -43,19 +43,6 @@ Impls = dict[str, Callable[[], object] | str]
 def on_device(g: Graph, device: torch.device) -> Graph:
     src, dst = g.coo()
     return Graph(src.to(device), dst.to(device), g.num_nodes)
-
-
-def peak_mb(fn: Callable[[], object], device: torch.device) -> float | None:
-    """Peak GPU memory ``fn`` allocates beyond what was held before, in MB (None off CUDA)."""
-    if device.type != "cuda":
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    result = fn()
-    torch.cuda.synchronize()
-    del result
-    return (torch.cuda.max_memory_allocated() - before) / 1024**2
 
 
 def _fits(g: Graph, width: int) -> bool:
@@ -156,7 +143,7 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Ro
             rows.append(Row(op, graph_name, d, name, None, note=fn))
             continue
         try:
-            rows.append(Row(op, graph_name, d, name, best_ms(fn, repeat), peak_mb=peak_mb(fn, g.device)))
+            rows.append(Row(op, graph_name, d, name, best_ms(fn, repeat), peak_mb=peak_extra_mb(fn, g.device)))
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             rows.append(Row(op, graph_name, d, name, None, note="out of GPU memory"))

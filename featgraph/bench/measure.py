@@ -55,8 +55,9 @@ def _status_kb(field: str) -> int | None:
     return None
 
 
-def peak_extra_mb(fn: Callable[[], object]) -> float | None:
-    """Peak resident memory that ``fn`` adds over what the process held before, in MB.
+def peak_extra_mb(fn: Callable[[], object], device: torch.device | None = None) -> float | None:
+    """Peak memory that ``fn`` adds over what the process held before, in MB: resident memory, or for a CUDA
+    ``device`` the memory torch's allocator hands out there.
 
     Resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM`` afterwards;
     None where the kernel does not offer that. The output pool's free buffers are released first, so the
@@ -65,6 +66,8 @@ def peak_extra_mb(fn: Callable[[], object]) -> float | None:
     or an allocation served from free heap pages still resident, would hide ``fn``'s memory (a CI run read
     0 MB for a 64 MiB output three times in a row).
     """
+    if device is not None and device.type == "cuda":
+        return _cuda_peak_extra_mb(fn, device)
     gc.collect()
     buffers.release()
     release_freed_heap()
@@ -79,3 +82,13 @@ def peak_extra_mb(fn: Callable[[], object]) -> float | None:
     if before is None or peak is None:
         return None
     return max(0.0, (peak - before) / 1024)
+
+
+def _cuda_peak_extra_mb(fn: Callable[[], object], device: torch.device) -> float:
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    result = fn()
+    torch.cuda.synchronize(device)
+    del result
+    return (torch.cuda.max_memory_allocated(device) - before) / 1024**2

@@ -19,6 +19,12 @@ def machine() -> str:
     return f"{cpu}, {torch.get_num_threads()} torch threads, {toolchain.cxx_version()}"
 
 
+def device_name(device: str | torch.device) -> str:
+    """The accelerator's name for a CUDA device (``torch.cuda.get_device_name``), else the device type."""
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
 def cell(value: float | None, spec: str) -> str:
     """A table cell: the number formatted, or "-" where there is none."""
     return "-" if value is None else format(value, spec)

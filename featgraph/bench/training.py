@@ -21,19 +21,21 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from ..datasets import load, rand100k
+from ..datasets import load, rand100k, reddit_sized
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
 from ..training.loop import MixedPrecision
 from .measure import peak_extra_mb
-from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import cell, device_name, each_graph, machine, markdown_header, markdown_row, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
     "email-Enron": lambda scale: load("email-Enron").graph,  # the largest real graph available offline
     "rand100k-2.9M": lambda scale: rand100k(scale, 0.06, seed=0),  # skewed: 100k vertices, 2.9M edges
+    "reddit-sized": reddit_sized,  # 233k vertices, 115M edges: GPU training's usual graph (--device cuda)
 }
+CPU_GRAPHS = ("email-Enron", "rand100k-2.9M")
 MODELS = {  # bench name: (model, preset overrides)
     "gcn": ("gcn", {"hidden": 128}),
     "sage-mean": ("sage", {"hidden": 128, "aggr": "mean"}),
@@ -240,35 +242,44 @@ def epoch_ms(
     repeat: int, precision: MixedPrecision | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """(first epoch's ms, median ms per epoch over ``repeat`` epochs after two warm-up epochs), the forward and
-    loss in ``precision`` (float32 by default)."""
+    loss in ``precision`` (float32 by default); on a GPU each epoch is timed to the end of its queued work."""
     net.train()
-    precision = precision or MixedPrecision()
+    precision = precision or MixedPrecision(device_type=x.device.type)
+    sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
     times = []
     for _ in range(2 + repeat):
+        sync()
         start = time.perf_counter()
         optimizer.zero_grad()
         with precision.autocast():
             loss = F.cross_entropy(net(x, graph), y)
         precision.step(loss, optimizer)
+        sync()
         times.append(time.perf_counter() - start)
     return times[0] * 1e3, statistics.median(times[2:]) * 1e3
 
 
-def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int) -> Row:
+def run_one(
+    graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu"
+) -> Row:
     """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
     format building and kernel loading included) above the resident size once graph, features and model
-    exist. (A per-epoch figure over what stays resident would mostly measure how much freed memory each
-    allocator pattern keeps mapped, so it is not reported.)"""
-    g = GRAPHS[graph_name](scale)
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
-    y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
-    precision = MixedPrecision("bf16" if framework.endswith(BF16) else "fp32")
-    x = precision.features(x)
+    exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would
+    mostly measure how much freed memory each allocator pattern keeps mapped, so it is not reported.)"""
+    where = torch.device(device)
     base = framework.removesuffix(BF16).removesuffix(COMPILED)
+    if base == "dgl" and where.type != "cpu":
+        return Row(graph_name, bench_model, framework, None, note=f"not run on {where.type}: DGL's CPU build")
+    g = GRAPHS[graph_name](scale).to(where)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen).to(where)
+    y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen).to(where)
+    precision = MixedPrecision("bf16" if framework.endswith(BF16) else "fp32", where.type)
+    x = precision.features(x)
     setup = _setups(g, bench_model, [base])[base]
     if isinstance(setup, str):
         return Row(graph_name, bench_model, framework, None, note=setup)
+    setup = (setup[0].to(where), setup[1])
     if framework.removesuffix(BF16).endswith(COMPILED):
         setup = (torch.compile(setup[0]), setup[1])
     optimizer = torch.optim.Adam(setup[0].parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
@@ -277,18 +288,21 @@ def run_one(graph_name: str, scale: float, bench_model: str, framework: str, rep
         peak = peak_extra_mb(
             lambda: result.update(
                 zip(("first_ms", "ms"), epoch_ms(*setup, optimizer, x, y, repeat, precision), strict=True)
-            )
+            ),
+            where,
         )
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:  # a baseline path that fails
         return Row(graph_name, bench_model, framework, None, note=f"failed: {str(err)[:80]}")
     return Row(graph_name, bench_model, framework, result["ms"], peak_mb=peak, first_ms=result["first_ms"])
 
 
-def run_rows(graph_name: str, scale: float, bench_model: str, frameworks: list[str], repeat: int) -> list[Row]:
+def run_rows(
+    graph_name: str, scale: float, bench_model: str, frameworks: list[str], repeat: int, device: str = "cpu"
+) -> list[Row]:
     """Each framework in its own process (clean peak memory, no allocator caches shared between them)."""
     rows = []
     for framework in frameworks:
-        spec = json.dumps([graph_name, scale, bench_model, framework, repeat])
+        spec = json.dumps([graph_name, scale, bench_model, framework, repeat, device])
         done = subprocess.run(
             [sys.executable, "-m", "featgraph.bench.training", spec], capture_output=True, text=True, check=False
         )
@@ -319,12 +333,13 @@ def markdown_rows(rows: list[Row]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
+    parser.add_argument("--graphs", nargs="+", default=list(CPU_GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=[*MODELS, *LAYER_MODELS])
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    parser.add_argument("--device", default="cpu", help="where the models train: cpu (default) or cuda")
     parser.add_argument(
         "--compile", action="store_true", help="add rows for featgraph's and PyG's models under torch.compile"
     )
@@ -334,7 +349,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    print(f"machine: {machine()}; input features {IN_FEATURES}, classes {CLASSES}")
+    print(f"machine: {machine()}; device: {device_name(args.device)}; input features {IN_FEATURES}, classes {CLASSES}")
     rows: list[Row] = []
     frameworks = list(args.frameworks)
     if args.compile:
@@ -343,10 +358,10 @@ def run(args: argparse.Namespace) -> list[Row]:
         frameworks += [f + BF16 for f in args.frameworks if f in ("featgraph", "pyg")]
     for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
         for bench_model in args.models:
-            batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat)
+            batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat, args.device)
             print(markdown_rows(batch), flush=True)
             rows += batch
-    write_json(args.json, [asdict(r) for r in rows])
+    write_json(args.json, [asdict(r) for r in rows], device=device_name(args.device))
     return rows
 
 

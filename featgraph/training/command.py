@@ -37,11 +37,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load", metavar="PATH", help="evaluate a saved model instead of training")
     parser.add_argument("--json", metavar="PATH", help="write the final metrics as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_device_argument(parser)
     minibatch.add_arguments(parser)
     launch.add_arguments(parser)
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device", default="cpu", help="where the model trains: cpu (default), cuda or cuda:N (a CUDA GPU)"
+    )
+
+
+def training_device(name: str) -> torch.device:
+    """``--device`` as a torch device, refused by name where torch cannot reach it."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"--device {name!r} is not a device torch knows: {err}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {name!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name!r}: torch sees no CUDA GPU here (torch.cuda.is_available() is False)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {name!r}: torch sees {torch.cuda.device_count()} CUDA GPU(s)")
+    return device
+
+
 def run(args: argparse.Namespace) -> dict[str, float | int]:
+    device = training_device(args.device)
+    if device.type != "cpu" and (args.minibatch or args.distributed):
+        raise ValueError(
+            f"--device {args.device} applies to full-graph training; --minibatch and --distributed run on cpu"
+        )
     if args.distributed and args.precision != "fp32":
         raise ValueError("--precision applies to full-graph and --minibatch training, not --distributed")
     if args.distributed:
@@ -53,6 +81,7 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         result = minibatch.run(args, model, _config(args, model, minibatch.minibatch_preset))
     elif args.load:
         net, task, meta = load_model(args.load)
+        net, task = net.to(device), task.to(device)
         val, test = evaluate(net, task)
         result = {"val_acc": val, "test_acc": test}
         print(f"{meta['model']} ({meta['backend']}) on {task.name}: val {val:.4f} test {test:.4f}")
@@ -61,12 +90,12 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
             raise ValueError("--fanout and --batch-size apply to --minibatch training")
         model = args.model or "gcn"
         config = _config(args, model, preset)
-        task = node_task(args.dataset)
+        task = node_task(args.dataset).to(device)
         torch.manual_seed(args.seed)
-        net = build(model, task, config, args.backend)
+        net = build(model, task, config, args.backend).to(device)
         metrics = fit(net, task, config, args.seed, progress=not args.quiet, precision=args.precision)
         result = metrics.to_dict()
-        print(f"{model} ({args.backend}, {args.precision}) on {task.name}: {_summary(metrics)}")
+        print(f"{model} ({args.backend}, {args.precision}, {device}) on {task.name}: {_summary(metrics)}")
         if args.save:
             save(args.save, net, task, config, args.backend)
             print(f"saved to {args.save}")
@@ -94,14 +123,18 @@ def _summary(m: Metrics) -> str:
 def demo(args: argparse.Namespace) -> list[tuple[str, str, Metrics]]:
     """Train each model with featgraph's layers and with PyG's (same initial weights, same seed) and print
     accuracy and time per epoch side by side."""
-    task = node_task(args.dataset)
+    device = training_device(args.device)
+    task = node_task(args.dataset).to(device)
     backends = ["featgraph"] + (["pyg"] if _pyg_installed() else [])
-    print(f"{task.name}: {task.x.shape[0]} vertices, {task.edge_index.shape[1]} edges, {task.num_classes} classes")
+    print(
+        f"{task.name}: {task.x.shape[0]} vertices, {task.edge_index.shape[1]} edges, {task.num_classes} classes, "
+        f"on {device}"
+    )
     rows = []
     for model in args.models:
         config = preset(model, epochs=args.epochs)
         torch.manual_seed(args.seed)
-        nets = {backend: build(model, task, config, backend) for backend in backends}
+        nets = {backend: build(model, task, config, backend).to(device) for backend in backends}
         if "pyg" in nets:
             nets["featgraph"].load_state_dict(nets["pyg"].state_dict())
         for backend, net in nets.items():
@@ -122,6 +155,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", nargs="+", choices=MODELS, default=["gcn", "gat"])
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    add_device_argument(parser)
 
 
 def _pyg_installed() -> bool:

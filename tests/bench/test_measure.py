@@ -51,3 +51,8 @@ def test_each_timed_run_follows_its_own_untimed_run():
 
     times = interleaved_best_ms({"a": slow_after_others("a"), "b": slow_after_others("b")}, repeat=3, warmup=0)
     assert times["a"] < 10 and times["b"] < 10
+
+
+def test_peak_extra_mb_on_a_gpu_counts_its_allocations(cuda):
+    peak = peak_extra_mb(lambda: torch.ones(50_000_000, device=cuda), cuda)  # 200 MB there
+    assert 190 < peak < 210

@@ -6,6 +6,8 @@ import pytest
 from featgraph.bench import training
 from featgraph.cli import main
 
+FRAMEWORKS = ("featgraph", "pyg")
+
 
 @pytest.mark.parametrize("bench_model", list(training.MODELS))
 def test_run_one_trains_each_model(bench_model):
@@ -80,3 +82,11 @@ def test_layer_models_compute_the_same_function_in_each_framework():
         ours.load_state_dict(theirs.state_dict())
         expected = theirs(x, torch.stack(g.coo()))
         torch.testing.assert_close(ours(x, g), expected, rtol=1e-4, atol=1e-4, msg=bench_model)
+
+
+def test_rows_on_a_gpu_train_there_and_count_its_memory(cuda):
+    pytest.importorskip("torch_geometric")
+    for bench_model in ("gcn", "gat"):
+        ours, theirs = (training.run_one("rand100k-2.9M", 0.05, bench_model, f, 1, str(cuda)) for f in FRAMEWORKS)
+        assert ours.ms > 0 and ours.peak_mb > 0 and theirs.ms > 0 and theirs.peak_mb > 0
+    assert training.run_one("rand100k-2.9M", 0.05, "gcn", "dgl", 1, str(cuda)).note.startswith("not run on cuda")

@@ -19,6 +19,14 @@ def test_task_is_row_normalised_with_the_standard_split(cora):
         node_task("karate")
 
 
+def test_task_to_moves_every_tensor_and_keeps_the_rest(cora):
+    moved = cora.to("meta")  # the meta device stands in for a GPU
+    tensors = ("x", "edge_index", "y", "train_idx", "val_idx", "test_idx")
+    assert all(getattr(moved, name).device.type == "meta" for name in tensors)
+    assert all(getattr(moved, name).shape == getattr(cora, name).shape for name in tensors)
+    assert (moved.name, moved.num_classes) == (cora.name, cora.num_classes) and cora.x.device.type == "cpu"
+
+
 def test_signed_features_are_not_row_normalised():
     """A row sum of signed features (products-like's) is no size: dividing by it would scale rows arbitrarily."""
     signed = torch.tensor([[2.0, -1.0], [3.0, 1.0]])
