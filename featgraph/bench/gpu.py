@@ -4,7 +4,8 @@ materialised path, PyG and DGL, on the paper's graphs at full size, with peak GP
 Ops: GCN aggregation (featgraph GAR, with hubs staged, on tensor cores; cuSPARSE CSR SpMM; gather + index_add_),
 fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph SDDMM, ``sampled_addmm``, gather +
 sum), and forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
-PyG's ``GATConv``. ``ratio`` is baseline time over featgraph time; the peak column is GPU memory.
+PyG's ``GATConv``. ``ratio`` is baseline time over featgraph time; GB/s is the op's least traffic over its time,
+read against the device's copy bandwidth measured first; the peak column is GPU memory.
 Without a GPU it runs on CPU tensors through Triton's interpreter (``TRITON_INTERPRET=1``; tiny
 ``--scale`` only, for tests).
 """
@@ -25,8 +26,17 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates.kernel import default_target
 from ..tuning.space import hub_threshold_candidate
-from .kernels import MARKDOWN_HEADER, MLP_INPUT_WIDTH, ForwardBackward, Row, _optional, markdown_rows, op_kernel
-from .measure import best_ms, peak_extra_mb
+from .kernels import (
+    MARKDOWN_HEADER,
+    MLP_INPUT_WIDTH,
+    ForwardBackward,
+    Row,
+    _optional,
+    gather_bytes,
+    markdown_rows,
+    op_kernel,
+)  # fmt: skip
+from .measure import best_ms, copy_gbps, peak_extra_mb
 from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 16 * 1024**3
@@ -143,7 +153,9 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Ro
             rows.append(Row(op, graph_name, d, name, None, note=fn))
             continue
         try:
-            rows.append(Row(op, graph_name, d, name, best_ms(fn, repeat), peak_mb=peak_extra_mb(fn, g.device)))
+            ms = best_ms(fn, repeat)
+            gbps = gather_bytes(op, g, d) / ms / 1e6
+            rows.append(Row(op, graph_name, d, name, ms, gbps=gbps, peak_mb=peak_extra_mb(fn, g.device)))
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             rows.append(Row(op, graph_name, d, name, None, note="out of GPU memory"))
@@ -204,6 +216,8 @@ def run(args: argparse.Namespace) -> list[Row] | list[dict]:
 
 
 def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Row]:
+    bandwidth = copy_gbps(device, 1024 if device.type == "cuda" else 16)
+    print(f"device copy bandwidth: {bandwidth:.0f} GB/s (read + write; the GB/s column's bound)", flush=True)
     rows: list[Row] = []
     builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
     for graph_name, g in each_graph(args.graphs, builders, args.scale, MARKDOWN_HEADER):
@@ -211,7 +225,7 @@ def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Ro
             batch = job()
             print(markdown_rows(batch), flush=True)
             rows += batch
-    write_json(args.json, [asdict(r) for r in rows], device=name)
+    write_json(args.json, [asdict(r) for r in rows], device=name, copy_gbps=bandwidth)
     return rows
 
 

@@ -92,3 +92,12 @@ def _cuda_peak_extra_mb(fn: Callable[[], object], device: torch.device) -> float
     torch.cuda.synchronize(device)
     del result
     return (torch.cuda.max_memory_allocated(device) - before) / 1024**2
+
+
+def copy_gbps(device: torch.device, megabytes: int = 1024, repeat: int = 10) -> float:
+    """Device-to-device copy bandwidth, bytes read plus bytes written per second in GB/s (best of ``repeat``
+    copies of ``megabytes``): the bound a gather-bound kernel's GB/s is read against."""
+    source = torch.empty(megabytes * 2**20 // 4, device=device)
+    target = torch.empty_like(source)
+    ms = best_ms(lambda: target.copy_(source), repeat)
+    return 2 * source.numel() * 4 / ms / 1e6

@@ -189,13 +189,36 @@ def test_pyg_style_mini_batches_outside_the_compiled_model_do_not_recompile():
 
 
 @pytest.mark.parametrize("name", ["gcn", "gine"])
-def test_gpu_target_kernels_run_inside_the_compiled_operators(data, name):
-    """The Triton kernels (here under Triton's interpreter, on CPU tensors) run inside featgraph's operators,
-    which Inductor calls as opaque kernels: the compiled model matches eager on the GPU target too."""
+def test_gpu_target_kernels_run_inside_the_compiled_operators(data, name, gpu):
+    """The Triton kernels (on a GPU, or under Triton's interpreter on CPU tensors) run inside featgraph's
+    operators, which the compiled graph calls as opaque kernels: the compiled model matches eager there too."""
     edge_index, x, _ = data
     layer, args = (fg.nn.GCNConv(FEATURES, 3), ()) if name == "gcn" else layer_case("gine")
     with fg.default_target("gpu"):
-        compiled_matches_eager(layer, x, edge_index, *args)
+        compiled_matches_eager(layer.to(gpu), x.to(gpu), edge_index.to(gpu), *(a.to(gpu) for a in args))
+
+
+@pytest.mark.parametrize("name", ["gcn", "sage", "gat"])
+def test_models_compile_with_inductor_on_the_gpu_without_breaks(data, name, cuda):
+    """On a CUDA device, Inductor's own code around featgraph's operators: no graph break, eager's outputs
+    and gradients, no recompilation across training steps."""
+    edge_index, x, y = (t.to(cuda) for t in data)
+    net = model(name).to(cuda)
+    explained = torch._dynamo.explain(net)(x, edge_index)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(net, backend=counter, fullgraph=True)
+    net.eval()
+    x_eager, x_compiled = x.clone().requires_grad_(), x.clone().requires_grad_()
+    F.cross_entropy(net(x_eager, edge_index), y).backward()
+    out = compiled(x_compiled, edge_index)
+    F.cross_entropy(out, y).backward()
+    torch.testing.assert_close(out, net(x, edge_index), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(x_compiled.grad, x_eager.grad, rtol=1e-4, atol=1e-5)
+    net.train()
+    for _ in range(3):
+        F.cross_entropy(compiled(x, edge_index), y).backward()
+    assert counter.frame_count == 2  # eval and training: none again across steps
 
 
 def test_compiled_attention_layers_report_bad_edge_features_as_eager_does(data):
