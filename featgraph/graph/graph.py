@@ -65,7 +65,7 @@ class GraphRef(NamedTuple):
     """A graph as compiled code carries it: its own (2, E) edge tensor and vertex counts (and whether the
     operator is to add one self loop per vertex), which featgraph's registered operators take and resolve
     back to the ``Graph`` with its cached formats and kernels when they run. Traced code never looks inside
-    a ``Graph``'s caches, so tracing runs no data-dependent Python; see ``featgraph.ops.library``."""
+    a ``Graph``'s caches, so tracing runs no data-dependent Python; see ``featgraph.operator``."""
 
     edge_index: torch.Tensor
     num_src_nodes: int

@@ -3,6 +3,7 @@ forward on featgraph's fused ops where the call allows and PyG's own otherwise (
 take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers to them in place.
 Requires torch_geometric."""
 
+from ..graph.conversion import as_graph
 from .accelerate import Acceleration, accelerate
 from .agnn import AGNNConv
 from .appnp import APPNP
@@ -13,7 +14,6 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
-from .graph_input import as_graph
 from .pyg_layer import FallbackWarning
 from .sage import SAGEConv
 from .sg_conv import SGConv

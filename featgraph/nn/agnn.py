@@ -7,8 +7,8 @@ import torch.nn.functional as F
 import torch_geometric.nn
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike, as_graph
 from ..ops import SHORTCUTS, edge_softmax
-from .graph_input import GraphLike, as_graph
 from .pyg_layer import FusedLayer, weighted_sparse_adj
 
 

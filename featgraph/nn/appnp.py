@@ -9,8 +9,8 @@ import torch_geometric.nn
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike
 from ..ops import gcn_aggregate, gspmm
-from .graph_input import GraphLike
 from .layer_inputs import is_sparse_adj
 from .pyg_layer import FusedLayer
 from .sg_conv import propagation_graph

@@ -17,13 +17,14 @@ import torch_geometric.nn
 
 from .. import te
 from ..graph import Graph
+from ..graph.conversion import GraphLike
 from ..ops import SHORTCUTS, gspmm
-from ..ops.library import kernel_operator
+from ..ops.kernel_operator import kernel_operator
 from ..ops.precision import with_bias
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
 from ..templates.kernel import cached_kernel
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .pyg_layer import FusedLayer
 
 

@@ -7,9 +7,10 @@ import torch.nn.functional as F
 import torch_geometric.nn
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike
 from ..ops import SHORTCUTS, edge_softmax, gat_attention, gsddmm
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .pyg_layer import FusedLayer
 
 # fill_value strings whose loop edge term is linear in the incoming edges' terms: PyG's reduction of them

@@ -8,9 +8,10 @@ import torch_geometric.nn
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike
 from ..ops.attention import gatv2_scores, softmax_aggregate
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .layer_inputs import attention_blocker
 from .pyg_layer import FusedLayer
 

@@ -8,9 +8,9 @@ import torch_geometric.nn
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike, as_graph
 from ..ops import gcn_aggregate
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, as_graph
 from .pyg_layer import FusedLayer, linear_first
 
 # what one call aggregates over: the graph, its edge weights (None: all 1) and the weight of added loops

@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn
 
+from ..graph.conversion import GraphLike
 from ..ops import gspmm
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .pyg_layer import FusedLayer, linear_first
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 import torch_geometric.nn
 
+from ..graph.conversion import GraphLike
 from ..ops.attention import relu_edge_sum
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .layer_inputs import edge_attr_blocker
 from .pyg_layer import FusedLayer
 

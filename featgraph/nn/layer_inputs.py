@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .graph_input import GraphLike, PairTensor
+from ..graph.conversion import GraphLike
+from .graph_input import PairTensor
 
 
 def is_sparse_adj(edge_index: GraphLike) -> bool:

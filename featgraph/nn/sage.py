@@ -7,10 +7,11 @@ import torch.nn.functional as F
 import torch_geometric.nn
 from torch_geometric.nn import aggr as pyg_aggr
 
+from ..graph.conversion import GraphLike
 from ..ops import gspmm
 from ..ops.linear_sum import linear_sum
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .pyg_layer import FusedLayer, linear_first
 
 _LINEAR_AGGREGATORS = ("mean", "sum")

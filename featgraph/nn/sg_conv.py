@@ -7,9 +7,9 @@ import torch.nn.functional as F
 import torch_geometric.nn
 
 from ..graph import Graph
+from ..graph.conversion import GraphLike, as_graph
 from ..ops import gcn_aggregate
 from ..ops.precision import with_bias
-from .graph_input import GraphLike, as_graph
 from .pyg_layer import FusedLayer, linear_first
 
 

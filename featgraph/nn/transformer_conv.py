@@ -8,8 +8,9 @@ import math
 import torch
 import torch_geometric.nn
 
+from ..graph.conversion import GraphLike
 from ..ops.attention import dot_scores, softmax_aggregate, weighted_edge_sum
-from .graph_input import GraphLike, PairTensor
+from .graph_input import PairTensor
 from .layer_inputs import attention_blocker
 from .pyg_layer import FusedLayer
 

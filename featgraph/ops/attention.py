@@ -15,13 +15,14 @@ import torch.nn.functional as F
 from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
+from ..operator import fake_edges, operator
 from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
 from . import precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .edge_softmax import edge_softmax
 from .gspmm import gspmm
-from .library import fake_edges, graph_operator, kernel_operator
+from .kernel_operator import kernel_operator
 from .udfs import TORCH_TO_TE
 
 
@@ -304,14 +305,14 @@ def _relu_edge_sum(g: Graph, x: torch.Tensor, edge_attr: torch.Tensor):
 
 
 def _projected_gradients(
-    g: Graph, x, edge_attr, weight, bias, *, grad: torch.Tensor, wants: list[bool]
+    g: Graph, x, edge_attr, weight, bias, *, outputs, grads: list[torch.Tensor], wants: list[bool]
 ) -> list[torch.Tensor | None]:
     """The projected ``relu_edge_sum``'s gradients written out: the messages' gradient ``D`` (E x F, one
     SDDMM) gives ``dx = sum over out-edges of D`` (one SpMM over the reversed graph), ``d edge_attr = D
     weight``, ``d weight = D^T edge_attr`` and ``d bias = sum_e D``, these two from one GEMM (``edge_attr``
     with a column of ones), so ``D`` is read once for both."""
     messages = _ReluEdgeKernels(g, x, edge_attr, bias is not None)["mask"].evaluate(
-        _projected_inputs(x, edge_attr, weight, bias) | {"G": grad}, want_arg=False
+        _projected_inputs(x, edge_attr, weight, bias) | {"G": grads[0]}, want_arg=False
     )[0]
     want_x, want_attr, want_weight, want_bias = wants
     want_bias = want_bias and bias is not None
@@ -330,7 +331,10 @@ def _projected_gradients(
     ]
 
 
-@graph_operator("projected_relu_edge_sum", fake=_per_destination, gradients=_projected_gradients)
+@operator(
+    "projected_relu_edge_sum", _per_destination, _projected_gradients,
+    autocast=precision.caster("projected_relu_edge_sum"),
+)  # fmt: skip
 def _projected_relu_edge_sum(
     g: Graph, x: torch.Tensor, edge_attr: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from ..backends import cpu, toolchain
 from ..backends.cpu import buffers
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
-from . import library
+from ..operator import operator
 from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
@@ -39,16 +39,14 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool =
     dtype = TORCH_TO_TE.get(x.dtype)
     if x.device.type != "cpu" or dtype not in CTYPES:
         return F.dropout(F.relu(x) if relu else x, p, training)
-    if torch.compiler.is_compiling():  # the seed stays a tensor: reading it would break the traced graph
-        return library.dropout(x, p, torch.randint(0, 2**62, (1,)), relu)
-    return dropout_with_seed(x, p, int(torch.randint(0, 2**62, (1,))), relu)
+    return _dropout(x, p, torch.randint(0, 2**62, (1,)), relu)
 
 
-def dropout_with_seed(x: torch.Tensor, p: float, seed: int, relu: bool = False) -> torch.Tensor:
-    """``dropout`` in training with a given seed: the mask ``te.keep(seed, element, p)`` draws in fused
-    kernels, so a recomputation reproduces a fused kernel's dropout exactly. CPU float16/bfloat16/float32/float64
-    only."""
-    return _HashedDropout.apply(x, p, seed, relu)
+def dropout_with_seed(x: torch.Tensor, p: float, seed: int | torch.Tensor, relu: bool = False) -> torch.Tensor:
+    """``dropout`` in training with a given seed (an int or a one-element int64 tensor, which traced code keeps
+    as a tensor): the mask ``te.keep(seed, element, p)`` draws in fused kernels, so a recomputation reproduces
+    a fused kernel's dropout exactly. CPU float16/bfloat16/float32/float64 only."""
+    return _dropout(x, p, seed if isinstance(seed, torch.Tensor) else torch.tensor([seed]), relu)
 
 
 def masked(
@@ -72,17 +70,18 @@ def relu_dropout_grad(grad: torch.Tensor, out: torch.Tensor, p: float) -> torch.
     return masked(grad, p, 0, "relu_grad", out)
 
 
-class _HashedDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, p: float, seed: int, relu: bool):  # noqa: D102
-        ctx.p, ctx.seed, ctx.relu = p, seed, relu
-        out = masked(x, p, seed, "relu" if relu else "dropout")
-        if relu:
-            ctx.save_for_backward(out)
-        return out
+def _gradient(x: torch.Tensor | None, p: float, seed: torch.Tensor, relu: bool, *, outputs, grads, wants) -> list:
+    """The same mask on the gradient (recomputed from the seed), or ReLU's and the mask's gradient at once from
+    the output; the seed gets none."""
+    grad = relu_dropout_grad(grads[0], outputs[0], p) if relu else masked(grads[0], p, int(seed))
+    return [grad, None]
 
-    @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        if ctx.relu:
-            return relu_dropout_grad(grad, *ctx.saved_tensors, ctx.p), None, None, None
-        return masked(grad, ctx.p, ctx.seed), None, None, None
+
+@operator(
+    "dropout", lambda x, p, seed, relu: torch.empty_like(x, memory_format=torch.contiguous_format), _gradient,
+    saves=("seed",), saves_outputs=(0,),
+)  # fmt: skip
+def _dropout(x: torch.Tensor, p: float, seed: torch.Tensor, relu: bool) -> torch.Tensor:
+    """Dropout in training with the mask of ``seed`` (a one-element int64 tensor), of ``relu(x)`` where
+    ``relu``."""
+    return masked(x, p, int(seed), "relu" if relu else "dropout")

@@ -11,22 +11,30 @@ import torch
 
 from .. import te
 from ..graph import Graph
-from . import library, lowering, precision
+from ..graph.graph import GraphRef
+from ..operator import operator
+from . import lowering, precision
 from .checks import check_graph, check_tensor
 
 
-def edge_softmax(g: Graph, scores: torch.Tensor) -> torch.Tensor:
+def edge_softmax(g: Graph | GraphRef, scores: torch.Tensor) -> torch.Tensor:
     """``out[e] = exp(s[e]) / sum_{e' into dst(e)} exp(s[e'])``, numerically stable; scores (E,) or
     (E, *heads), one softmax per head. Under autocast it runs in float32 (``precision``)."""
     scores = precision.autocast_input("edge_softmax", scores)
     check_tensor("scores", scores, rows=check_graph(g).num_edges, rows_are="one per edge", device=g.device)
-    if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
-        return library.edge_softmax(g, scores)
-    return _EdgeSoftmax.apply(g, scores)
+    return _edge_softmax(g, scores)
 
 
-def forward(g: Graph, scores: torch.Tensor) -> torch.Tensor:
-    """The three forward kernels (no autograd of their own)."""
+def _gradient(g: Graph, scores: torch.Tensor | None, *, outputs, grads, wants) -> list[torch.Tensor | None]:
+    return [gradient(g, outputs[0], grads[0])]
+
+
+@operator(
+    "edge_softmax", lambda ref, scores: torch.empty_like(scores), _gradient, saves=(), saves_outputs=(0,),
+    autocast=precision.caster("edge_softmax"),
+)  # fmt: skip
+def _edge_softmax(g: Graph, scores: torch.Tensor) -> torch.Tensor:
+    """The three forward kernels."""
     s = ("s", "e", scores)
     peak = lowering.run(g, "v", [s], lambda x: x[0], "esm-max", "max")
     m = ("m", "v", peak)
@@ -41,17 +49,3 @@ def gradient(g: Graph, out: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     weighted = lowering.run(g, "v", gy, lambda x: x[0] * x[1], "esm-bw-sum")
     ds = lowering.run(g, "e", [*gy, ("t", "v", weighted)], lambda x: x[1] * (x[0] - x[2]), "esm-bw")
     return ds.view_as(out)
-
-
-class _EdgeSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, g: Graph, scores):  # noqa: D102
-        out = forward(g, scores)
-        ctx.g = g
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        (out,) = ctx.saved_tensors
-        return None, gradient(ctx.g, out, grad)

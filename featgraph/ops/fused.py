@@ -13,10 +13,12 @@ import torch.nn.functional as F
 
 from .. import te
 from ..graph import Graph
+from ..graph.graph import GraphRef
+from ..operator import operator
 from ..templates import sddmm, spmm
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
-from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, library, precision
+from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
@@ -55,15 +57,30 @@ def gcn_aggregate(
     check_tensor("x", x, dims=2, rows=check_graph(g).num_nodes, rows_are="the graph's nodes", device=g.device)
     if edge_weight is not None:
         check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
-    if torch.compiler.is_compiling() and normalize:  # the registered operator; eager skips its dispatch
-        return library.gcn_aggregate(g, x, edge_weight, add_self_loops, fill_value)
-    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, normalize, fill_value)
-    if not normalize:
-        if weight is None:
-            return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
-        return gspmm(base, "mul", "sum", x, weight, tune=tune)
+    if normalize:
+        return _gcn_aggregate(g, x, edge_weight, add_self_loops, fill_value, tune)
+    base, weight, _ = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, False, fill_value)
+    if weight is None:
+        return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
+    return gspmm(base, "mul", "sum", x, weight, tune=tune)
+
+
+def _gcn_gradient(
+    g: Graph, x, edge_weight, add_self_loops: bool, fill_value: float, tune: bool, *, outputs, grads, wants
+) -> list[torch.Tensor | None]:
+    return list(gcn_gradients(g, x, edge_weight, add_self_loops, fill_value, grads[0], tuple(wants), tune))
+
+
+@operator(
+    "gcn_aggregate", lambda ref, x, *_: x.new_empty(x.shape), _gcn_gradient, autocast=precision.caster("gcn_aggregate")
+)
+def _gcn_aggregate(
+    g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float, tune: bool
+) -> torch.Tensor:
+    """``gcn_aggregate`` normalised, its inputs checked: the fused kernel."""
+    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
     kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
-    return kernel(**inputs)
+    return kernel.evaluate(inputs, want_arg=False)[0]
 
 
 def _weights_and_norm(
@@ -92,13 +109,13 @@ def normalised_aggregation(
 
 def gcn_gradients(
     g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float,
-    grad: torch.Tensor, wants: tuple[bool, bool],
+    grad: torch.Tensor, wants: tuple[bool, bool], tune: bool = False,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
     """The gradients of the normalised ``gcn_aggregate`` in (x, edge_weight) where ``wants``: the fused
     kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
     records nothing inside a registered operator)."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
-    kernel, inputs = normalised_aggregation(base, x, weight, norm)
+    kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
     learn = wants[1] and edge_weight is not None
     grads = placeholder_gradients(kernel, inputs, grad, None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
     if not learn:
@@ -186,7 +203,7 @@ def gat_attention(
     in one streaming pass, then the aggregation weighted by ``exp(score - lse)``, dropout multiplying each
     weight by ``te.keep(seed, edge * heads + head)``, a hashed mask. (In float32 a weight then carries a
     relative error of about one ulp of the lse, ~1e-6 for scores of order 10.) The backward is fused the
-    same way (see ``_RecomputedAttention``): the only per-edge tensor it makes is the E x heads gradient of
+    same way (see ``_gat_gradient``): the only per-edge tensor it makes is the E x heads gradient of
     the scores. With ``return_attention`` the weights are built per edge by the ops one by one, with the
     same mask for the same seed.
 
@@ -211,22 +228,63 @@ def gat_attention(
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"attention dropout must be in [0, 1), got {dropout}")
     p = dropout if training else 0.0
-    compiling = torch.compiler.is_compiling()
-    seed = 0 if p == 0 or compiling else int(torch.randint(0, 2**62, (1,)))  # where ops.dropout would draw it
-    inputs = (feat, feat_dst, attn_src, attn_dst)
-    if not (compiling or return_attention) and torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        return _RecomputedAttention.apply(
-            g, feat, None if shared else feat_dst, attn_src, attn_dst, negative_slope, p, seed
-        )
-    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(feat_dst, attn_dst)  # (n, heads)
-    if compiling:  # the seed stays a tensor in traced code
-        if return_attention:
-            raise NotImplementedError("return_attention: the per-edge weights are built in eager mode only")
-        seed_tensor = torch.randint(0, 2**62, (1,)) if p > 0 else torch.zeros(1, dtype=torch.int64)
-        return library.gat_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed_tensor)
+    # one seed drawn where ops.dropout would draw it, so a run is reproduced by torch.manual_seed
+    seed = torch.randint(0, 2**62, (1,)) if p > 0 else torch.zeros(1, dtype=torch.int64)
     if return_attention:  # the per-edge weights are asked for: build them
+        logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(feat_dst, attn_dst)  # (n, heads)
         return _per_edge_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)
-    return fused_attention(g, logit_src, logit_dst, feat, negative_slope, p, seed)[0]
+    destinations = None if shared else feat_dst
+    return _gat_attention(g, feat, destinations, attn_src, attn_dst, float(negative_slope), p, seed)[0]
+
+
+def _gat_fake(ref: GraphRef, feat, feat_dst, attn_src, attn_dst, slope, p, seed) -> tuple[torch.Tensor, torch.Tensor]:
+    _, heads, d = feat.shape
+    return feat.new_empty((ref.num_dst_nodes, heads, d)), feat.new_empty((ref.num_dst_nodes, heads))
+
+
+def _gat_gradient(
+    g: Graph, feat, feat_dst, attn_src, attn_dst, slope: float, p: float, seed, *, outputs, grads, wants
+) -> list[torch.Tensor | None]:
+    """Fused, nothing per edge kept but one E x heads gradient of the scores.
+
+    With ``a`` the softmax weights, ``k`` the dropout factor and ``dA = k <G[t], F[s]>``: the softmax's
+    backward needs ``S[t] = sum_e a dA`` (one SpMM), then ``dz = a (dA - S[t]) leaky'(z)`` per edge (one
+    SDDMM) gives the logits' gradients by two sums over edges, and ``dF[s] = sum_e a k G[t]`` is one SpMM
+    over the reversed graph. Every weight is recomputed from the per-vertex logits (two small GEMMs again)
+    and the forward's log-sum-exp. The logits' own backward is added into ``dF`` in place (``feat_dst``
+    None: the destinations are ``feat``'s first rows), so no n x heads x d product, zero-padded slice
+    gradient or sum of two such tensors is made."""
+    destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
+    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
+    grad_src, grad_dst, grad_feat = attention_gradients(
+        g, logit_src, logit_dst, feat, outputs[1], grads[0], slope, p, int(seed)
+    )
+    grad_feat.addcmul_(grad_src.unsqueeze(-1), attn_src)  # a fresh kernel output: ours to add into
+    if feat_dst is None:
+        grad_feat[: g.num_dst_nodes].addcmul_(grad_dst.unsqueeze(-1), attn_dst)
+        grad_feat_dst = None
+    else:
+        grad_feat_dst = grad_dst.unsqueeze(-1) * attn_dst if wants[1] else None
+    return [
+        grad_feat,
+        grad_feat_dst,
+        attention_vector_gradient(grad_src, feat) if wants[2] else None,
+        attention_vector_gradient(grad_dst, destinations) if wants[3] else None,
+        None,
+    ]
+
+
+@operator(
+    "gat_attention", _gat_fake, _gat_gradient, saves_outputs=(1,), autocast=precision.caster("gat_attention")
+)
+def _gat_attention(
+    g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, attn_src: torch.Tensor, attn_dst: torch.Tensor,
+    slope: float, p: float, seed: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``gat_attention`` fused, its inputs checked: (output, per-destination log-sum-exp of the scores)."""
+    destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
+    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
+    return fused_attention(g, logit_src, logit_dst, feat, slope, p, int(seed))
 
 
 def vertex_logits(feat: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
@@ -243,7 +301,8 @@ def attention_vector_gradient(grad_logits: torch.Tensor, feat: torch.Tensor) -> 
     """The gradient of ``vertex_logits`` in ``attn``, ``sum_n grad_logits[n, h] feat[n, h]`` (heads, d): the
     diagonal blocks of one (heads, heads * d) GEMM."""
     n, heads, d = feat.shape
-    return (grad_logits.t() @ feat.reshape(n, heads * d)).view(heads, heads, d).diagonal(dim1=0, dim2=1).t()
+    blocks = (grad_logits.t() @ feat.reshape(n, heads * d)).view(heads, heads, d)
+    return blocks.diagonal(dim1=0, dim2=1).t().contiguous()
 
 
 def fused_attention(
@@ -260,9 +319,10 @@ def fused_attention(
 
 
 def _per_edge_attention(
-    g: Graph, logit_src, logit_dst, feat, slope: float, p: float, seed: int
+    g: Graph | GraphRef, logit_src, logit_dst, feat, slope: float, p: float, seed: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same attention with the ops one by one: (output, weights E x heads, dropped where p > 0)."""
+    """The same attention with the ops one by one: (output, weights E x heads, dropped where p > 0; the mask of
+    ``seed``, as the fused kernels draw it)."""
     scores = F.leaky_relu(gsddmm(g, "add", logit_src, logit_dst, "u", "v"), slope)
     alpha = edge_softmax(g, scores)
     if p > 0:
@@ -270,48 +330,10 @@ def _per_edge_attention(
     return SHORTCUTS["u_mul_e_sum"](g, feat, alpha.unsqueeze(-1)), alpha
 
 
-class _RecomputedAttention(torch.autograd.Function):
-    """Fused forward and backward from the features and attention vectors, nothing per edge kept but one
-    E x heads gradient of the scores.
-
-    With ``a`` the softmax weights, ``k`` the dropout factor and ``dA = k <G[t], F[s]>``: the softmax's
-    backward needs ``S[t] = sum_e a dA`` (one SpMM), then ``dz = a (dA - S[t]) leaky'(z)`` per edge (one
-    SDDMM) gives the logits' gradients by two sums over edges, and ``dF[s] = sum_e a k G[t]`` is one SpMM
-    over the reversed graph. Every weight is recomputed from the per-vertex logits and log-sum-exp. The
-    logits' own backward is added into ``dF`` in place (``feat_dst`` None: the destinations are ``feat``'s
-    first rows), so no n x heads x d product, zero-padded slice gradient or sum of two such tensors is made.
-    """
-
-    @staticmethod
-    def forward(ctx, g: Graph, feat, feat_dst, attn_src, attn_dst, slope: float, p: float, seed: int):  # noqa: D102
-        destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
-        logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
-        ctx.g, ctx.slope, ctx.p, ctx.seed, ctx.shared = g, slope, p, seed, feat_dst is None
-        out, log_total = fused_attention(g, logit_src, logit_dst, feat, slope, p, seed)
-        ctx.save_for_backward(feat, destinations, attn_src, attn_dst, logit_src, logit_dst, log_total)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):  # noqa: D102
-        feat, destinations, attn_src, attn_dst, logit_src, logit_dst, log_total = ctx.saved_tensors
-        grad_src, grad_dst, grad_feat = attention_gradients(
-            ctx.g, logit_src, logit_dst, feat, log_total, grad, ctx.slope, ctx.p, ctx.seed
-        )
-        grad_feat.addcmul_(grad_src.unsqueeze(-1), attn_src)  # a fresh kernel output: ours to add into
-        if ctx.shared:
-            grad_feat[: ctx.g.num_dst_nodes].addcmul_(grad_dst.unsqueeze(-1), attn_dst)
-            grad_feat_dst = None
-        else:
-            grad_feat_dst = grad_dst.unsqueeze(-1) * attn_dst if ctx.needs_input_grad[2] else None
-        grad_attn_src = attention_vector_gradient(grad_src, feat) if ctx.needs_input_grad[3] else None
-        grad_attn_dst = attention_vector_gradient(grad_dst, destinations) if ctx.needs_input_grad[4] else None
-        return None, grad_feat, grad_feat_dst, grad_attn_src, grad_attn_dst, None, None, None
-
-
 def attention_gradients(
     g: Graph, logit_src, logit_dst, feat, log_total, grad: torch.Tensor, slope: float, p: float, seed: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The gradients of (logit_src, logit_dst, feat), recomputing every weight (see ``_RecomputedAttention``)."""
+    """The gradients of (logit_src, logit_dst, feat), recomputing every weight (see ``_gat_gradient``)."""
     kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
     inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat, "G": grad.contiguous()}
     if p > 0:
@@ -329,7 +351,7 @@ class _GatKernels:
     slope and dropout, so inference never builds the backward's. Forward: "log_total" (per-destination
     log-sum-exp of the scores, one streaming pass), "aggregate" (the output weighted by exp(score - lse)
     times the dropout factor). Backward: "row_sum", "score_grad" (per edge), "feat_grad" (over the reversed
-    graph); see ``_RecomputedAttention``."""
+    graph); see ``_gat_gradient``."""
 
     def __init__(self, g: Graph, shape: torch.Size, dtype: str, slope: float, dropout: float) -> None:
         self.g, self.shape, self.dtype, self.slope, self.dropout = g, tuple(shape), dtype, slope, dropout

@@ -9,7 +9,9 @@ from __future__ import annotations
 import torch
 
 from ..graph import Graph
-from . import binary, library, lowering, precision
+from ..graph.graph import GraphRef
+from ..operator import fake_edges, operator
+from . import binary, lowering, precision
 from .checks import check_graph
 from .gspmm import _features, scalar_features
 
@@ -27,7 +29,7 @@ def out_shape(num_edges: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tens
 
 
 def gsddmm(
-    g: Graph,
+    g: Graph | GraphRef,
     op: str,
     lhs: torch.Tensor | None,
     rhs: torch.Tensor | None,
@@ -45,10 +47,28 @@ def gsddmm(
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
     lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gsddmm", lhs, rhs))
-    if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
-        out = library.gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
-    else:
-        out = _GSDDMM.apply(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+    return _gsddmm(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+
+
+def _fake(ref: GraphRef, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool) -> torch.Tensor:
+    given = next(x for x in (lhs, rhs) if x is not None)
+    return given.new_empty(out_shape(fake_edges(ref), op, lhs, rhs))
+
+
+def _gradient(
+    g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool, *, outputs, grads, wants
+) -> list[torch.Tensor | None]:
+    grad = grads[0].unsqueeze(-1) if scalar_features(lhs, rhs) else grads[0]
+    return list(gradients(g, op, lhs, rhs, lhs_target, rhs_target, grad, tuple(wants), tune))
+
+
+@operator("gsddmm", _fake, _gradient, autocast=precision.caster("gsddmm"))
+def _gsddmm(
+    g: Graph, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, lhs_target: str, rhs_target: str,
+    tune: bool,
+) -> torch.Tensor:  # fmt: skip
+    """``gsddmm`` with its operands checked."""
+    out = forward(g, op, lhs, rhs, lhs_target, rhs_target, tune)
     return out.squeeze(-1) if scalar_features(lhs, rhs) else out
 
 
@@ -83,18 +103,3 @@ def gradients(
             )  # fmt: skip
             grads[name] = grad.view_as(x)
     return grads["a"], grads["b"]
-
-
-class _GSDDMM(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool):  # noqa: D102
-        ctx.g, ctx.op, ctx.targets, ctx.tune = g, op, (lhs_target, rhs_target), tune
-        ctx.save_for_backward(lhs, rhs)
-        return forward(g, op, lhs, rhs, lhs_target, rhs_target, tune)
-
-    @staticmethod
-    def backward(ctx, grad_out):  # noqa: D102
-        lhs, rhs = ctx.saved_tensors
-        wants = (ctx.needs_input_grad[2], ctx.needs_input_grad[3])
-        grad_lhs, grad_rhs = gradients(ctx.g, ctx.op, lhs, rhs, *ctx.targets, grad_out, wants, ctx.tune)
-        return None, None, grad_lhs, grad_rhs, None, None, None

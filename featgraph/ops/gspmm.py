@@ -11,9 +11,11 @@ from __future__ import annotations
 import torch
 
 from ..graph import Graph
+from ..graph.graph import GraphRef
+from ..operator import operator
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import divide_by_in_degree
-from . import binary, library, lowering, precision
+from . import binary, lowering, precision
 from .checks import check_graph
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -38,7 +40,7 @@ def out_shape(num_nodes: int, lhs: torch.Tensor | None, rhs: torch.Tensor | None
 
 
 def gspmm(
-    g: Graph,
+    g: Graph | GraphRef,
     op: str,
     reduce: str,
     lhs: torch.Tensor | None,
@@ -64,13 +66,37 @@ def gspmm(
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
     lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gspmm", lhs, rhs))
-    if torch.compiler.is_compiling():  # the registered operator; eager calls skip its dispatch (~30 us)
-        out = library.gspmm(g, op, reduce, lhs, rhs, strategy)
-    elif reduce in ("max", "min"):  # differentiable through the kernel itself: gradients via the winners
-        out = _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
+    return _gspmm(g, op, reduce, lhs, rhs, strategy, tune)[0]
+
+
+def _fake(ref: GraphRef, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool):
+    given = next(x for x in (lhs, rhs) if x is not None)
+    shape = out_shape(ref.num_dst_nodes, lhs, rhs)
+    winners = (ref.num_dst_nodes, *(_features(given) if scalar_features(lhs, rhs) else shape[1:]))
+    return given.new_empty(shape), given.new_empty(winners if reduce in ("max", "min") else (0,), dtype=torch.int64)
+
+
+def _gradient(
+    g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool, *, outputs, grads, wants
+) -> list[torch.Tensor | None]:
+    """The gradients of (lhs, rhs): through max/min's winners, or by the rules of ``binary``."""
+    grad = grads[0].unsqueeze(-1) if scalar_features(lhs, rhs) else grads[0]
+    if reduce in ("max", "min"):
+        return list(winner_gradients(g, op, reduce, lhs, rhs, outputs[1], grad, tuple(wants), strategy, tune))
+    return list(gradients(g, op, reduce, lhs, rhs, grad, tuple(wants), strategy, tune))
+
+
+@operator("gspmm", _fake, _gradient, saves_outputs=(1,), autocast=precision.caster("gspmm"))
+def _gspmm(
+    g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str, tune: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``gspmm`` with its operands checked: (output, max/min's winners or an empty tensor)."""
+    if reduce in ("max", "min"):
+        out, arg = _aggregate(g, op, reduce, lhs, rhs, strategy, tune, return_arg=True)
     else:
-        out = _GSpMM.apply(g, op, reduce, lhs, rhs, strategy, tune)
-    return out.squeeze(-1) if scalar_features(lhs, rhs) else out
+        out = _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
+        arg = out.new_empty(0, dtype=torch.int64)
+    return (out.squeeze(-1) if scalar_features(lhs, rhs) else out), arg
 
 
 def _aggregate(
@@ -131,20 +157,3 @@ def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
     """Each rule operand as (placeholder, target, tensor); the placeholders bear the arguments' names, which
     the errors about them then quote."""
     return {"a": ("lhs", "u", lhs), "b": ("rhs", "e", rhs), "g": ("g", "v", grad)}
-
-
-class _GSpMM(torch.autograd.Function):
-    """Sum and mean: the gradients by the rules of ``binary`` (each a kernel of its own)."""
-
-    @staticmethod
-    def forward(ctx, g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool):  # noqa: D102
-        ctx.g, ctx.op, ctx.reduce, ctx.strategy, ctx.tune = g, op, reduce, strategy, tune
-        ctx.save_for_backward(lhs, rhs)
-        return _aggregate(g, op, reduce, lhs, rhs, strategy, tune)
-
-    @staticmethod
-    def backward(ctx, grad_out):  # noqa: D102
-        lhs, rhs = ctx.saved_tensors
-        wants = (ctx.needs_input_grad[3], ctx.needs_input_grad[4])
-        grad_lhs, grad_rhs = gradients(ctx.g, ctx.op, ctx.reduce, lhs, rhs, grad_out, wants, ctx.strategy, ctx.tune)
-        return None, None, None, grad_lhs, grad_rhs, None, None

@@ -12,43 +12,31 @@ from __future__ import annotations
 
 import torch
 
+from ..operator import operator
 from . import precision
 
 
-@torch.library.custom_op("featgraph::linear_sum", mutates_args=())
+def _gradient(a, weight_a, b, weight_b, bias, *, outputs, grads, wants) -> list[torch.Tensor | None]:
+    (grad,) = grads
+    return [
+        grad @ weight_a if wants[0] else None,
+        grad.t() @ a if wants[1] else None,
+        grad @ weight_b if wants[2] else None,
+        grad.t() @ b if wants[3] else None,
+        grad.sum(0) if wants[4] else None,
+    ]
+
+
+@operator(
+    "linear_sum", lambda a, weight_a, b, weight_b, bias: a.new_empty((a.shape[0], weight_a.shape[0])), _gradient,
+    autocast=precision.caster("linear_sum"),
+)  # fmt: skip
 def _linear_sum(
     a: torch.Tensor, weight_a: torch.Tensor, b: torch.Tensor, weight_b: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
     """``a @ weight_a.T + b @ weight_b.T (+ bias)`` in one buffer."""
     out = torch.mm(a, weight_a.t()) if bias is None else torch.addmm(bias, a, weight_a.t())
     return out.addmm_(b, weight_b.t())
-
-
-@_linear_sum.register_fake
-def _(a, weight_a, b, weight_b, bias):
-    return a.new_empty((a.shape[0], weight_a.shape[0]))
-
-
-def _setup(ctx, inputs, output):
-    a, weight_a, b, weight_b, bias = inputs
-    ctx.has_bias = bias is not None
-    ctx.save_for_backward(a, weight_a, b, weight_b)
-
-
-def _gradient(ctx, grad):
-    a, weight_a, b, weight_b = ctx.saved_tensors
-    wanted = ctx.needs_input_grad
-    return (
-        grad @ weight_a if wanted[0] else None,
-        grad.t() @ a if wanted[1] else None,
-        grad @ weight_b if wanted[2] else None,
-        grad.t() @ b if wanted[3] else None,
-        grad.sum(0) if ctx.has_bias and wanted[4] else None,
-    )
-
-
-_linear_sum.register_autograd(_gradient, setup_context=_setup)
-precision.register_operator("featgraph", "linear_sum")
 
 
 def linear_sum(a: torch.Tensor, lin_a: torch.nn.Module, b: torch.Tensor, lin_b: torch.nn.Module) -> torch.Tensor:
@@ -67,4 +55,4 @@ def linear_sum(a: torch.Tensor, lin_a: torch.nn.Module, b: torch.Tensor, lin_b: 
     args = precision.autocast_inputs("linear_sum", a, lin_a.weight, b, lin_b.weight, lin_a.bias)
     if len({x.dtype for x in args if x is not None}) > 1:
         return lin_a(a) + lin_b(b)  # mixed dtypes outside autocast: torch's rules and errors
-    return torch.ops.featgraph.linear_sum(*args)
+    return _linear_sum(*args)

@@ -8,12 +8,12 @@ sums never round to 8 bits. Ops absent from the table (dropout) run in their inp
 nothing is cast.
 
 The op functions cast at their entry (``autocast_inputs``), before eager kernels or, in code being compiled,
-the ``featgraph::`` operators; the operators called directly follow the same table (``register_operator``).
+the ``featgraph::`` operators; the operators called directly follow the same table (``caster``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -79,9 +79,6 @@ def autocast_input(op: str, x: torch.Tensor) -> torch.Tensor:
     return autocast_inputs(op, x)[0]
 
 
-_LIBRARIES: dict[str, torch.library.Library] = {}  # the registrations live as long as these
-
-
 def with_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``out + bias`` for a layer that adds its bias after the aggregation: in ``out``'s dtype, as ``Linear``
     adds its bias, so under autocast every layer's output keeps the autocast dtype. (PyG's GCNConv, GATConv
@@ -90,26 +87,9 @@ def with_bias(out: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return out if bias is None else out + bias.to(out.dtype)
 
 
-def register_operator(namespace: str, name: str) -> None:
-    """The autocast kernel of the operator ``namespace::name`` where the table has a rule for it, on every
-    device type with autocast: it casts as ``autocast_inputs`` does and runs the operator with autocast off.
-    It reads the autocast dtype when called, where ``torch.library.register_autocast`` fixes one dtype."""
-    if name not in RULES:
-        return
-    library = _LIBRARIES.setdefault(namespace, torch.library.Library(namespace, "IMPL"))
-    operator = getattr(getattr(torch.ops, namespace), name).default
-    for device_type in DEVICE_TYPES:
-        key = "Autocast" + torch._C._dispatch_key_for_device(device_type)
-        library.impl(name, _autocast_kernel(operator, name, device_type, key), key)
-
-
-def _autocast_kernel(operator: torch._ops.OpOverload, name: str, device_type: str, key: str):
-    """The operator's kernel under ``device_type``'s autocast (the dispatcher calls it only there; autocast
-    reads as off inside it, so it casts without asking)."""
-    excluded = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
-
-    def kernel(*args):
-        with torch._C._ExcludeDispatchKeyGuard(excluded):
-            return operator(*cast_inputs(name, device_type, args))
-
-    return kernel
+def caster(op: str) -> Callable[[str, Sequence[Any]], tuple[Any, ...]] | None:
+    """The cast the operator ``featgraph::<op>`` applies under autocast (``featgraph.operator``): the table's rule
+    for ``op``, or None where it has none."""
+    if op not in RULES:
+        return None
+    return lambda device_type, args: cast_inputs(op, device_type, args)

@@ -228,36 +228,6 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     return kernels
 
 
-class UdfFunction(torch.autograd.Function):
-    """Autograd for a compiled kernel: forward runs it, backward runs its gradient kernels."""
-
-    @staticmethod
-    def forward(ctx, kernel: Kernel, names: tuple[str, ...], box: dict, *tensors: torch.Tensor):  # noqa: D102
-        out, arg = kernel.evaluate(dict(zip(names, tensors, strict=True)), want_arg=True)
-        box["arg"] = arg
-        ctx.kernel, ctx.names, ctx.arg = kernel, names, arg
-        ctx.wanted = [name for name, needed in zip(names, ctx.needs_input_grad[3:], strict=True) if needed]
-        # keep only the inputs the wanted gradients read: the gradient of a linear aggregation in X reads
-        # no X, so a chain of them (APPNP's K steps) keeps no input of each step
-        read = gradient_reads(kernel, ctx.wanted, TORCH_NAMES[out.dtype])
-        ctx.shapes = {name: (t.shape, t.dtype) for name, t in zip(names, tensors, strict=True)}
-        keeps_out = kernel.spec.reducer == "logsumexp"  # its gradient weighs edges by exp(msg - out)
-        kept = [t if name in read else None for name, t in zip(names, tensors, strict=True)]
-        ctx.save_for_backward(*kept, *([out] if keeps_out else []))
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):  # noqa: D102
-        saved = ctx.saved_tensors
-        tensors = {  # an input left unsaved stands in as a meta tensor: its shape and dtype
-            name: torch.empty(ctx.shapes[name][0], dtype=ctx.shapes[name][1], device="meta") if t is None else t
-            for name, t in zip(ctx.names, saved[: len(ctx.names)], strict=True)
-        }
-        out = saved[-1] if len(saved) > len(ctx.names) else None
-        grads = placeholder_gradients(ctx.kernel, tensors, grad_out, ctx.arg, out, ctx.wanted)
-        return (None, None, None, *[grads.get(name) for name in ctx.names])
-
-
 def gradient_reads(kernel: Kernel, wanted: list[str], grad_dtype: str) -> set[str]:
     """The placeholders of ``kernel`` whose values the gradient kernels of the ``wanted`` ones read; all of
     them where a gradient is not supported, so that backward, not this forward, raises that error."""

@@ -16,6 +16,7 @@ import torch
 from ..backends import cpu, gpu, toolchain
 from ..backends.cpu import buffers
 from ..graph import Graph
+from ..operator import operator
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
@@ -219,22 +220,13 @@ class Kernel:
         raise NotImplementedError
 
     def _apply(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Like ``evaluate``, through autograd when an input requires grad (the ``featgraph::kernel`` operator
-        in traced code; eager calls skip its dispatch)."""
-        if torch.compiler.is_compiling():
-            self._check_names(tensors)
-            out, arg = torch.ops.featgraph.kernel(self.key, [tensors[n] for n in self._names])
-            return out, (arg if want_arg else None)
-        if not (
-            torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors.values())
-        ):
-            return self.evaluate(tensors, want_arg)
-        from .gradients import UdfFunction
-
-        names = tuple(tensors)  # evaluate() inside the forward validates them
-        box: dict[str, torch.Tensor | None] = {}
-        out = UdfFunction.apply(self, names, box, *[tensors[n] for n in names])
-        return out, box.get("arg")
+        """Like ``evaluate``, differentiable: the ``featgraph::kernel`` operator."""
+        self._check_names(tensors)
+        for name in self._names:
+            if not isinstance(tensors[name], torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensors[name]).__name__}")
+        out, arg = _kernel_operator(self.key, [tensors[n] for n in self._names])
+        return out, (arg if want_arg else None)
 
     def __call__(self, **tensors: Any) -> torch.Tensor:
         """The kernel's output; differentiable in every floating input that requires grad."""
@@ -319,16 +311,7 @@ def registered(key: str) -> Kernel:
     return kernel
 
 
-@torch.library.custom_op("featgraph::kernel", mutates_args=())
-def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
-    kernel = registered(key)
-    out, arg = kernel.evaluate(dict(zip(kernel.placeholder_names, inputs, strict=True)), want_arg=True)
-    return out, (out.new_empty(0, dtype=torch.int64) if arg is None else arg)
-
-
-@_kernel_operator.register_fake
-def _(key, inputs):
+def _kernel_fake(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     kernel = registered(key)
     shape = kernel.output_shape()
     winners = kernel.spec.kind == "spmm" and kernel.spec.reducer in ("max", "min")
@@ -336,39 +319,40 @@ def _(key, inputs):
     return out, out.new_empty(shape if winners else (0,), dtype=torch.int64)
 
 
-@torch.library.custom_op("featgraph::kernel_backward", mutates_args=())
-def _kernel_backward(
-    key: str, inputs: list[torch.Tensor], out: torch.Tensor, arg: torch.Tensor, grad: torch.Tensor, wanted: list[bool]
-) -> list[torch.Tensor]:
-    """The gradients of the kernel ``key`` in its ``wanted`` floating placeholders (empty tensors elsewhere)."""
+def _kernel_reads(args: list[Any], wants: list[bool]) -> list[bool]:
+    """The placeholders the wanted gradients read: the gradient of a linear aggregation in X reads no X, so a
+    chain of them (APPNP's K steps) keeps no input of each step."""
+    from .gradients import TORCH_NAMES, gradient_reads
+
+    key, _ = args
+    kernel = registered(key)
+    names = kernel.placeholder_names
+    wanted = [n for n, w in zip(names, wants, strict=True) if w]
+    read = gradient_reads(kernel, wanted, TORCH_NAMES[kernel._out_dtype])
+    return [n in read for n in names]
+
+
+def _kernel_outputs(args: list[Any]) -> tuple[int, ...]:
+    """The outputs the gradients read: max/min's winners, logsumexp's output."""
+    reducer = registered(args[0]).spec.reducer
+    return {"max": (1,), "min": (1,), "logsumexp": (0,)}.get(reducer, ())
+
+
+def _kernel_gradient(key: str, inputs: list[torch.Tensor], *, outputs, grads, wants) -> list[torch.Tensor | None]:
+    """The gradients of the kernel ``key`` in its ``wants``ed placeholders."""
     from .gradients import placeholder_gradients
 
     kernel = registered(key)
     names = kernel.placeholder_names
-    reducer = kernel.spec.reducer
-    grads = placeholder_gradients(
-        kernel, dict(zip(names, inputs, strict=True)), grad, arg if reducer in ("max", "min") else None,
-        out if reducer == "logsumexp" else None, [n for n, w in zip(names, wanted, strict=True) if w],
-    )  # fmt: skip
-    return [grads[n] if n in grads else x.new_empty(0) for n, x in zip(names, inputs, strict=True)]
+    out, arg = outputs
+    wanted = [n for n, w in zip(names, wants, strict=True) if w]
+    grads_by_name = placeholder_gradients(kernel, dict(zip(names, inputs, strict=True)), grads[0], arg, out, wanted)
+    return [grads_by_name.get(n) for n in names]
 
 
-@_kernel_backward.register_fake
-def _(key, inputs, out, arg, grad, wanted):
-    pairs = zip(inputs, wanted, strict=True)
-    return [x.new_empty(x.shape) if w and x.is_floating_point() else x.new_empty(0) for x, w in pairs]
-
-
-def _kernel_setup(ctx, inputs, output):
-    ctx.key = inputs[0]
-    ctx.wanted = [x.requires_grad for x in inputs[1]]
-    ctx.save_for_backward(*inputs[1], *output)
-
-
-def _kernel_gradient(ctx, grad, _grad_arg):
-    *inputs, out, arg = ctx.saved_tensors
-    grads = torch.ops.featgraph.kernel_backward(ctx.key, inputs, out, arg, grad.contiguous(), ctx.wanted)
-    return None, [g if w else None for g, w in zip(grads, ctx.wanted, strict=True)]
-
-
-_kernel_operator.register_autograd(_kernel_gradient, setup_context=_kernel_setup)
+@operator("kernel", _kernel_fake, _kernel_gradient, saves=_kernel_reads, saves_outputs=_kernel_outputs)
+def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
+    kernel = registered(key)
+    out, arg = kernel.evaluate(dict(zip(kernel.placeholder_names, inputs, strict=True)), want_arg=True)
+    return out, (out.new_empty(0, dtype=torch.int64) if arg is None else arg)

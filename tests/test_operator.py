@@ -1,6 +1,7 @@
 """The ``featgraph::`` operators: ``torch.library.opcheck`` (schema, autograd registration, fake tensors, AOT
-dispatch with dynamic shapes) on each, their values and gradients against the eager ops (themselves tested
-against dense references), and the graph arguments resolved back to the right ``Graph``."""
+dispatch with dynamic shapes) on each operator and its gradient operator, its gradients checked numerically
+through the operator called directly, and the mechanism's own parts (lists of tensors, inputs kept as their
+shape alone, outputs kept for the gradient)."""
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from torch.autograd import gradcheck
 import featgraph as fg
 from featgraph import ops
 from featgraph.graph.graph import GraphRef
-from featgraph.ops import library
+from featgraph.operator import graph_args, operator
 from featgraph.ops.dropout import dropout_with_seed
 from tests.conftest import random_edges
 
@@ -39,13 +40,16 @@ def opcheck(op, args):
 
 def opcheck_gradient_op(op, args):
     """A gradient operator is differentiated no further: checked on inputs that do not require grad."""
-    args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    args = tuple(
+        a.detach() if isinstance(a, torch.Tensor) else [x.detach() for x in a] if isinstance(a, list) and a and
+        isinstance(a[0], torch.Tensor) else a for a in args
+    )  # fmt: skip
     result = torch.library.opcheck(op, args)
     assert set(result.values()) == {"SUCCESS"}, result
 
 
 def args_of(g, loops=False):
-    edge_index, num_src, num_dst, _ = library.graph_args(g)
+    edge_index, num_src, num_dst, _ = graph_args(g)
     return edge_index, num_src, num_dst, loops
 
 
@@ -57,32 +61,32 @@ def args_of(g, loops=False):
 def test_gspmm_operator(graph, op, reduce, shapes):
     lhs, rhs = (None if s is None else rand(*s) for s in shapes)
     forward = torch.ops.featgraph.gspmm.default
-    opcheck(forward, (*args_of(graph), op, reduce, lhs, rhs, "gar"))
-    out, arg = forward(*args_of(graph), op, reduce, lhs, rhs, "gar")
+    opcheck(forward, (*args_of(graph), op, reduce, lhs, rhs, "gar", False))
+    out, arg = forward(*args_of(graph), op, reduce, lhs, rhs, "gar", False)
     expected = ops.gspmm(graph, op, reduce, lhs, rhs)
-    torch.testing.assert_close(out.view_as(expected), expected)
-    grad = torch.randn_like(out)
-    wants = (lhs is not None, rhs is not None)
+    torch.testing.assert_close(out, expected)
+    wants = [lhs is not None, rhs is not None]
     opcheck_gradient_op(
-        torch.ops.featgraph.gspmm_backward.default, (*args_of(graph), op, reduce, lhs, rhs, "gar", arg, grad, *wants)
+        torch.ops.featgraph.gspmm_backward.default,
+        (*args_of(graph), op, reduce, lhs, rhs, "gar", False, [out, arg], [torch.randn_like(out)], wants),
     )
     inputs = [x for x in (lhs, rhs) if x is not None]
 
     def through_operator(*xs):
         it = iter(xs)
         a, b = (None if x is None else next(it) for x in (lhs, rhs))
-        return forward(*args_of(graph), op, reduce, a, b, "gar")[0]
+        return forward(*args_of(graph), op, reduce, a, b, "gar", False)[0]
 
     assert gradcheck(through_operator, inputs)
 
 
 def test_gspmm_operator_on_a_block_and_a_looped_graph(graph, block):
     x = rand(9, 3)
-    opcheck(torch.ops.featgraph.gspmm.default, (*args_of(block), "copy_lhs", "sum", x, None, "gar"))
-    out = torch.ops.featgraph.gspmm(*args_of(block), "copy_lhs", "sum", x, None, "gar")[0]
+    opcheck(torch.ops.featgraph.gspmm.default, (*args_of(block), "copy_lhs", "sum", x, None, "gar", False))
+    out = torch.ops.featgraph.gspmm(*args_of(block), "copy_lhs", "sum", x, None, "gar", False)[0]
     torch.testing.assert_close(out, ops.gspmm(block, "copy_lhs", "sum", x, None))
     x = rand(N, 3)
-    looped = torch.ops.featgraph.gspmm(*args_of(graph, loops=True), "copy_lhs", "sum", x, None, "gar")[0]
+    looped = torch.ops.featgraph.gspmm(*args_of(graph, loops=True), "copy_lhs", "sum", x, None, "gar", False)[0]
     torch.testing.assert_close(looped, ops.gspmm(graph.with_self_loops(), "copy_lhs", "sum", x, None))
 
 
@@ -92,12 +96,12 @@ def test_gspmm_operator_on_a_block_and_a_looped_graph(graph, block):
 def test_gsddmm_operator(graph, op, targets, shapes):
     lhs, rhs = (rand(*s) for s in shapes)
     forward = torch.ops.featgraph.gsddmm.default
-    opcheck(forward, (*args_of(graph), op, lhs, rhs, *targets))
-    out = forward(*args_of(graph), op, lhs, rhs, *targets)
+    opcheck(forward, (*args_of(graph), op, lhs, rhs, *targets, False))
+    out = forward(*args_of(graph), op, lhs, rhs, *targets, False)
     torch.testing.assert_close(out, ops.gsddmm(graph, op, lhs, rhs, *targets))
     opcheck_gradient_op(torch.ops.featgraph.gsddmm_backward.default,
-            (*args_of(graph), op, lhs, rhs, *targets, torch.randn_like(out), True, True))  # fmt: skip
-    assert gradcheck(lambda a, b: forward(*args_of(graph), op, a, b, *targets), (lhs, rhs))
+            (*args_of(graph), op, lhs, rhs, *targets, False, [out], [torch.randn_like(out)], [True, True]))  # fmt: skip
+    assert gradcheck(lambda a, b: forward(*args_of(graph), op, a, b, *targets, False), (lhs, rhs))
 
 
 def test_edge_softmax_operator(graph):
@@ -107,7 +111,8 @@ def test_edge_softmax_operator(graph):
     out = forward(*args_of(graph), scores)
     torch.testing.assert_close(out, ops.edge_softmax(graph, scores))
     opcheck_gradient_op(
-        torch.ops.featgraph.edge_softmax_backward.default, (*args_of(graph), out, torch.randn_like(out))
+        torch.ops.featgraph.edge_softmax_backward.default,
+        (*args_of(graph), scores, [out], [torch.randn_like(out)], [True]),
     )
     assert gradcheck(lambda s: forward(*args_of(graph), s), (scores,))
 
@@ -119,8 +124,8 @@ def test_dropout_operator(relu):
     out = torch.ops.featgraph.dropout(x, 0.4, seed, relu)
     torch.testing.assert_close(out, dropout_with_seed(x, 0.4, 12345, relu))
     assert gradcheck(lambda t: torch.ops.featgraph.dropout(t, 0.4, seed, relu), (x,))
-    if relu:
-        opcheck_gradient_op(torch.ops.featgraph.relu_dropout_backward.default, (torch.randn_like(out), out, 0.4))
+    backward_args = (x, 0.4, seed, relu, [out], [torch.randn_like(out)], [True, False])
+    opcheck_gradient_op(torch.ops.featgraph.dropout_backward.default, backward_args)
 
 
 @pytest.mark.parametrize("weighted,loops,fill", [(False, True, 1.0), (True, True, 2.0), (True, False, 1.0)])
@@ -128,54 +133,42 @@ def test_gcn_aggregate_operator(graph, weighted, loops, fill):
     x = rand(N, 4)
     weight = (torch.rand(E, dtype=torch.float64) + 0.5).requires_grad_() if weighted else None
     forward = torch.ops.featgraph.gcn_aggregate.default
-    opcheck(forward, (*args_of(graph), x, weight, loops, fill))
-    out = forward(*args_of(graph), x, weight, loops, fill)
+    opcheck(forward, (*args_of(graph), x, weight, loops, fill, False))
+    out = forward(*args_of(graph), x, weight, loops, fill, False)
     torch.testing.assert_close(out, ops.gcn_aggregate(graph, x, weight, loops, True, fill))
     opcheck_gradient_op(
         torch.ops.featgraph.gcn_aggregate_backward.default,
-        (*args_of(graph), x, weight, loops, fill, torch.randn_like(out), True, weighted),
+        (*args_of(graph), x, weight, loops, fill, False, [out], [torch.randn_like(out)], [True, weighted]),
     )
     inputs = (x, weight) if weighted else (x,)
-    assert gradcheck(lambda t, w=None: forward(*args_of(graph), t, w, loops, fill), inputs)
+    assert gradcheck(lambda t, w=None: forward(*args_of(graph), t, w, loops, fill, False), inputs)
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3])
-def test_gat_attention_operator(graph, p):
-    feat, logit_src, logit_dst = rand(N, HEADS, D), rand(N, HEADS), rand(N, HEADS)
+@pytest.mark.parametrize("on", ["graph", "block"])
+def test_gat_attention_operator(graph, block, p, on):
+    g = graph if on == "graph" else block
+    feat, attn_src, attn_dst = rand(g.num_src_nodes, HEADS, D), rand(HEADS, D), rand(HEADS, D)
+    feat_dst = rand(g.num_dst_nodes, HEADS, D) if on == "block" else None
     seed = torch.tensor([777])
     forward = torch.ops.featgraph.gat_attention.default
-    opcheck(forward, (*args_of(graph, True), logit_src, logit_dst, feat, 0.2, p, seed))
-    out, log_total = forward(*args_of(graph, True), logit_src, logit_dst, feat, 0.2, p, seed)
-    expected, _ = ops.fused.fused_attention(graph.with_self_loops(), logit_src, logit_dst, feat, 0.2, p, 777)
-    torch.testing.assert_close(out, expected)
-    opcheck_gradient_op(torch.ops.featgraph.gat_attention_backward.default,
-            (*args_of(graph), logit_src, logit_dst, feat, 0.2, p, seed, log_total, torch.randn_like(out)))  # fmt: skip
+    args = (feat, feat_dst, attn_src, attn_dst, 0.2, p, seed)
+    opcheck(forward, (*args_of(g, True), *args))
+    out, log_total = forward(*args_of(g, True), *args)
+    torch.manual_seed(0)
+    expected = ops.gat_attention(g.with_self_loops(), feat, attn_src, attn_dst, 0.2, p, p > 0, feat_dst=feat_dst)
+    if p == 0:
+        torch.testing.assert_close(out, expected)
+    wants = [True, on == "block", True, True, False]
+    backward_args = (*args_of(g, True), *args, [out, log_total], [torch.randn_like(out)], wants)
+    opcheck_gradient_op(torch.ops.featgraph.gat_attention_backward.default, backward_args)
 
-    def through_operator(a, b, f):
-        return forward(*args_of(graph, True), a, b, f, 0.2, p, seed)[0]
+    def through_operator(*tensors):
+        f, a_src, a_dst, *rest = tensors
+        return forward(*args_of(g, True), f, rest[0] if rest else None, a_src, a_dst, 0.2, p, seed)[0]
 
-    assert gradcheck(through_operator, (logit_src, logit_dst, feat))
-
-
-def test_resolve_finds_the_graph_that_owns_the_edges(graph, block):
-    for g in (graph, block):
-        assert library.resolve(*args_of(g)) is g
-    assert library.resolve(*args_of(graph, loops=True)) is graph.with_self_loops()
-    assert graph.reverse().edge_index.shape == (2, E)  # a derived graph makes its own on first use
-    assert library.resolve(*library.graph_args(graph.reverse())) is graph.reverse()
-
-
-def test_resolve_remembers_a_user_edge_index_and_checks_its_contents():
-    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
-    g = library.resolve(edge_index, 3, 3, False)
-    assert g is not None and g.edge_index is not edge_index  # the graph keeps its own copy
-    assert library.resolve(edge_index, 3, 3, False) is g
-    edge_index[1, 0] = 2  # written in place: the contents no longer match, so a new graph is built
-    rebuilt = library.resolve(edge_index, 3, 3, False)
-    assert rebuilt is not g and rebuilt.coo()[1].tolist() == [2, 2, 0]
-    edge_index[0, 0] = 5
-    with pytest.raises(ValueError, match="edge_index: node id 5 out of range"):
-        library.resolve(edge_index, 3, 3, False)
+    tensors = (feat, attn_src, attn_dst) + ((feat_dst,) if feat_dst is not None else ())
+    assert gradcheck(through_operator, tensors)
 
 
 def test_graph_ref_carries_counts_and_loops(graph, block):
@@ -239,5 +232,36 @@ def test_attention_operators(graph, block, name, on):
     torch.testing.assert_close(out, eager(*args))
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     constants = args[len(tensors) :]
-    opcheck_gradient_op(backward.default, (*args_of(g), *args, torch.randn_like(out), [True] * len(tensors)))
+    wants = [True] * len(tensors)
+    opcheck_gradient_op(backward.default, (*args_of(g), *args, [out], [torch.randn_like(out)], wants))
     assert gradcheck(lambda *xs: forward(*args_of(g), *xs, *constants), tensors)
+
+
+def _scaled_sum_gradient(xs, scale, *, outputs, grads, wants):
+    assert all(x.stride() == (0, 0) for x in xs)  # kept as their shape alone: the gradient reads no input
+    assert outputs == [None]
+    return [grads[0] * scale if want else None for want in wants]
+
+
+@operator(
+    "test_scaled_sum", lambda xs, scale: xs[0].new_empty(xs[0].shape), _scaled_sum_gradient,
+    saves=lambda args, wants: [False] * len(args[0]),
+)  # fmt: skip
+def _scaled_sum(xs: list[torch.Tensor], scale: float) -> torch.Tensor:
+    """A toy operator on a list of tensors."""
+    return torch.stack(xs).sum(0) * scale
+
+
+def test_an_operator_on_a_list_of_tensors_differentiates_each_and_keeps_only_shapes():
+    xs = [rand(3, 2), rand(3, 2, grad=False), rand(3, 2)]
+    opcheck(_scaled_sum.default, (xs, 1.5))
+    torch.testing.assert_close(_scaled_sum(xs, 1.5), (xs[0] + xs[1] + xs[2]) * 1.5)
+    assert gradcheck(lambda a, b: _scaled_sum([a, xs[1], b], 1.5), (xs[0], xs[2]))
+    grads = torch.autograd.grad(_scaled_sum(xs, 2.0).sum(), [xs[0], xs[2]])
+    assert all(torch.equal(g, torch.full((3, 2), 2.0, dtype=torch.float64)) for g in grads)
+
+
+def test_an_operator_without_inputs_needing_grad_runs_below_autograd(graph):
+    x = rand(N, 3, grad=False)
+    out = ops.gspmm(graph, "copy_lhs", "sum", x, None)
+    assert out.grad_fn is None and not out.requires_grad
