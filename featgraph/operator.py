@@ -91,6 +91,9 @@ class Operator:
         self.names = [p.name for p in params]
         self.types = [*(_GRAPH_TYPES if self.takes_graph else ()), *(_TYPES[_spelled(p.annotation)] for p in params)]
         self.offset = len(_GRAPH_TYPES) if self.takes_graph else 0
+        self.listed = "Tensor[]" in self.types
+        # where the tensors after the graph sit among the arguments (with no list among them: fixed)
+        self.tensor_index = [i for i, t in enumerate(self.types) if i >= self.offset and t.startswith("Tensor")]
         self.saves = saves
         self.saves_outputs = saves_outputs
         self.__doc__ = forward.__doc__
@@ -153,8 +156,11 @@ class Operator:
                 for _ in (arg if kind == "Tensor[]" else (arg,) if kind.startswith("Tensor") else ())]  # fmt: skip
 
     def _autograd(self, *flat: Any) -> Any:
-        needed = any(x is not None and x.requires_grad for x in self._slots(flat[self.offset :]))
+        slots = self._slots(flat[self.offset :]) if self.listed else [flat[i] for i in self.tensor_index]
+        needed = any(x is not None and x.requires_grad for x in slots)
         if needed and self.gradient is not None and torch.is_grad_enabled():
+            if not self.listed:
+                return _Differentiable.apply(self, None, *flat)
             lengths = [len(a) if t == "Tensor[]" else None for a, t in zip(flat, self.types, strict=True)]
             spread = [x for a, n in zip(flat, lengths, strict=True) for x in (a if n is not None else (a,))]
             return _Differentiable.apply(self, lengths, *spread)
@@ -182,8 +188,10 @@ class Operator:
                 slots.append(arg)
         return slots
 
-    def _slot_positions(self, lengths: Sequence[int | None]) -> list[int]:
-        """Where the slots sit among the arguments with their lists spread out."""
+    def _slot_positions(self, lengths: Sequence[int | None] | None) -> list[int]:
+        """Where the slots sit among the arguments with their lists spread out (``lengths`` None: no lists)."""
+        if lengths is None:
+            return self.tensor_index
         positions, at = [], 0
         for i, (kind, n) in enumerate(zip(self.types, lengths, strict=True)):
             count = 1 if n is None else n
@@ -198,18 +206,16 @@ class _Differentiable(torch.autograd.Function):
     tensors arrive spread out (``lengths``), so autograd sees each tensor."""
 
     @staticmethod
-    def forward(ctx, operator: Operator, lengths: list[int | None], *spread: Any):  # noqa: D102
-        flat, it = [], iter(spread)
-        for n in lengths:
-            flat.append(next(it) if n is None else [next(it) for _ in range(n)])
+    def forward(ctx, operator: Operator, lengths: list[int | None] | None, *spread: Any):  # noqa: D102
+        flat = list(spread) if lengths is None else _gathered(spread, lengths)
         with torch._C._AutoDispatchBelowAutograd():
             out = operator.default(*flat)
         outputs = out if isinstance(out, tuple) else (out,)
         positions = operator._slot_positions(lengths)
         wants = [bool(ctx.needs_input_grad[2 + p]) for p in positions]
         kept = operator.kept(flat[operator.offset :], wants)
-        slots = [x if keep or x is None else _stand_in(x) for x, keep in zip(
-            operator._slots(flat[operator.offset :]), kept, strict=True)]  # fmt: skip
+        slots = [spread[p] for p in positions]
+        slots = [x if keep or x is None else _stand_in(x) for x, keep in zip(slots, kept, strict=True)]
         ctx.operator, ctx.lengths, ctx.positions, ctx.wants = operator, lengths, positions, wants
         ctx.floating = [o.is_floating_point() for o in outputs]
         ctx.mark_non_differentiable(*[o for o, f in zip(outputs, ctx.floating, strict=True) if not f])
@@ -233,15 +239,21 @@ class _Differentiable(torch.autograd.Function):
         outputs: list[torch.Tensor | None] = [None] * ctx.num_outputs
         for i in ctx.outputs_kept:
             outputs[i] = next(saved)
-        flat, it = [], iter(spread)
-        for n in ctx.lengths:
-            flat.append(next(it) if n is None else [next(it) for _ in range(n)])
+        flat = spread if ctx.lengths is None else _gathered(spread, ctx.lengths)
         floating = [g.contiguous() for g, f in zip(grads, ctx.floating, strict=True) if f]
         results = operator.backward(*flat, outputs, floating, ctx.wants)
         spread_grads: list[torch.Tensor | None] = [None] * len(spread)
         for position, result, want in zip(ctx.positions, results, ctx.wants, strict=True):
             spread_grads[position] = result if want else None
         return None, None, *spread_grads
+
+
+def _gathered(spread: Sequence[Any], lengths: Sequence[int | None]) -> list[Any]:
+    """The arguments with their lists gathered again from ``spread``."""
+    flat, it = [], iter(spread)
+    for n in lengths:
+        flat.append(next(it) if n is None else [next(it) for _ in range(n)])
+    return flat
 
 
 def _stand_in(x: torch.Tensor) -> torch.Tensor:

@@ -49,13 +49,15 @@ def get(op: str, allowed: tuple[str, ...]) -> BinaryOp:
     return BINARY_OPS[op]
 
 
-def operands(op: str, rule: BinaryOp, lhs, rhs) -> tuple:
+def operands(op: str, rule: BinaryOp, lhs, rhs, device: torch.device) -> tuple:
     """(lhs, rhs) as the op reads them: None where it ignores one, an error where it needs a missing one or
-    gets something other than a tensor."""
+    gets something other than a tensor on the graph's ``device``."""
     reads = rule.forward[0]
     for name, x, side in (("a", lhs, "lhs"), ("b", rhs, "rhs")):
         if name in reads and x is None:
             raise ValueError(f"op {op!r} needs {side}")
         if name in reads and not isinstance(x, torch.Tensor):
             raise TypeError(f"{side}: expected a torch.Tensor, got {type(x).__name__}")
+        if name in reads and x.device != device:
+            raise ValueError(f"{side}: the graph is on {device}, got a tensor on {x.device}")
     return (lhs if "a" in reads else None), (rhs if "b" in reads else None)

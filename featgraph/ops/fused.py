@@ -311,11 +311,11 @@ def fused_attention(
     """Two fused passes, nothing per edge: the log-sum-exp of the scores per destination, then the weighted
     aggregation (times the hashed dropout mask when ``p`` > 0). Returns (output, log-sum-exp)."""
     kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
-    log_total = kernels["log_total"](EL=logit_src, ER=logit_dst)
+    log_total = kernels.run("log_total", EL=logit_src, ER=logit_dst)
     inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat}
     if p > 0:
         inputs["SEED"] = torch.tensor([seed])
-    return kernels["aggregate"](**inputs), log_total
+    return kernels.run("aggregate", **inputs), log_total
 
 
 def _per_edge_attention(
@@ -338,12 +338,12 @@ def attention_gradients(
     inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat, "G": grad.contiguous()}
     if p > 0:
         inputs["SEED"] = torch.tensor([seed])
-    row_sum = kernels["row_sum"](**inputs)
-    score_grad = kernels["score_grad"](**inputs, S=row_sum)  # (E, heads)
+    row_sum = kernels.run("row_sum", **inputs)
+    score_grad = kernels.run("score_grad", **inputs, S=row_sum)  # (E, heads)
     grad_src = SHORTCUTS["copy_e_sum"](g.reverse(), score_grad)
     grad_dst = SHORTCUTS["copy_e_sum"](g, score_grad)
     del inputs["F"]
-    return grad_src, grad_dst, kernels["feat_grad"](**inputs)
+    return grad_src, grad_dst, kernels.run("feat_grad", **inputs)
 
 
 class _GatKernels:
@@ -359,6 +359,10 @@ class _GatKernels:
     def __getitem__(self, name: str):
         key = ("gat-kernel", name, self.shape, self.dtype, self.slope, self.dropout)
         return cached_kernel(self.g, key, lambda: self._build(name))
+
+    def run(self, name: str, **inputs: torch.Tensor) -> torch.Tensor:
+        """Kernel ``name``'s output (inside the ``gat_attention`` operator, whose autograd is its own)."""
+        return self[name].evaluate(inputs, want_arg=False)[0]
 
     def _build(self, name: str):
         g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype

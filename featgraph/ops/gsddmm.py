@@ -46,7 +46,7 @@ def gsddmm(
     for target in (lhs_target, rhs_target):
         if target not in TARGETS:
             raise ValueError(f"targets must be in {TARGETS}, got {target!r}")
-    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gsddmm", lhs, rhs))
+    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gsddmm", lhs, rhs), g.device)
     return _gsddmm(g, op, lhs, rhs, lhs_target, rhs_target, tune)
 
 

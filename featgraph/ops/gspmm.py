@@ -65,7 +65,7 @@ def gspmm(
     rule = binary.get(op, SPMM_OPS)
     if reduce not in REDUCERS:
         raise ValueError(f"reduce must be one of {REDUCERS}, got {reduce!r}")
-    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gspmm", lhs, rhs))
+    lhs, rhs = binary.operands(op, rule, *precision.autocast_inputs("gspmm", lhs, rhs), g.device)
     return _gspmm(g, op, reduce, lhs, rhs, strategy, tune)[0]
 
 

@@ -36,9 +36,11 @@ def run(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
     one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``;
-    ``tune`` tunes the kernel on first use (the strategy stays as given)."""
+    ``tune`` tunes the kernel on first use (the strategy stays as given). No autograd: the ops run it inside
+    their operators, whose gradients are their own."""
     kernel, tensors = bind(g, target, inputs, combine, key, reducer, result, reduce_last, strategy, tune)
-    return kernel.run(return_arg=True, **tensors) if return_arg else kernel(**tensors)
+    out, arg = kernel.evaluate(tensors, want_arg=return_arg)  # inside an operator: autograd is the operator's
+    return (out, arg) if return_arg else out
 
 
 def bind(

@@ -184,27 +184,31 @@ class Kernel:
         rows = {"spmm": (self.graph.num_dst_nodes,), "sddmm": (self.graph.num_edges,), "edge_sum": ()}
         return (*rows[self.spec.kind], *self.spec.op.shape)
 
-    def _check_names(self, tensors: dict[str, Any]) -> None:
+    def _check_tensors(self, tensors: dict[str, Any]) -> None:
+        """One tensor per placeholder, each on the graph's device (a tensor on the meta device would otherwise
+        reach the operator's shape rule and come back as a result)."""
         if set(tensors) != set(self._names):
             missing, extra = sorted(set(self._names) - set(tensors)), sorted(set(tensors) - set(self._names))
             raise TypeError(f"kernel takes placeholders {sorted(self._names)}; missing {missing}, unexpected {extra}")
+        for name in self._names:
+            t = tensors[name]
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+            if t.device != self.graph.device:
+                raise ValueError(
+                    f"{name}: the kernel's graph is on {self.graph.device} (target={self.target!r}), "
+                    f"got a tensor on {t.device}"
+                )
 
     def _bind(self, tensors: dict[str, Any]) -> list[torch.Tensor]:
         """Validate the inputs and return them in placeholder order, contiguous; float16/bfloat16 data as it
         is (the kernel converts in registers), other floating data in the compute dtype."""
-        self._check_names(tensors)
+        self._check_tensors(tensors)
         bound = []
         for p in self.spec.op.placeholders:
             t = tensors[p.name]
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{p.name}: expected a torch.Tensor, got {type(t).__name__}")
             if t.dtype != TORCH_DTYPES[p.dtype]:
                 raise TypeError(f"{p.name}: placeholder dtype is {p.dtype}, got a tensor of {t.dtype}")
-            if t.device != self.graph.device:
-                raise ValueError(
-                    f"{p.name}: the kernel's graph is on {self.graph.device} (target={self.target!r}), "
-                    f"got a tensor on {t.device}"
-                )
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             keep = p.dtype == "int64" or p.dtype in HALF_DTYPES
@@ -221,10 +225,7 @@ class Kernel:
 
     def _apply(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Like ``evaluate``, differentiable: the ``featgraph::kernel`` operator."""
-        self._check_names(tensors)
-        for name in self._names:
-            if not isinstance(tensors[name], torch.Tensor):
-                raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensors[name]).__name__}")
+        self._check_tensors(tensors)
         out, arg = _kernel_operator(self.key, [tensors[n] for n in self._names])
         return out, (arg if want_arg else None)
 

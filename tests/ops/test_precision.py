@@ -6,7 +6,7 @@ import torch
 
 import featgraph as fg
 from featgraph import ops
-from featgraph.ops import library
+from featgraph.operator import graph_args
 from tests.conftest import adjacency, random_edges
 
 N, E = 60, 600  # in-degrees up to ~20: sums of many rounded terms
@@ -99,8 +99,8 @@ def test_operators_called_directly_follow_the_table(graph, dtype):
     """The registered operators cast as the op functions do, in whichever dtype the autocast region has."""
     x = torch.randn(N, 4)
     with autocast(dtype):
-        out, _ = torch.ops.featgraph.gspmm(*library.graph_args(graph), "copy_lhs", "sum", x, None, "gar")
-        probabilities = torch.ops.featgraph.edge_softmax(*library.graph_args(graph), torch.randn(E, dtype=dtype))
+        out, _ = torch.ops.featgraph.gspmm(*graph_args(graph), "copy_lhs", "sum", x, None, "gar", False)
+        probabilities = torch.ops.featgraph.edge_softmax(*graph_args(graph), torch.randn(E, dtype=dtype))
         expected = ops.gspmm(graph, "copy_lhs", "sum", x, None)
     assert out.dtype == dtype and probabilities.dtype == torch.float32
     torch.testing.assert_close(out, expected, rtol=0, atol=0)
