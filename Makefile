@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs
+.PHONY: demo test test-fast lint docs
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
@@ -16,9 +16,14 @@ $(VENV)/.ready: pyproject.toml
 demo: $(VENV)/.ready
 	$(PY) -m featgraph demo
 
+# The whole suite on every core (pytest-xdist; the kernel cache builds under locks and atomic renames).
 test: $(VENV)/.ready
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
+
+# The inner loop: everything but the slow marker (doc build, torchrun launches, fuzz searches, bench commands).
+test-fast: $(VENV)/.ready
+	$(PY) -m pytest -q -n auto -m "not slow"
 
 # The documentation site (mkdocs.yml): built into build/docs with --strict; SERVE=1 serves it instead.
 docs: $(VENV)/.ready

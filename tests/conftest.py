@@ -97,9 +97,17 @@ def assert_gpu_target_agrees(
     return gpu_out
 
 
+# what the slow marker covers: the doc build, torchrun launches, fuzz searches, bench commands
+SLOW = ("tests/test_docs.py", "tests/distributed/test_launch.py", "test_fuzz.py", "tests/bench/")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that run the GPU target (they take the ``gpu`` fixture, directly or through ``interpreted_gpu``)
-    carry the ``gpu`` marker: ``pytest -m gpu`` is the device check's test run (benchmarks/gpu_check.sh)."""
+    carry the ``gpu`` marker (``pytest -m gpu``: the device check's test run, ``featgraph bench gpu-check``);
+    the files in ``SLOW`` the ``slow`` marker (``make test-fast`` leaves them out)."""
     for item in items:
         if "gpu" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)
+        path = item.path.as_posix()
+        if any(part in path for part in SLOW):
+            item.add_marker(pytest.mark.slow)
