@@ -37,7 +37,8 @@ def interpreter_scalar_index() -> None:
     converted to Python scalars", triton-lang/triton#9171), so every kernel loop with a runtime bound
     (``for q0 in range(0, total, BLOCK_E)``) fails there. Compiled kernels never call it. This wraps the
     interpreter's patching of ``tl.tensor`` so that ``__index__`` reads the one element, as later Triton does;
-    on those versions it changes nothing. Called before each interpreted kernel is built; idempotent."""
+    on those versions it changes nothing. Called under the interpreter when a generated module is loaded and when
+    the tensor-core kernels are imported; idempotent."""
     try:
         from triton.runtime import interpreter
     except ImportError:
