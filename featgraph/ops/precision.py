@@ -35,7 +35,7 @@ RULES: dict[str, str] = {
     "linear_sum": AUTOCAST,
     "edge_softmax": FLOAT32,
 }
-DEVICE_TYPES = ("cpu", "cuda")
+DEVICE_TYPES = ("cpu", "cuda")  # the device types whose autocast the ops follow (featgraph's targets run there)
 
 
 def autocast_dtype(op: str, device_type: str) -> torch.dtype | None:
@@ -61,8 +61,10 @@ def autocast_inputs(op: str, *args: Any) -> tuple[Any, ...]:
     """``args`` with their floating tensors in the dtype ``op`` runs in under the current autocast (the
     device of the first tensor decides which autocast applies); unchanged outside autocast."""
     device_type = _device_type(args)
-    if device_type is None or not torch.amp.is_autocast_available(device_type):
-        return args  # e.g. meta tensors: no autocast, so the op's own checks name the device
+    if device_type not in DEVICE_TYPES:
+        # e.g. meta tensors, which have no autocast: the op's own checks name the device. A membership test
+        # rather than torch.amp.is_autocast_available, which torch.compile cannot trace in torch 2.11
+        return args
     if not torch.is_autocast_enabled(device_type):
         return args
     return cast_inputs(op, device_type, args)

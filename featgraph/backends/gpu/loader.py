@@ -29,6 +29,32 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
+def interpreter_scalar_index() -> None:
+    """Let Triton's interpreter take a runtime scalar as a loop bound under NumPy 2.4 and later.
+
+    The interpreter holds a scalar as a one-element array, and up to Triton 3.6 its ``tensor.__index__`` is
+    ``int(array)``, which NumPy 2.4 refuses for an array with a dimension ("only 0-dimensional arrays can be
+    converted to Python scalars", triton-lang/triton#9171), so every kernel loop with a runtime bound
+    (``for q0 in range(0, total, BLOCK_E)``) fails there. Compiled kernels never call it. This wraps the
+    interpreter's patching of ``tl.tensor`` so that ``__index__`` reads the one element, as later Triton does;
+    on those versions it changes nothing. Called under the interpreter when a generated module is loaded and when
+    the tensor-core kernels are imported; idempotent."""
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "featgraph_scalar_index", False):
+        return
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patch_lang_tensor.featgraph_scalar_index = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
 def module_path(source: str) -> Path:
     key = hashlib.sha256(source.encode()).hexdigest()[:24]
     path = cache_dir() / "triton"
@@ -66,6 +92,8 @@ def load(source: str) -> Callable:
         raise TritonNotFoundError(
             "target='gpu' needs Triton: install PyTorch's CUDA build (it ships Triton) or `pip install triton`"
         ) from error
+    if interpreting():
+        interpreter_scalar_index()
     path = module_path(source)
     if not _holds(path, source):
         if path.exists():

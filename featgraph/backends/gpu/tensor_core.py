@@ -14,6 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
+from .loader import interpreter_scalar_index, interpreting
+
+if interpreting():
+    interpreter_scalar_index()  # the block loops' bounds are loaded scalars
+
 BLOCK_WIDTH = 16  # tl.dot needs K >= 16 on GPUs
 WINDOW = 16
 PRECISION = {torch.float32: "tf32", torch.float64: "ieee", torch.float16: "ieee", torch.bfloat16: "ieee"}

@@ -64,3 +64,26 @@ def test_temporaries_of_killed_writers_are_removed(gpu, cache):
     os.utime(stale, (old, old))
     copy_sum(gpu)
     assert not stale.exists() and [p.suffix for p in directory.iterdir()] == [".py"]
+
+
+def test_the_interpreter_takes_runtime_scalars_as_loop_bounds(interpreted_gpu):
+    """A loop bound reduced in the kernel and one passed as an argument, as the templates' loops have; up to
+    Triton 3.6 the interpreter fails both under NumPy 2.4 and later unless ``interpreter_scalar_index`` ran."""
+    triton = pytest.importorskip("triton")
+    tl = pytest.importorskip("triton.language")
+
+    @triton.jit
+    def count_steps(counts, out, n, BLOCK: tl.constexpr):
+        lanes = tl.arange(0, BLOCK)
+        total = tl.sum(tl.load(counts + lanes, mask=lanes < n, other=0), 0)
+        steps = 0
+        for _ in range(0, total, 2):
+            steps += 1
+        for _ in range(0, n):
+            steps += 10
+        tl.store(out, steps)
+
+    loader.interpreter_scalar_index()
+    out = torch.zeros(1, dtype=torch.int32)
+    count_steps[(1,)](torch.tensor([3, 4, 0], dtype=torch.int32), out, 3, BLOCK=4)
+    assert out.item() == 4 + 30
