@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from ..operator import AUTOCAST_DEVICE_TYPES
+
 AUTOCAST = "autocast"  # the autocast dtype (bfloat16 or float16)
 FLOAT32 = "float32"
 
@@ -35,7 +37,6 @@ RULES: dict[str, str] = {
     "linear_sum": AUTOCAST,
     "edge_softmax": FLOAT32,
 }
-DEVICE_TYPES = ("cpu", "cuda")  # the device types whose autocast the ops follow (featgraph's targets run there)
 
 
 def autocast_dtype(op: str, device_type: str) -> torch.dtype | None:
@@ -61,7 +62,7 @@ def autocast_inputs(op: str, *args: Any) -> tuple[Any, ...]:
     """``args`` with their floating tensors in the dtype ``op`` runs in under the current autocast (the
     device of the first tensor decides which autocast applies); unchanged outside autocast."""
     device_type = _device_type(args)
-    if device_type not in DEVICE_TYPES:
+    if device_type not in AUTOCAST_DEVICE_TYPES:  # the device types whose autocast the operators follow
         # e.g. meta tensors, which have no autocast: the op's own checks name the device. A membership test
         # rather than torch.amp.is_autocast_available, which torch.compile cannot trace in torch 2.11
         return args
