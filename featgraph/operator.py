@@ -82,6 +82,7 @@ class Operator:
         saves: Sequence[str] | Saves | None,
         saves_outputs: Sequence[int] | Callable[[Sequence[Any]], Sequence[int]],
         autocast: Cast | None,
+        holds: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
         signature = inspect.signature(forward)
         params = list(signature.parameters.values())
@@ -96,6 +97,7 @@ class Operator:
         self.tensor_index = [i for i, t in enumerate(self.types) if i >= self.offset and t.startswith("Tensor")]
         self.saves = saves
         self.saves_outputs = saves_outputs
+        self.holds = holds
         self.__doc__ = forward.__doc__
         typed = [f"{kind} {p.name}" for kind, p in zip(self.types[self.offset :], params, strict=True)]
         arguments = ", ".join([_GRAPH_SCHEMA] * self.takes_graph + typed)
@@ -226,6 +228,7 @@ class _Differentiable(torch.autograd.Function):
         ctx.outputs_kept = tuple(keeps(flat[operator.offset :]) if callable(keeps) else keeps)
         ctx.save_for_backward(*graph, *slots, *[outputs[i] for i in ctx.outputs_kept])
         ctx.num_outputs = len(outputs)
+        ctx.held = None if operator.holds is None else operator.holds(flat[operator.offset :])  # alive till backward
         return out
 
     @staticmethod
@@ -268,6 +271,7 @@ def operator(
     saves: Sequence[str] | Saves | None = None,
     saves_outputs: Sequence[int] | Callable[[Sequence[Any]], Sequence[int]] = (),
     autocast: Cast | None = None,
+    holds: Callable[[Sequence[Any]], Any] | None = None,
 ) -> Callable[[Callable], Operator]:
     """Register the decorated implementation as ``featgraph::<name>``.
 
@@ -276,8 +280,9 @@ def operator(
     each), where ``wants`` says so; the tensors in ``args`` not named in ``saves`` (all are, by default; a
     function ``saves(args, wants)`` may say per tensor) carry only their shape and dtype, and ``outputs`` holds
     the outputs at ``saves_outputs`` (or ``saves_outputs(args)``; None elsewhere). ``autocast(device_type,
-    args)``: the arguments cast for that device's autocast region."""
-    return lambda forward: Operator(name, forward, fake, gradient, saves, saves_outputs, autocast)
+    args)``: the arguments cast for that device's autocast region. ``holds(args)``: a Python object the gradient
+    needs that the arguments only name (a kernel by its key), kept alive until backward."""
+    return lambda forward: Operator(name, forward, fake, gradient, saves, saves_outputs, autocast, holds)
 
 
 @operator("in_degrees", lambda ref: ref.edge_index.new_empty(ref.num_dst_nodes))

@@ -333,9 +333,17 @@ class Graph:
             device = torch.device("cuda", torch.cuda.current_device())
         if self.device == device:
             return self
-        src, dst = (t.to(device, non_blocking=non_blocking) for t in self.coo())
-        weight = None if self._edge_weight is None else self._edge_weight.to(device, non_blocking=non_blocking)
-        return type(self)._derived(src, dst, (self._num_src, self._num_dst), weight)
+        return self._mapped(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> Graph:
+        """This graph with its edges and weights in page-locked memory, so ``to("cuda", non_blocking=True)``
+        copies them while the host goes on (PyG's ``Data.pin_memory``)."""
+        return self._mapped(torch.Tensor.pin_memory)
+
+    def _mapped(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Graph:
+        """A graph of ``fn`` of this one's edges and weights (its formats are built again on first use)."""
+        weight = None if self._edge_weight is None else fn(self._edge_weight)
+        return type(self)._derived(fn(self._src), fn(self._dst), (self._num_src, self._num_dst), weight)
 
     @property
     def edge_weight(self) -> torch.Tensor | None:

@@ -4,6 +4,7 @@ in a background thread. Subclasses say what one batch looks like (``_make``)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
@@ -35,6 +36,9 @@ class SeedLoader(Generic[BatchType]):
     ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``prefetch``:
     batches a background thread prepares ahead of the one in use (0: each is made when asked for).
     ``self_loops``: each block also brings its graph with self loops (``NeighborSampler``'s option).
+    ``pin_memory``: the background thread puts each batch in page-locked memory, so the training loop's
+    ``batch.to("cuda", non_blocking=True)`` overlaps its copies (as torch's ``DataLoader`` option; without a
+    CUDA GPU it warns and leaves batches as they are, as torch's does).
     """
 
     def __init__(
@@ -52,8 +56,15 @@ class SeedLoader(Generic[BatchType]):
         drop_last: bool,
         weight_attr: str | None,
         self_loops: bool = False,
+        pin_memory: bool = False,
     ) -> None:
         self.source = source
+        self.pin_memory = checked_flag(pin_memory, "pin_memory")
+        if self.pin_memory and not torch.cuda.is_available():
+            warnings.warn(
+                "pin_memory=True: no CUDA GPU is visible, so batches stay in pageable memory", UserWarning, stacklevel=3
+            )
+            self.pin_memory = False
         self.batch_size = checked_count(batch_size, "batch_size", 1)
         self.shuffle = checked_flag(shuffle, "shuffle")
         self.drop_last = checked_flag(drop_last, "drop_last")
@@ -104,7 +115,8 @@ class SeedLoader(Generic[BatchType]):
 
     def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
         positions, seed = job
-        return self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
+        batch = self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
+        return batch.pin_memory() if self.pin_memory else batch
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
         """One batch from the sampled ``batch`` of seeds ``input_nodes[positions]``."""

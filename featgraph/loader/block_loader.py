@@ -8,8 +8,9 @@ runs ``for block, layer in zip(blocks, layers): h = layer((h, h[:block.graph.num
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -40,6 +41,26 @@ class BlockBatch:
     def batch_size(self) -> int:
         return self.seeds.numel()
 
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> BlockBatch:
+        """The batch on ``device``: ids, features, labels and each block (as PyG's ``Data.to``)."""
+        move = partial(_moved, lambda t: t.to(device, non_blocking=non_blocking))
+        blocks = [block.to(device, non_blocking) for block in self.blocks]
+        return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
+
+    def pin_memory(self) -> BlockBatch:
+        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
+        move = partial(_moved, torch.Tensor.pin_memory)
+        blocks = [block.pin_memory() for block in self.blocks]
+        return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
+
+
+_TENSORS = ("input_nodes", "seeds", "input_id", "x", "y")
+
+
+def _moved(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+    """``fn(value)`` for a tensor; anything else (None, a numpy array's rows) as it is."""
+    return fn(value) if isinstance(value, torch.Tensor) else value
+
 
 class BlockLoader(SeedLoader[BlockBatch]):
     """Mini-batches of ``graph_or_data``'s vertices as per-layer blocks, ``fanouts[h]`` in-neighbours drawn
@@ -65,6 +86,7 @@ class BlockLoader(SeedLoader[BlockBatch]):
         prefetch: int = 2,
         drop_last: bool = False,
         weight_attr: str | None = None,
+        pin_memory: bool = False,
         self_loops: bool = False,
         x: Any = None,
         y: Any = None,
@@ -83,6 +105,7 @@ class BlockLoader(SeedLoader[BlockBatch]):
             drop_last,
             weight_attr,
             self_loops,
+            pin_memory=pin_memory,
         )
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:

@@ -9,7 +9,7 @@ PyG model trains on it: ``model(batch.x, batch.edge_index)[:batch.batch_size]``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -39,12 +39,14 @@ class Batch:
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """A batch whose tensors are on ``device`` (other values shared)."""
-        return Batch(
-            **{
-                key: value.to(device, non_blocking=non_blocking) if isinstance(value, torch.Tensor) else value
-                for key, value in self.__dict__.items()
-            }
-        )
+        return self._mapped(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> Batch:
+        """A batch whose tensors are in page-locked memory, for non-blocking copies to a GPU."""
+        return self._mapped(torch.Tensor.pin_memory)
+
+    def _mapped(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+        return Batch(**{k: fn(v) if isinstance(v, torch.Tensor) else v for k, v in self.__dict__.items()})
 
     def __repr__(self) -> str:
         parts = [
@@ -72,7 +74,8 @@ class NeighborLoader(SeedLoader[Any]):
     here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch,
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
-    ``num_workers`` and ``prefetch`` as in ``SeedLoader``. The full graph and its CSR are built once, here.
+    ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. The full graph and its CSR are built
+    once, here.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class NeighborLoader(SeedLoader[Any]):
         prefetch: int = 2,
         drop_last: bool = False,
         weight_attr: str | None = None,
+        pin_memory: bool = False,
         x: Any = None,
         y: Any = None,
     ) -> None:
@@ -105,6 +109,7 @@ class NeighborLoader(SeedLoader[Any]):
             prefetch,
             drop_last,
             weight_attr,
+            pin_memory=pin_memory,
         )
         self.batch_class = pyg_data_class() or Batch
 

@@ -14,6 +14,7 @@ import numbers
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch
@@ -35,6 +36,15 @@ class Block(NamedTuple):
     graph: Graph
     n_id: torch.Tensor
     e_id: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
+        """The block on ``device`` (its graph's formats are built again there on first use)."""
+        move = partial(torch.Tensor.to, device=device, non_blocking=non_blocking)
+        return Block(self.graph.to(device, non_blocking), move(self.n_id), move(self.e_id))
+
+    def pin_memory(self) -> Block:
+        """The block in page-locked memory, for non-blocking copies to a GPU."""
+        return Block(self.graph.pin_memory(), self.n_id.pin_memory(), self.e_id.pin_memory())
 
 
 class EdgeIndexBatch(NamedTuple):

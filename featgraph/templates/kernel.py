@@ -351,7 +351,10 @@ def _kernel_gradient(key: str, inputs: list[torch.Tensor], *, outputs, grads, wa
     return [grads_by_name.get(n) for n in names]
 
 
-@operator("kernel", _kernel_fake, _kernel_gradient, saves=_kernel_reads, saves_outputs=_kernel_outputs)
+@operator(
+    "kernel", _kernel_fake, _kernel_gradient, saves=_kernel_reads, saves_outputs=_kernel_outputs,
+    holds=lambda args: registered(args[0]),
+)  # fmt: skip
 def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
     kernel = registered(key)

@@ -127,8 +127,13 @@ class SampledClassifier(torch.nn.Module):
         """Every vertex's logits, each layer over all in-neighbours (``layerwise_inference``, hidden rows kept
         in ``storage_dtype``), in eval mode."""
         self.eval()
-        steps = [partial(self.layer, depth) for depth in range(len(self.convs))]
+        device = next(self.parameters()).device
+        steps = [partial(self._layer_on, device, depth) for depth in range(len(self.convs))]
         return layerwise_inference(steps, graph, x, INFERENCE_CHUNK, progress=progress, storage_dtype=storage_dtype)
+
+    def _layer_on(self, device: torch.device, depth: int, h: torch.Tensor, block: Block) -> torch.Tensor:
+        """``layer`` with the rows and the block moved to the model's device (the sampler runs on the CPU)."""
+        return self.layer(depth, h.to(device, non_blocking=True), block.to(device, non_blocking=True))
 
 
 def minibatch_preset(model: str, **overrides: object) -> Preset:
@@ -151,6 +156,7 @@ def fit(
     select_on_validation: bool = False,
     storage_dtype: torch.dtype | None = None,
     precision: str = "fp32",
+    device: torch.device | str = "cpu",
 ) -> MiniBatchMetrics:
     """Train ``net`` for ``config.epochs`` on ``dataset``'s training vertices in batches of ``batch_size``
     seeds, ``fanouts[h]`` neighbours drawn at hop ``h`` (hop 0 from the seeds); then evaluate it on every
@@ -159,9 +165,12 @@ def fit(
     ``loop.fit`` does (so the two compare like for like on small graphs); otherwise only the last epoch's
     weights are evaluated, since on a large graph an evaluation costs more than an epoch. ``storage_dtype``:
     the evaluation's hidden rows between layers (``layerwise_inference``). ``precision``: training's and the
-    evaluation's forward as ``loop.MixedPrecision`` runs it."""
+    evaluation's forward as ``loop.MixedPrecision`` runs it. ``device``: where ``net`` trains (it is moved
+    there); the sampler runs on the CPU and, for a GPU, the loader pins each batch so its copy overlaps."""
     torch.manual_seed(seed)
-    mixed = MixedPrecision(precision, dataset.features.device.type)
+    device = torch.device(device)
+    net.to(device)
+    mixed = MixedPrecision(precision, device.type)
     x = mixed.features(normalized_features(dataset.features))
     loader = BlockLoader(
         dataset.graph,
@@ -172,6 +181,7 @@ def fit(
         self_loops=net.loops_blocks,
         x=x,
         y=dataset.labels,
+        pin_memory=device.type == "cuda",
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     times: list[float] = []
@@ -181,6 +191,7 @@ def fit(
             start = time.perf_counter()
             net.train()
             for batch in loader:
+                batch = batch.to(device, non_blocking=True)
                 optimizer.zero_grad()
                 with mixed.autocast():
                     loss = F.cross_entropy(net(batch.x, batch.blocks), batch.y)
@@ -190,7 +201,7 @@ def fit(
             if select_on_validation:
                 with mixed.autocast():
                     logits = net.inference(dataset.graph, x, storage_dtype=storage_dtype)
-                val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
+                val, test = split_accuracies(logits.cpu(), dataset.labels, dataset.val_idx, dataset.test_idx)
                 if val > best[0]:
                     best = (val, test, {k: v.detach().clone() for k, v in net.state_dict().items()})
     if best[2] is not None:
@@ -199,7 +210,7 @@ def fit(
     with mixed.autocast():
         logits = net.inference(dataset.graph, x, progress, storage_dtype)
     inference_seconds = time.perf_counter() - start
-    val, test = split_accuracies(logits, dataset.labels, dataset.val_idx, dataset.test_idx)
+    val, test = split_accuracies(logits.cpu(), dataset.labels, dataset.val_idx, dataset.test_idx)
     steady = times[1:] or times
     return MiniBatchMetrics(
         val_acc=val,
@@ -277,10 +288,10 @@ def run(args: argparse.Namespace, model: str, config: Preset) -> dict[str, float
     storage = STORAGE_DTYPES[args.eval_storage]
     m = fit(
         net, dataset, fanouts, batch_size, config, args.seed, not args.quiet, storage_dtype=storage,
-        precision=args.precision,
+        precision=args.precision, device=args.device,
     )  # fmt: skip
     print(
-        f"{model} ({args.backend}, {args.precision}, mini-batch, fan-out {','.join(map(str, fanouts))}, "
+        f"{model} ({args.backend}, {args.precision}, {args.device}, mini-batch, fan-out {','.join(map(str, fanouts))}, "
         f"batch {batch_size}) on "
         f"{dataset.name}: val {m.val_acc:.4f} test {m.test_acc:.4f} after {m.epochs} epochs, "
         f"{m.epoch_seconds:.2f} s/epoch ({m.batches_per_epoch} batches), inference {m.inference_seconds:.2f} s, "

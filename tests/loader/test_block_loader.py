@@ -79,3 +79,34 @@ def test_bad_fanouts_are_named(cora):
         BlockLoader(cora, [5, 0], 10)
     with pytest.raises(ValueError, match="input_nodes is empty"):
         BlockLoader(cora, [5], 10, input_nodes=torch.tensor([], dtype=torch.int64))
+
+
+def test_a_batch_moves_every_tensor_and_block_to_a_device(cora):
+    """``BlockBatch.to`` as PyG's ``Data.to`` (the meta device stands in for a GPU here)."""
+    batch = next(iter(BlockLoader(cora, [4, 3], 32, seed=0)))
+    moved = batch.to("meta")
+    for name in ("input_nodes", "seeds", "input_id", "x", "y"):
+        there, here = getattr(moved, name), getattr(batch, name)
+        assert there.device.type == "meta" and there.shape == here.shape
+    for block, original in zip(moved.blocks, batch.blocks, strict=True):
+        assert block.graph.device.type == block.n_id.device.type == block.e_id.device.type == "meta"
+        sizes = (original.graph.num_src_nodes, original.graph.num_edges)
+        assert (block.graph.num_src_nodes, block.graph.num_edges) == sizes
+    assert batch.x.device.type == "cpu"  # the batch itself is left as it was
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the warning on a machine without a GPU")
+def test_pin_memory_without_a_gpu_warns_and_leaves_batches_as_they_are(cora):
+    with pytest.warns(UserWarning, match="pin_memory=True: no CUDA GPU"):
+        loader = BlockLoader(cora, [4, 3], 32, seed=0, pin_memory=True)
+    reference = next(iter(BlockLoader(cora, [4, 3], 32, seed=0)))
+    assert torch.equal(next(iter(loader)).x, reference.x)
+
+
+def test_pinned_batches_copy_to_the_gpu_without_blocking(cora, cuda):
+    loader = BlockLoader(cora, [4, 3], 32, seed=0, pin_memory=True)
+    batch = next(iter(loader))
+    assert batch.x.is_pinned() and all(block.n_id.is_pinned() for block in batch.blocks)
+    on_gpu = batch.to(cuda, non_blocking=True)
+    reference = next(iter(BlockLoader(cora, [4, 3], 32, seed=0)))
+    assert torch.equal(on_gpu.x.cpu(), reference.x) and on_gpu.blocks[0].graph.device == cuda

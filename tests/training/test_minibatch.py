@@ -22,7 +22,7 @@ def test_one_epoch_end_to_end_from_the_command_line(tmp_path, capsys):
     assert result["epochs"] == 1 and result["batches_per_epoch"] == 3  # 140 training vertices
     assert result["epoch_seconds"] > 0 and result["inference_seconds"] > 0 and result["peak_rss_mb"] > 0
     assert 0 <= result["test_acc"] <= 1
-    assert "sage (featgraph, fp32, mini-batch, fan-out 10,5, batch 64) on cora" in capsys.readouterr().out
+    assert "sage (featgraph, fp32, cpu, mini-batch, fan-out 10,5, batch 64) on cora" in capsys.readouterr().out
 
 
 def test_accuracy_well_above_chance_after_a_few_epochs(cora):
@@ -151,3 +151,14 @@ def test_bfloat16_evaluation_storage_rounds_only_the_hidden_rows(cora, tmp_path)
     args = ["train", "--minibatch", "--fanout", "5,5", "--batch-size", "64", "--epochs", "1", "--quiet"]
     main([*args, "--eval-storage", "bfloat16", "--json", str(out)])
     assert 0 <= json.loads(out.read_text())["test_acc"] <= 1
+
+
+def test_minibatch_training_on_the_gpu_reaches_the_cpu_accuracy(tmp_path, cuda):
+    """Batches sampled on the CPU, pinned, copied to the GPU; the evaluation's blocks likewise."""
+    results = {}
+    for device in ("cpu", str(cuda)):
+        path = tmp_path / f"{device}.json"
+        args = ["train", "--minibatch", "--fanout", "10,5", "--batch-size", "64", "--epochs", "4", "--quiet"]
+        main([*args, "--device", device, "--json", str(path)])
+        results[device] = json.loads(path.read_text())
+    assert results[str(cuda)]["test_acc"] == pytest.approx(results["cpu"]["test_acc"], abs=0.03)
