@@ -9,7 +9,7 @@ import torch
 
 def _info(_: argparse.Namespace) -> None:
     from . import __version__
-    from .backends import toolchain
+    from .native import toolchain
 
     compiler = toolchain.cxx_version()
     print(f"featgraph {__version__}")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from ..backends import toolchain
 from ..datasets import uniform
 from ..graph import Graph
+from ..native import toolchain
 from . import plots
 from .kernels import GRAPHS, op_kernel
 from .measure import best_ms

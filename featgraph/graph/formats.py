@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import torch
 
+from ..native import compile_source, launch
+
 INT32_LIMIT = 2**31 - 1
 
 
@@ -98,8 +100,6 @@ extern "C" void run(void** ptr, const int64_t* arg) {
 
 
 def _compiled_with_loops(compressed: Compressed, keep: torch.Tensor | None, num_loops: int) -> Compressed:
-    from ..backends import cpu  # the backend's kernels import the graph
-
     indptr, indices, edge_ids = (t.contiguous() for t in compressed)
     num_edges = indices.numel()
     num_kept = num_edges if keep is None else int(keep.sum())
@@ -108,8 +108,8 @@ def _compiled_with_loops(compressed: Compressed, keep: torch.Tensor | None, num_
     )
     keep = None if keep is None else keep.to(torch.bool).contiguous()
     width = 4 if indptr.dtype == torch.int32 else 8
-    cpu.launch(
-        cpu.compile_source(_LOOPS_SOURCE),
+    launch(
+        compile_source(_LOOPS_SOURCE),
         [indptr, indices, edge_ids, keep, *out],
         [width, indptr.numel() - 1, num_edges, num_loops],
     )

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
-from ..backends import cpu, gpu, toolchain
+from ..backends import cpu, gpu
 from ..backends.cpu import buffers
 from ..graph import Graph
+from ..native import toolchain
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from ..backends.cpu.compiler import CompileError
 from ..bench.measure import best_ms
+from ..native.compiler import CompileError
 from ..progress import Progress
 from ..templates.kernel import TORCH_DTYPES, Kernel
 from . import store
