@@ -1,4 +1,5 @@
-"""Compile C++ to a shared library once, cache it on disk by source hash, load it with ctypes.
+"""Compile C++ (generated kernels, and the hand-written files in ``cpp/``) to a shared library once, cache it on
+disk by source hash, load it with ctypes.
 
 The cache lives in ``$FEATGRAPH_CACHE_DIR`` (default ``~/.cache/featgraph/kernels``, created when missing).
 Each library is compiled in a temporary ``.build-<pid>-*`` directory and moved into place with an atomic

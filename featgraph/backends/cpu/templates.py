@@ -23,11 +23,10 @@ from .codegen import (
     Tile,
     message_block,
     pointer_name,
-    read_element,
     row_stride,
     storage_type,
+    stored_type,
     tile_size,
-    write_element,
 )
 
 PREFETCH_DISTANCE = 8
@@ -108,9 +107,7 @@ def _header(spec: KernelSpec) -> list[str]:
         f"typedef {ctype} T;",
         f"typedef {itype} IDX;",
         PRELUDE,
-        f"typedef {storage_type(stored)} O;",
-        f"static inline O fg_store(T x) {{ return {write_element(stored, 'x')}; }}",
-        f"static inline T fg_load(O x) {{ return {read_element(stored, 'x')}; }}",
+        *stored_type(stored),
         "#include <omp.h>",
     ]
 
