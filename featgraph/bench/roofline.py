@@ -26,10 +26,10 @@ import torch
 
 from ..backends.cpu.codegen import PRELUDE, stored_type
 from ..graph import Graph
+from ..kernel_spec import TORCH_DTYPES
 from ..native import compile_source, launch
 from ..native.sources import cpp_source
 from ..templates.params import cache_sizes
-from ..templates.spec import TORCH_DTYPES
 from .measure import best_ms
 
 TRIAD_ELEMENTS = 1 << 25  # three 128 MiB arrays: far beyond any cache slice

@@ -16,11 +16,19 @@ import torch
 from ..backends import cpu, gpu
 from ..backends.cpu import buffers
 from ..graph import Graph
+from ..kernel_spec import (
+    HALF_DTYPES,
+    TORCH_DTYPES,
+    KernelSpec,
+    indexed_by,
+    output_dtype,
+    placeholder_roles,
+    stored_dtype,
+)
 from ..native import toolchain
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
-from .spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, output_dtype, placeholder_roles, stored_dtype
 
 TARGETS = ("cpu", "gpu")
 

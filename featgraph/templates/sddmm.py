@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from ..graph import Graph
+from ..kernel_spec import output_dtype
 from ..te.expr import ComputeOp
 from .kernel import TORCH_DTYPES, Fds, Kernel, Udf, edge_list, template_kernel
 from .params import SDDMMParams, default_write_buckets, gpu_defaults
-from .spec import output_dtype
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
 

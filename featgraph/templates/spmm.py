@@ -10,6 +10,7 @@ import torch
 from ..backends.cpu.codegen import row_stride
 from ..backends.gpu.templates import default_rows_per_program, hub_capacity
 from ..graph import Graph
+from ..kernel_spec import REDUCERS, indexed_by
 from ..te.expr import ComputeOp
 from .kernel import (
     TORCH_DTYPES,
@@ -21,7 +22,6 @@ from .kernel import (
     template_kernel,
 )
 from .params import SpMMParams, default_num_partitions
-from .spec import REDUCERS, indexed_by
 
 
 class SpMMKernel(Kernel):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...kernel_spec import KernelSpec
 from ...native import compile_source, launch
-from ...templates.spec import KernelSpec
 from ..source import template_source
 from . import templates
 

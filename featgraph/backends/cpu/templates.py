@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
+from ...kernel_spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, stored_dtype
 from ...te.expr import Placeholder
-from ...templates.spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, stored_dtype
 from .codegen import (
     PRELUDE,
     Tile,
