@@ -28,7 +28,8 @@ from ..graph.interop import import_dgl
 from ..templates import sddmm, spmm
 from ..templates.kernel import TORCH_DTYPES, Kernel
 from ..templates.params import EDGE_ORDERS
-from .measure import best_ms, interleaved_best_ms, peak_extra_mb
+from ..timing import best_ms, interleaved_best_ms
+from .measure import peak_extra_mb
 from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this

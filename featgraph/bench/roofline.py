@@ -30,7 +30,7 @@ from ..kernel_spec import TORCH_DTYPES
 from ..native import compile_source, launch
 from ..native.sources import cpp_source
 from ..templates.params import cache_sizes
-from .measure import best_ms
+from ..timing import best_ms
 
 TRIAD_ELEMENTS = 1 << 25  # three 128 MiB arrays: far beyond any cache slice
 GATHER_BYTES = 1 << 28  # each timed gather reads at least this much (and 65536 rows)
