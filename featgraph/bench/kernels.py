@@ -25,10 +25,10 @@ from .. import te
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
-from ..templates import sddmm, spmm
 from ..templates.kernel import TORCH_DTYPES, Kernel
 from ..templates.params import EDGE_ORDERS
 from ..timing import best_ms, interleaved_best_ms
+from ..tuning import sddmm, spmm
 from .measure import peak_extra_mb
 from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
 

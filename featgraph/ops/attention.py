@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
-from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
+from ..tuning import sddmm, spmm
 from . import precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .edge_softmax import edge_softmax

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 
 from .. import te
 from ..graph import Graph
-from ..templates import sddmm, spmm
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
+from ..tuning import sddmm, spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, library, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed

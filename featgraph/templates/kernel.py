@@ -64,6 +64,8 @@ def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kern
 
 Udf = Callable[[Var, Var, Var], ComputeOp]
 Fds = Callable[[Schedule, ComputeOp], None] | Schedule | None
+# a search returning the fastest configuration of a kernel (``featgraph.tuning.tune``), handed in from above
+Tuner = Callable[["Kernel"], "Kernel"]
 
 
 def trace_udf(udf: Udf) -> ComputeOp:
@@ -147,7 +149,7 @@ class Kernel:
         spec: KernelSpec,
         target: str,
         fixed_params: frozenset[str] = frozenset(),
-        tune: bool = False,
+        tuner: Tuner | None = None,
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
@@ -162,7 +164,7 @@ class Kernel:
         self.spec = spec
         self.target = target
         self.fixed_params = fixed_params  # template parameters the caller chose; the tuner leaves them alone
-        self.tune = tune  # tune this kernel's gradient kernels too when they are built
+        self.tuner = tuner  # tunes this kernel's gradient kernels too when they are built
         self.tuning = None  # the tuner's record (featgraph.tuning.TuneResult) once tuned
         self._backend = gpu if target == "gpu" else cpu
         self.source = self._backend.source(spec)
@@ -178,7 +180,7 @@ class Kernel:
     def reconfigured(self, params: object, schedule: Schedule) -> Kernel:
         """The same UDF on the same graph with other template parameters and FDS (a tuner candidate)."""
         spec = replace(self.spec, params=params, schedule=schedule)
-        return type(self)(self.graph, spec, self.target, self.fixed_params, self.tune)
+        return type(self)(self.graph, spec, self.target, self.fixed_params, self.tuner)
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
@@ -295,10 +297,10 @@ def template_kernel(
     make_params: Callable[[ComputeOp, str], object],
     kernel_class: type[Kernel],
     fixed_params: frozenset[str] = frozenset(),
-    tune: bool = False,
+    tuner: Tuner | None = None,
 ) -> Kernel:
     """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters; with
-    ``tune`` search the parameters the caller did not fix (``featgraph.tuning.tune``)."""
+    ``tuner`` the kernel it returns, its search free in the parameters the caller did not fix."""
     if not isinstance(graph, Graph):
         raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
     target = resolve_target(graph, target)
@@ -312,12 +314,8 @@ def template_kernel(
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
     )
-    kernel = kernel_class(graph, spec, target, fixed_params, tune)
-    if not tune:
-        return kernel
-    from ..tuning import tune as search
-
-    return search(kernel)
+    kernel = kernel_class(graph, spec, target, fixed_params, tuner)
+    return kernel if tuner is None else tuner(kernel)
 
 
 def registered(key: str) -> Kernel:
