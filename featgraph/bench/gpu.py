@@ -122,7 +122,7 @@ def bench_gcn_train(g: Graph, d: int) -> Impls:
 
 
 def bench_gat_train(g: Graph, d: int, heads: int = 4) -> Impls:
-    from ..nn import GATConv
+    from ..nn import GATConv  # featgraph.nn is built on PyG's classes: PyG stays optional to the other rows
 
     x = torch.randn(g.num_nodes, d, device=g.device)
     ours = GATConv(d, d // heads, heads=heads, add_self_loops=False).to(g.device)

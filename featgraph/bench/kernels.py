@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from .. import te
+from .. import ops, te
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
@@ -237,8 +237,6 @@ class ForwardBackward:
 
 def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of GCN's normalised aggregation (self loops included)."""
-    from .. import ops
-
     n = g.num_nodes
     x = torch.randn(n, d, requires_grad=True)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: ops.gcn_aggregate(g, x), [x])}
@@ -264,8 +262,6 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
 
 def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of GAT attention (scores, edge softmax, weighted aggregation), 4 heads of d/4."""
-    from .. import ops
-
     n, (src, dst) = g.num_nodes, g.coo()
     width = max(1, d // heads)
     feat = torch.randn(n, heads, width, requires_grad=True)

@@ -15,6 +15,7 @@ import torch
 
 from ..backends import cpu, gpu
 from ..backends.cpu import buffers
+from ..backends.gpu.aot import compiling
 from ..graph import Graph
 from ..kernel_spec import (
     HALF_DTYPES,
@@ -267,8 +268,6 @@ class Kernel:
         (registers, spills, shared memory)."""
         if self.target != "gpu":
             raise ValueError(f"compile_for_gpu needs a target='gpu' kernel, this one targets {self.target!r}")
-        from ..backends.gpu.aot import compiling
-
         with compiling(arch) as launches:
             self.evaluate(tensors, want_arg=True)
         return launches
