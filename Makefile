@@ -18,6 +18,7 @@ demo: $(VENV)/.ready
 
 test: $(VENV)/.ready
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 # The documentation site (mkdocs.yml): built into build/docs with --strict; SERVE=1 serves it instead.
