@@ -19,6 +19,7 @@ demo: $(VENV)/.ready
 # The whole suite on every core (pytest-xdist; the kernel cache builds under locks and atomic renames).
 test: $(VENV)/.ready
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -n auto
 
 # The inner loop: everything but the slow marker (doc build, torchrun launches, fuzz searches, bench commands).

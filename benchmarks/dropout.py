@@ -6,9 +6,9 @@ python benchmarks/dropout.py
 import torch
 import torch.nn.functional as F
 
-from featgraph.bench.measure import best_ms
 from featgraph.bench.report import machine
 from featgraph.ops import dropout
+from featgraph.timing import best_ms
 
 SHAPES = {"Cora input (2708 x 1433)": (2708, 1433), "100k x 128 hidden": (100_000, 128)}
 

@@ -13,8 +13,8 @@ import torch
 
 from featgraph.backends.cpu import buffers
 from featgraph.bench.kernels import GRAPHS, bench_gcn_train, op_kernel
-from featgraph.bench.measure import interleaved_best_ms
 from featgraph.bench.report import machine
+from featgraph.timing import interleaved_best_ms
 
 POOL_ON = 1 << 40  # no practical bound on kept memory while measuring
 

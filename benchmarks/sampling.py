@@ -17,11 +17,11 @@ from collections.abc import Callable
 import torch
 
 from featgraph import Graph, datasets
-from featgraph.backends import toolchain
-from featgraph.bench.measure import interleaved_best_ms
 from featgraph.bench.report import machine, markdown_row
 from featgraph.graph.interop import import_dgl
+from featgraph.native import toolchain
 from featgraph.sampling import Block, NeighborSampler
+from featgraph.timing import interleaved_best_ms
 
 
 class TorchSampler:

@@ -12,8 +12,8 @@ from typing import Any
 from . import datasets, loader, ops, sampling, te
 from .graph import Graph
 from .schedule import Schedule
-from .templates import SDDMMParams, SpMMParams, default_target, sddmm, spmm
-from .tuning import tune
+from .templates import SDDMMParams, SpMMParams, default_target
+from .tuning import sddmm, spmm, tune
 
 try:
     __version__ = version("featgraph")

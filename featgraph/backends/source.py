@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from types import ModuleType
-from typing import TYPE_CHECKING
 
+from ..kernel_spec import KernelSpec, spec_key
 from .expression import number_reduce_variables
-
-if TYPE_CHECKING:
-    from ..templates.spec import KernelSpec
 
 SOURCES_KEPT = 512  # generated sources remembered by ``template_source`` (a few kB each)
 _sources: OrderedDict[tuple, str] = OrderedDict()
@@ -29,10 +26,8 @@ def lower(spec: KernelSpec, templates: ModuleType) -> str:
 
 def template_source(spec: KernelSpec, templates: ModuleType) -> str:
     """``lower(spec, templates)``, remembered for the ``SOURCES_KEPT`` most recent specs by
-    ``templates.spec.spec_key`` and what the backend's source reads of the placeholders' row counts (its
+    ``kernel_spec.spec_key`` and what the backend's source reads of the placeholders' row counts (its
     templates' ``size_key``): lowering a GAT layer's kernels took about 4 ms of each fresh mini-batch step."""
-    from ..templates.spec import spec_key  # the templates package imports the backends
-
     key = (templates.__name__, spec_key(spec), templates.size_key(spec))
     text = _sources.get(key)
     if text is None:

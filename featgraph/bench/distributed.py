@@ -36,10 +36,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ..backends import toolchain
 from ..datasets import products_like
 from ..distributed import load_part, partition, save_parts
 from ..distributed.trainer import PartClassifier, Trainer
+from ..native import toolchain
 from ..training.models import preset
 from .report import cell, machine, markdown_header, markdown_row, write_json
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..graph import Graph
+from ..timing import interleaved_best_ms
 from .kernels import BENCHES, GRAPHS
-from .measure import interleaved_best_ms
 from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
 from .roofline import Traffic, gather_gbps, gather_ms, reuse_needed, reuse_possible, traffic, triad_gbps
 

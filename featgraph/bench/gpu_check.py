@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from ..backends import toolchain
+from ..native import toolchain
 from .measure import copy_gbps
 
 STEPS = ("facts", "smoke", "tests", "kernels", "layers", "train", "compile")

@@ -21,14 +21,15 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from .. import te
+from .. import ops, te
 from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
-from ..templates import sddmm, spmm
 from ..templates.kernel import TORCH_DTYPES, Kernel
 from ..templates.params import EDGE_ORDERS
-from .measure import best_ms, interleaved_best_ms, peak_extra_mb
+from ..timing import best_ms, interleaved_best_ms
+from ..tuning import sddmm, spmm
+from .measure import peak_extra_mb
 from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
@@ -236,8 +237,6 @@ class ForwardBackward:
 
 def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of GCN's normalised aggregation (self loops included)."""
-    from .. import ops
-
     n = g.num_nodes
     x = torch.randn(n, d, requires_grad=True)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": ForwardBackward(lambda: ops.gcn_aggregate(g, x), [x])}
@@ -263,8 +262,6 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
 
 def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str, Callable[[], object] | str]:
     """Forward + backward of GAT attention (scores, edge softmax, weighted aggregation), 4 heads of d/4."""
-    from .. import ops
-
     n, (src, dst) = g.num_nodes, g.coo()
     width = max(1, d // heads)
     feat = torch.randn(n, heads, width, requires_grad=True)

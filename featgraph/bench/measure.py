@@ -1,51 +1,19 @@
-"""Timing and peak-memory helpers shared by the benchmarks."""
+"""Peak-memory and bandwidth helpers shared by the benchmarks (their timing helpers are ``featgraph.timing``)."""
 
 from __future__ import annotations
 
 import gc
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from ..backends.cpu import buffers
 from ..graph.graph import release_freed_heap
+from ..timing import best_ms
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
-
-
-def best_ms(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
-    """Fastest of ``repeat`` runs after ``warmup`` runs, in milliseconds (waiting for queued GPU work, so
-    CUDA kernels are timed to completion)."""
-    return interleaved_best_ms({"fn": fn}, repeat, warmup)["fn"]
-
-
-def interleaved_best_ms(fns: Mapping[str, Callable[[], object]], repeat: int = 5, warmup: int = 1) -> dict[str, float]:
-    """Fastest of ``repeat`` runs of each function, in milliseconds, the functions taking turns run by run.
-
-    On a shared machine a slow spell then hits every implementation of a row alike, so their ratio holds
-    even where the absolute times do not (this VM's times moved by up to 2x within minutes). With several
-    functions each timed run follows an untimed run of the same function, so it finds the allocator as a
-    loop calling it would leave it: after another implementation's large buffers, glibc had returned its
-    memory to the kernel, and torch.sparse.mm at d=128 page-faulted its fresh output (26 ms against 19 ms
-    back to back)."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            if len(fns) > 1:
-                fn()
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            times[name].append(time.perf_counter() - start)
-    return {name: min(t) * 1e3 for name, t in times.items()}
 
 
 def _status_kb(field: str) -> int | None:

@@ -44,11 +44,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..backends import toolchain
 from ..datasets import products_like
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..loader import BlockLoader
+from ..native import toolchain
 from ..training import Preset
 from ..training.minibatch import SampledClassifier, minibatch_preset
 from ..training.models import activation

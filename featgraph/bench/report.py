@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from ..backends import toolchain
 from ..graph import Graph
+from ..native import toolchain
 
 
 def machine() -> str:

@@ -24,55 +24,14 @@ from functools import cache
 
 import torch
 
-from ..backends import cpu
-from ..backends.cpu.codegen import PRELUDE, read_element, storage_type
+from ..backends.cpu.codegen import PRELUDE, stored_type
 from ..graph import Graph
+from ..kernel_spec import TORCH_DTYPES
+from ..native import compile_source, launch
+from ..native.sources import cpp_source
 from ..templates.params import cache_sizes
-from ..templates.spec import TORCH_DTYPES
-from .measure import best_ms
+from ..timing import best_ms
 
-TRIAD_SOURCE = """
-#include <cstdint>
-extern "C" void run(void** ptr, const int64_t* arg) {
-  float* __restrict__ a = (float*)ptr[0];
-  const float* __restrict__ b = (const float*)ptr[1];
-  const float* __restrict__ c = (const float*)ptr[2];
-  const int64_t n = arg[0];
-  #pragma omp parallel for simd schedule(static) num_threads((int)arg[1])
-  for (int64_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
-}
-"""
-GATHER_SOURCE = """
-#include <cstdint>
-#include <omp.h>
-typedef float T;
-{prelude}
-typedef {storage} S;
-constexpr int64_t WIDTH = {width}, CHUNK = {chunk}, PF = 8;
-extern "C" void run(void** ptr, const int64_t* arg) {{
-  const S* __restrict__ a = (const S*)ptr[0];
-  const int32_t* __restrict__ rows = (const int32_t*)ptr[1];
-  float* __restrict__ sums = (float*)ptr[2];
-  const int64_t count = arg[0];
-  #pragma omp parallel num_threads((int)arg[1])
-  {{
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = count * t / nt, hi = count * (t + 1) / nt;
-    float acc[CHUNK] = {{}};
-    for (int64_t j = lo; j < hi; ++j) {{
-      if (j + PF < hi) __builtin_prefetch(a + (int64_t)rows[j + PF] * WIDTH);
-      const S* __restrict__ r = a + (int64_t)rows[j] * WIDTH;
-      for (int64_t c = 0; c < WIDTH; c += CHUNK) {{
-        #pragma omp simd
-        for (int64_t k = 0; k < CHUNK; ++k) acc[k] += {element};
-      }}
-    }}
-    float total = 0;
-    for (int64_t k = 0; k < CHUNK; ++k) total += acc[k];
-    sums[t] = total;
-  }}
-}}
-"""
 TRIAD_ELEMENTS = 1 << 25  # three 128 MiB arrays: far beyond any cache slice
 GATHER_BYTES = 1 << 28  # each timed gather reads at least this much (and 65536 rows)
 FLOAT_BYTES = INDEX_BYTES = 4
@@ -83,17 +42,19 @@ MLP_INPUT_WIDTH = 8  # the kernel benchmark's d1
 def triad_gbps(threads: int, elements: int = TRIAD_ELEMENTS, repeat: int = 5) -> float:
     """Best triad bandwidth in GB/s with ``threads`` OpenMP threads (three arrays of 4-byte floats)."""
     a, b, c = torch.empty(elements), torch.rand(elements), torch.rand(elements)
-    run = cpu.compile_source(TRIAD_SOURCE)
-    ms = best_ms(lambda: cpu.launch(run, [a, b, c], [elements, threads]), repeat)
+    run = compile_source(cpp_source("triad.cpp"))
+    ms = best_ms(lambda: launch(run, [a, b, c], [elements, threads]), repeat)
     return 3 * FLOAT_BYTES * elements / ms / 1e6
 
 
 def gather_source(width: int, dtype: str = "float32") -> str:
-    """The gather loop for rows of ``width`` elements of ``dtype`` (float32, or float16/bfloat16 widened
-    in registers as the kernels widen them), summed in float32 chunks of up to 64 that divide the row."""
+    """The gather loop (``native/cpp/gather.cpp``) for rows of ``width`` elements of ``dtype`` (float32, or
+    float16/bfloat16 widened in registers as the kernels widen them), summed in float32 chunks of up to 64 that
+    divide the row."""
     chunk = next(c for c in (64, 32, 16, 8, 4, 2, 1) if width % c == 0)
-    element = read_element(dtype, "r[c + k]")
-    return GATHER_SOURCE.format(width=width, chunk=chunk, prelude=PRELUDE, storage=storage_type(dtype), element=element)
+    sizes = f"constexpr int64_t WIDTH = {width}, CHUNK = {chunk};"
+    definitions = ["typedef float T;", PRELUDE, *stored_type(dtype), sizes]
+    return "\n".join([*definitions, cpp_source("gather.cpp")])
 
 
 @cache
@@ -109,8 +70,8 @@ def gather_gbps(threads: int, array_bytes: int, row_bytes: int, repeat: int = 10
     a = torch.rand(num_rows, width).to(TORCH_DTYPES[dtype])
     rows = torch.randint(0, num_rows, (count,), generator=gen, dtype=torch.int32)
     sums = torch.empty(threads)
-    run = cpu.compile_source(gather_source(width, dtype))
-    ms = best_ms(lambda: cpu.launch(run, [a, rows, sums], [count, threads]), repeat)
+    run = compile_source(gather_source(width, dtype))
+    ms = best_ms(lambda: launch(run, [a, rows, sums], [count, threads]), repeat)
     return count * width * size / ms / 1e6
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
-from ..backends import toolchain
 from ..datasets import uniform
 from ..graph import Graph
+from ..native import toolchain
+from ..timing import best_ms
 from . import plots
 from .kernels import GRAPHS, op_kernel
-from .measure import best_ms
 from .report import machine, write_json
 
 GRID = (1, 2, 4, 8, 16)

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..graph import Graph
+from ..timing import best_ms
 from ..tuning import synthetic_inputs, tune
 from .kernels import GRAPHS, op_kernel
-from .measure import best_ms
 from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
 
 OPS = ("gcn", "mlp", "attention")

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..graph import Graph
 from ..training.loop import node_task
 from ..training.models import Preset
 from . import minibatch
@@ -172,8 +173,6 @@ def _agreed(rank: int, compute):
 def prepare_parts(directory: Path, dataset: str, world_size: int, method: str) -> int:
     """Check the partition in ``directory`` against ``dataset`` (its graph, ``world_size`` parts), or partition
     the dataset there with ``method``; the class count. Rank 0 runs it before the others load their parts."""
-    from ..graph import Graph
-
     task = node_task(dataset)
     graph = Graph.from_edge_index(task.edge_index, task.x.shape[0])
     if (directory / "meta.json").is_file():

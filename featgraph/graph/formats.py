@@ -6,6 +6,9 @@ from typing import NamedTuple
 
 import torch
 
+from ..native import compile_source, launch
+from ..native.sources import cpp_source
+
 INT32_LIMIT = 2**31 - 1
 
 
@@ -45,61 +48,14 @@ def with_loops(compressed: Compressed, keep: torch.Tensor | None, num_loops: int
     (``keep``, a mask in edge id order; None keeps all), renumbered in order, then one self loop on each of the
     first ``num_loops`` groups, loop ``v`` numbered ``kept + v``: what ``compress`` gives for that graph, with
     no sort, since each group keeps its edges' order and gains its loop last (the largest id). On the CPU one
-    compiled pass over the edges (``_LOOPS_SOURCE``), elsewhere a few linear torch passes. The index arrays
-    keep ``compressed``'s dtype."""
+    compiled pass over the edges (``native/cpp/with_loops.cpp``), elsewhere a few linear torch passes. The
+    index arrays keep ``compressed``'s dtype."""
     if compressed.indptr.device.type == "cpu":
         return _compiled_with_loops(compressed, keep, num_loops)
     return _vectorised_with_loops(compressed, keep, num_loops)
 
 
-_LOOPS_SOURCE = r"""
-#include <cstdint>
-#include <vector>
-
-// ptr: indptr (G + 1), indices (E), edge_ids (E), keep (E bytes by edge id, or null), then the outputs indptr
-// (G + 1), indices and edge_ids (kept + loops), all of type Index; arg: sizeof(Index), G, E, loops.
-template <typename Index>
-static void with_loops(void** ptr, const int64_t* arg) {
-  const Index* indptr = (const Index*)ptr[0];
-  const Index* indices = (const Index*)ptr[1];
-  const Index* ids = (const Index*)ptr[2];
-  const bool* keep = (const bool*)ptr[3];
-  Index* out_indptr = (Index*)ptr[4];
-  Index* out_indices = (Index*)ptr[5];
-  Index* out_ids = (Index*)ptr[6];
-  const int64_t groups = arg[1], num_edges = arg[2], num_loops = arg[3];
-  std::vector<int64_t> renumbered(keep ? num_edges : 0);  // a kept edge's new id, in id order
-  int64_t kept = num_edges;
-  if (keep) {
-    kept = 0;
-    for (int64_t e = 0; e < num_edges; ++e) renumbered[e] = keep[e] ? kept++ : -1;
-  }
-  int64_t at = 0;
-  out_indptr[0] = 0;
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t j = indptr[g]; j < indptr[g + 1]; ++j) {
-      const int64_t id = keep ? renumbered[ids[j]] : (int64_t)ids[j];
-      if (id < 0) continue;
-      out_indices[at] = indices[j];
-      out_ids[at++] = (Index)id;
-    }
-    if (g < num_loops) {
-      out_indices[at] = (Index)g;
-      out_ids[at++] = (Index)(kept + g);
-    }
-    out_indptr[g + 1] = (Index)at;
-  }
-}
-
-extern "C" void run(void** ptr, const int64_t* arg) {
-  arg[0] == 4 ? with_loops<int32_t>(ptr, arg) : with_loops<int64_t>(ptr, arg);
-}
-"""
-
-
 def _compiled_with_loops(compressed: Compressed, keep: torch.Tensor | None, num_loops: int) -> Compressed:
-    from ..backends import cpu  # the backend's kernels import the graph
-
     indptr, indices, edge_ids = (t.contiguous() for t in compressed)
     num_edges = indices.numel()
     num_kept = num_edges if keep is None else int(keep.sum())
@@ -108,8 +64,8 @@ def _compiled_with_loops(compressed: Compressed, keep: torch.Tensor | None, num_
     )
     keep = None if keep is None else keep.to(torch.bool).contiguous()
     width = 4 if indptr.dtype == torch.int32 else 8
-    cpu.launch(
-        cpu.compile_source(_LOOPS_SOURCE),
+    launch(
+        compile_source(cpp_source("with_loops.cpp")),
         [indptr, indices, edge_ids, keep, *out],
         [width, indptr.numel() - 1, num_edges, num_loops],
     )

@@ -11,8 +11,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import torch
 
-from ..backends import toolchain
 from ..graph import Graph
+from ..native import toolchain
 from ..sampling import MiniBatch, NeighborSampler
 from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
 from .prefetch import prefetched

@@ -16,8 +16,8 @@ from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import fake_edges, operator
-from ..templates import sddmm, spmm
 from ..templates.kernel import cached_kernel
+from ..tuning import sddmm, spmm
 from . import precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .edge_softmax import edge_softmax

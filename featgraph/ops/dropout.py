@@ -17,9 +17,10 @@ import struct
 import torch
 import torch.nn.functional as F
 
-from ..backends import cpu, toolchain
+from ..backends import cpu
 from ..backends.cpu import buffers
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
+from ..native import toolchain
 from ..operator import operator
 from .checks import check_tensor
 from .udfs import TORCH_TO_TE

@@ -15,9 +15,9 @@ from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import operator
-from ..templates import sddmm, spmm
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
+from ..tuning import sddmm, spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed

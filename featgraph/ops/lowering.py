@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import torch
 
 from ..graph import Graph
-from ..templates import sddmm, spmm
 from ..templates.kernel import Kernel, cached_kernel
+from ..tuning import sddmm, spmm
 from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand
 

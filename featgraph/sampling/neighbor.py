@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..backends import toolchain
 from ..graph import Graph
 from ..graph.formats import index_dtype_for
+from ..native import toolchain
 from . import kernel
 
 SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64

@@ -12,7 +12,7 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Udf, template_kernel
+from .kernel import Fds, Tuner, Udf, template_kernel
 from .params import SDDMMParams, gpu_defaults
 from .sddmm import SDDMMKernel
 
@@ -29,14 +29,19 @@ class EdgeSumKernel(SDDMMKernel):
 
 
 def edge_sum(
-    graph: Graph, edgefunc: Udf, target: str | None = None, fds: Fds = None, tune: bool = False, **template_params: Any
+    graph: Graph,
+    edgefunc: Udf,
+    target: str | None = None,
+    fds: Fds = None,
+    tuner: Tuner | None = None,
+    **template_params: Any,
 ) -> EdgeSumKernel:
     """Compile ``out = sum over edges e of edgefunc(src[e], dst[e], e)`` (deterministic for a fixed thread
-    count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``; ``tune`` as for
-    ``sddmm``."""
+    count). ``template_params``: ``edge_order`` (default "hilbert") and ``num_threads``; ``tuner`` as for
+    ``spmm``."""
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
         return SDDMMParams(**{**gpu_defaults(target), **template_params})
 
     fixed = frozenset(template_params)
-    return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tune)
+    return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tuner)

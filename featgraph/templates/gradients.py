@@ -211,7 +211,7 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
             for compute, params in winners.values()
         ):
             return [(role, winner_scatter(graph, c, params, target)) for role, (c, params) in winners.items()]
-    options = {"num_threads": kernel.spec.params.num_threads, "tune": kernel.tune, "target": kernel.target}
+    options = {"num_threads": kernel.spec.params.num_threads, "tuner": kernel.tuner, "target": kernel.target}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
         if is_zero(body):

@@ -13,14 +13,24 @@ from typing import Any
 
 import torch
 
-from ..backends import cpu, gpu, toolchain
+from ..backends import cpu, gpu
 from ..backends.cpu import buffers
+from ..backends.gpu.aot import compiling
 from ..graph import Graph
+from ..kernel_spec import (
+    HALF_DTYPES,
+    TORCH_DTYPES,
+    KernelSpec,
+    indexed_by,
+    output_dtype,
+    placeholder_roles,
+    stored_dtype,
+)
+from ..native import toolchain
 from ..operator import operator
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
-from .spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, output_dtype, placeholder_roles, stored_dtype
 
 TARGETS = ("cpu", "gpu")
 
@@ -56,6 +66,8 @@ def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kern
 
 Udf = Callable[[Var, Var, Var], ComputeOp]
 Fds = Callable[[Schedule, ComputeOp], None] | Schedule | None
+# a search returning the fastest configuration of a kernel (``featgraph.tuning.tune``), handed in from above
+Tuner = Callable[["Kernel"], "Kernel"]
 
 
 def trace_udf(udf: Udf) -> ComputeOp:
@@ -139,7 +151,7 @@ class Kernel:
         spec: KernelSpec,
         target: str,
         fixed_params: frozenset[str] = frozenset(),
-        tune: bool = False,
+        tuner: Tuner | None = None,
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
@@ -154,7 +166,7 @@ class Kernel:
         self.spec = spec
         self.target = target
         self.fixed_params = fixed_params  # template parameters the caller chose; the tuner leaves them alone
-        self.tune = tune  # tune this kernel's gradient kernels too when they are built
+        self.tuner = tuner  # tunes this kernel's gradient kernels too when they are built
         self.tuning = None  # the tuner's record (featgraph.tuning.TuneResult) once tuned
         self._backend = gpu if target == "gpu" else cpu
         self.source = self._backend.source(spec)
@@ -170,7 +182,7 @@ class Kernel:
     def reconfigured(self, params: object, schedule: Schedule) -> Kernel:
         """The same UDF on the same graph with other template parameters and FDS (a tuner candidate)."""
         spec = replace(self.spec, params=params, schedule=schedule)
-        return type(self)(self.graph, spec, self.target, self.fixed_params, self.tune)
+        return type(self)(self.graph, spec, self.target, self.fixed_params, self.tuner)
 
     @property
     def placeholder_names(self) -> tuple[str, ...]:
@@ -249,8 +261,6 @@ class Kernel:
         (registers, spills, shared memory)."""
         if self.target != "gpu":
             raise ValueError(f"compile_for_gpu needs a target='gpu' kernel, this one targets {self.target!r}")
-        from ..backends.gpu.aot import compiling
-
         with compiling(arch) as launches:
             self.evaluate(tensors, want_arg=True)
         return launches
@@ -279,10 +289,10 @@ def template_kernel(
     make_params: Callable[[ComputeOp, str], object],
     kernel_class: type[Kernel],
     fixed_params: frozenset[str] = frozenset(),
-    tune: bool = False,
+    tuner: Tuner | None = None,
 ) -> Kernel:
     """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters; with
-    ``tune`` search the parameters the caller did not fix (``featgraph.tuning.tune``)."""
+    ``tuner`` the kernel it returns, its search free in the parameters the caller did not fix."""
     if not isinstance(graph, Graph):
         raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
     target = resolve_target(graph, target)
@@ -296,12 +306,8 @@ def template_kernel(
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
     )
-    kernel = kernel_class(graph, spec, target, fixed_params, tune)
-    if not tune:
-        return kernel
-    from ..tuning import tune as search
-
-    return search(kernel)
+    kernel = kernel_class(graph, spec, target, fixed_params, tuner)
+    return kernel if tuner is None else tuner(kernel)
 
 
 def registered(key: str) -> Kernel:

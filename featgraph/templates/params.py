@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from ..backends.toolchain import checked_threads
+from ..native.toolchain import checked_threads
 
 ROW_ORDERS = ("natural", "degree")
 STRATEGIES = ("gar", "gas")

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from ..graph import Graph
+from ..kernel_spec import output_dtype
 from ..te.expr import ComputeOp
-from .kernel import TORCH_DTYPES, Fds, Kernel, Udf, edge_list, template_kernel
+from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, template_kernel
 from .params import SDDMMParams, default_write_buckets, gpu_defaults
-from .spec import output_dtype
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
 
@@ -71,15 +71,20 @@ class SDDMMKernel(Kernel):
 
 
 def sddmm(
-    graph: Graph, edgefunc: Udf, target: str | None = None, fds: Fds = None, tune: bool = False, **template_params: Any
+    graph: Graph,
+    edgefunc: Udf,
+    target: str | None = None,
+    fds: Fds = None,
+    tuner: Tuner | None = None,
+    **template_params: Any,
 ) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
     ``template_params``: ``edge_order`` ("hilbert" default; "user" on a bipartite graph, such as a sampled
     block that serves one step, where sorting its edges along the curve would cost more than it saves; "csr"),
     ``num_feature_tiles``,
-    ``num_threads``, ``write_buckets`` (CPU; default from ``params.default_write_buckets``); ``tune=True``
-    searches those not given and the FDS split factor. The output follows the user's edge order whatever
+    ``num_threads``, ``write_buckets`` (CPU; default from ``params.default_write_buckets``); ``tuner`` as for
+    ``spmm``. The output follows the user's edge order whatever
     order the kernel visits edges in.
     """
 
@@ -95,4 +100,4 @@ def sddmm(
         return params
 
     fixed = frozenset(template_params)
-    return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel, fixed, tune)
+    return template_kernel("sddmm", graph, edgefunc, None, target, fds, make_params, SDDMMKernel, fixed, tuner)

@@ -10,18 +10,19 @@ import torch
 from ..backends.cpu.codegen import row_stride
 from ..backends.gpu.templates import default_rows_per_program, hub_capacity
 from ..graph import Graph
+from ..kernel_spec import REDUCERS, indexed_by
 from ..te.expr import ComputeOp
 from .kernel import (
     TORCH_DTYPES,
     Fds,
     Kernel,
+    Tuner,
     Udf,
     divide_by_in_degree,
     edge_list,
     template_kernel,
 )
 from .params import SpMMParams, default_num_partitions
-from .spec import REDUCERS, indexed_by
 
 
 class SpMMKernel(Kernel):
@@ -85,7 +86,7 @@ def spmm(
     reducer: str,
     target: str | None = None,
     fds: Fds = None,
-    tune: bool = False,
+    tuner: Tuner | None = None,
     **template_params: Any,
 ) -> SpMMKernel:
     """Compile a generalized SpMM: ``out[v] = reducer over edges (u -> v) of msgfunc(u, v, e)``.
@@ -97,9 +98,9 @@ def spmm(
     axes; ``template_params`` (``num_partitions``, ``num_feature_tiles``, ``row_order``, ``num_threads``;
     on the GPU ``rows_per_program`` and ``hub_threshold``, see ``SpMMParams``) set the traversal, defaulting
     to a heuristic from the graph, feature size and cache size; ``strategy`` "gas" aggregates
-    edge-centrically. ``tune=True`` searches the parameters not given here and the FDS
-    split factor for this graph and shape (``featgraph.tuning.tune``; cached on disk). Vertices without
-    in-edges get 0 for every reducer.
+    edge-centrically. With a ``tuner`` (``featgraph.tuning.tune``: ``featgraph.spmm(..., tune=True)``) the
+    kernel is the one it returns, searched over the parameters not given here, and the kernel's gradient
+    kernels go through it too. Vertices without in-edges get 0 for every reducer.
     """
     if reducer not in REDUCERS:
         raise ValueError(f"reducer must be one of {REDUCERS}, got {reducer!r}")
@@ -117,4 +118,4 @@ def spmm(
         return SpMMParams(**params)
 
     fixed = frozenset(template_params)
-    return template_kernel("spmm", graph, msgfunc, reducer, target, fds, make_params, SpMMKernel, fixed, tune)
+    return template_kernel("spmm", graph, msgfunc, reducer, target, fds, make_params, SpMMKernel, fixed, tuner)

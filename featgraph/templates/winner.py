@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from ..graph import Graph
+from ..kernel_spec import KernelSpec
 from ..schedule import build_schedule
 from ..te.expr import ComputeOp, Var
 from .kernel import Kernel, compute_dtype, edge_sources
-from .spec import KernelSpec
 
 ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 for vertices without in-edges
 ROLES = ("src", "dst", "eid", "dense")

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from ..backends.cpu.compiler import CompileError
-from ..bench.measure import best_ms
+from ..native.compiler import CompileError
 from ..progress import Progress
 from ..templates.kernel import TORCH_DTYPES, Kernel
+from ..timing import best_ms
 from . import store
 from .space import Config, apply, coordinates, current_config, moved
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-from ..backends import cpu, toolchain
+from ..backends import cpu
+from ..native import toolchain
 from ..templates.kernel import Kernel
 from .space import with_split
 

@@ -11,7 +11,7 @@ from featgraph import Graph, ops, spmm, te
 from featgraph.backends import gpu, source
 from featgraph.backends.cpu import templates as cpu_templates
 from featgraph.backends.gpu import templates as gpu_templates
-from featgraph.templates.spec import spec_key
+from featgraph.kernel_spec import spec_key
 from tests.conftest import random_edges
 
 LOWER = source.lower  # the reference: lowering without the memo

@@ -2,13 +2,14 @@ import pytest
 import torch
 
 from featgraph import Graph
-from featgraph.backends import cpu
 from featgraph.bench import roofline
+from featgraph.native import compile_source, launch
+from featgraph.native.sources import cpp_source
 
 
 def test_triad_kernel_computes_the_triad_and_reports_bandwidth():
     a, b, c = torch.empty(1000), torch.rand(1000), torch.rand(1000)
-    cpu.launch(cpu.compile_source(roofline.TRIAD_SOURCE), [a, b, c], [1000, 2])
+    launch(compile_source(cpp_source("triad.cpp")), [a, b, c], [1000, 2])
     torch.testing.assert_close(a, b + 3 * c)
     assert roofline.triad_gbps(1, elements=1 << 16, repeat=1) > 0
 
@@ -19,7 +20,7 @@ def test_gather_kernel_sums_the_rows_it_is_given_and_reports_bandwidth(width, dt
     a = torch.rand(50, width).to(dtype)
     rows, sums = torch.randint(0, 50, (301,), dtype=torch.int32), torch.empty(2)
     name = str(dtype).removeprefix("torch.")
-    cpu.launch(cpu.compile_source(roofline.gather_source(width, name)), [a, rows, sums], [rows.numel(), 2])
+    launch(compile_source(roofline.gather_source(width, name)), [a, rows, sums], [rows.numel(), 2])
     expected = a.double()[rows.long()].sum().item()
     assert sums.double().sum().item() == pytest.approx(expected, rel=1e-4)
     assert roofline.gather_gbps(2, 1 << 16, width * dtype.itemsize, repeat=1, dtype=name) > 0

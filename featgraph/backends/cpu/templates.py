@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import math
 
+from ...kernel_spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, stored_dtype
 from ...te.expr import Placeholder
-from ...templates.spec import HALF_DTYPES, TORCH_DTYPES, KernelSpec, indexed_by, stored_dtype
 from .codegen import (
     PRELUDE,
     Tile,
     message_block,
     pointer_name,
-    read_element,
     row_stride,
     storage_type,
+    stored_type,
     tile_size,
-    write_element,
 )
 
 PREFETCH_DISTANCE = 8
@@ -108,9 +107,7 @@ def _header(spec: KernelSpec) -> list[str]:
         f"typedef {ctype} T;",
         f"typedef {itype} IDX;",
         PRELUDE,
-        f"typedef {storage_type(stored)} O;",
-        f"static inline O fg_store(T x) {{ return {write_element(stored, 'x')}; }}",
-        f"static inline T fg_load(O x) {{ return {read_element(stored, 'x')}; }}",
+        *stored_type(stored),
         "#include <omp.h>",
     ]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ...templates.spec import KernelSpec
+from ...kernel_spec import KernelSpec
 from ..source import template_source
 from . import templates
 from .loader import interpreting

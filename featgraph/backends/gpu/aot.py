@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from .. import gpu as backend
+
 POINTER_TYPES = {
     torch.float32: "fp32",
     torch.float64: "fp64",
@@ -189,8 +191,7 @@ def compiling(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
     """Within the block, every launch of a featgraph GPU kernel (generated templates, tensor cores) is
     recorded instead of run; on leaving, the recorded kernels are compiled for ``arch`` (90: Hopper) and
     the list the block got fills with the results."""
-    from .. import gpu as backend
-    from . import tensor_core
+    from . import tensor_core  # imports triton, which only compiling needs
 
     launches: list[CompiledLaunch] = []
     requests: list[_Request] = []

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ...kernel_spec import HALF_DTYPES
 from ...schedule import Schedule
 from ...te.expr import Call, ComputeOp, Expr, Load, Placeholder, Reduce, Var
-from ...templates.spec import HALF_DTYPES
 from ..expression import ExpressionLowering
 
 # a block tensor of a reduction inside the message holds at most this many elements (half without

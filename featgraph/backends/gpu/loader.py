@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from ..cpu.compiler import BUILD_PREFIX, cache_dir, remove_stale_builds, writing
+from ...native.compiler import BUILD_PREFIX, cache_dir, remove_stale_builds, writing
 
 
 class TritonNotFoundError(RuntimeError):

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
+from ...kernel_spec import KernelSpec
 from ...te.expr import Reduce
-from ...templates.spec import KernelSpec
 from .codegen import floor_power_of_2, message, next_power_of_2, output_axes_of, pointer_name
 
 FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split

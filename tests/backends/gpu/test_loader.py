@@ -12,8 +12,8 @@ import torch
 
 import featgraph as fg
 from featgraph import te
-from featgraph.backends.cpu import compiler
 from featgraph.backends.gpu import loader
+from featgraph.native import compiler
 from featgraph.templates.kernel import Kernel
 
 N, D = 30, 5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from featgraph.backends import toolchain
+from featgraph.native import toolchain
 
 
 @pytest.mark.parametrize(("value", "threads"), [("3", 3), (" 2 ", 2), ("3,2", 3)])
@@ -44,7 +44,7 @@ def test_cpu_signature_reads_the_first_processors_model_and_flags(tmp_path):
 
 def test_the_kernel_cache_key_names_the_cpu(monkeypatch):
     """A library built for one CPU's instructions is never the one another CPU's process loads."""
-    from featgraph.backends.cpu import compiler
+    from featgraph.native import compiler
 
     source = 'extern "C" int f() { return 1; }'
     here = compiler.library_path(source)

@@ -1,4 +1,5 @@
-"""Compile generated C++ to a shared library once, cache it on disk by source hash, load it with ctypes.
+"""Compile C++ (generated kernels, and the hand-written files in ``cpp/``) to a shared library once, cache it on
+disk by source hash, load it with ctypes.
 
 The cache lives in ``$FEATGRAPH_CACHE_DIR`` (default ``~/.cache/featgraph/kernels``, created when missing).
 Each library is compiled in a temporary ``.build-<pid>-*`` directory and moved into place with an atomic
@@ -22,12 +23,14 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from ..toolchain import cpu_signature, cxx_compiler, cxx_version
+import torch
+
+from .toolchain import cpu_signature, cxx_compiler, cxx_version
 
 # -fno-math-errno lets exp/log/sqrt be treated as pure, so a weight computed once per edge is hoisted out
 # of the feature loop instead of being recomputed for every element
@@ -215,3 +218,10 @@ def load(source: str) -> ctypes._CFuncPtr:
     run.restype = None
     run.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
     return run
+
+
+def launch(run: ctypes._CFuncPtr, pointers: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:
+    """Call a compiled ``run`` entry point with tensor data pointers (None for null) and int64 scalars."""
+    ptrs = (ctypes.c_void_p * len(pointers))(*[None if t is None else t.data_ptr() for t in pointers])
+    ints = (ctypes.c_int64 * len(scalars))(*scalars)
+    run(ptrs, ints)

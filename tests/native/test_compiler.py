@@ -11,8 +11,7 @@ import torch
 
 import featgraph as fg
 from featgraph import te
-from featgraph.backends import toolchain
-from featgraph.backends.cpu import compiler
+from featgraph.native import compiler, toolchain
 from featgraph.templates.kernel import Kernel
 
 SOURCE = '#include <cstdint>\nextern "C" void run(void** p, const int64_t* a) {{ ((int64_t*)p[0])[0] = a[0] * {k}; }}\n'

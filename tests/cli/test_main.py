@@ -5,7 +5,7 @@ from pathlib import Path
 import featgraph
 from featgraph.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_info_reports_versions_and_backends(capsys):

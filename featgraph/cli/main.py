@@ -1,4 +1,4 @@
-"""The ``featgraph`` command (also ``python -m featgraph``)."""
+"""The ``featgraph`` command's parser: one subcommand per front end."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 
 
 def _info(_: argparse.Namespace) -> None:
-    from . import __version__
-    from .backends import toolchain
+    from .. import __version__
+    from ..native import toolchain
 
     compiler = toolchain.cxx_version()
     print(f"featgraph {__version__}")
@@ -26,7 +26,7 @@ def _info(_: argparse.Namespace) -> None:
 
 
 def _datasets(_: argparse.Namespace) -> None:
-    from .datasets import describe
+    from ..datasets import describe
 
     print(describe())
 
@@ -39,13 +39,13 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    from .bench import accuracy, feasibility, gpu_check, kernels, sensitivity, suite
-    from .bench import distributed as distributed_bench
-    from .bench import gpu as gpu_bench
-    from .bench import minibatch as minibatch_bench
-    from .bench import training as training_bench
-    from .bench import tuning as tuning_bench
-    from .training import command
+    from ..bench import accuracy, feasibility, gpu_check, kernels, sensitivity, suite
+    from ..bench import distributed as distributed_bench
+    from ..bench import gpu as gpu_bench
+    from ..bench import minibatch as minibatch_bench
+    from ..bench import training as training_bench
+    from ..bench import tuning as tuning_bench
+    from . import train
 
     parser = argparse.ArgumentParser(prog="featgraph", description="sparse-kernel backend for GNN systems")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> None:
     _add(sub, "info", "versions, usable backends, threads", no_arguments, _info)
     _add(sub, "datasets", "list the datasets featgraph.datasets.load accepts", no_arguments, _datasets)
     demo_help = "the main job: train GCN and GAT on Cora with featgraph and with PyG"
-    _add(sub, "demo", demo_help, command.add_demo_arguments, command.demo)
-    _add(sub, "train", "full-graph node classification on a bundled dataset", command.add_arguments, command.run)
+    _add(sub, "demo", demo_help, train.add_demo_arguments, train.demo)
+    _add(sub, "train", "full-graph node classification on a bundled dataset", train.add_arguments, train.run)
     bench = sub.add_parser("bench", help="benchmarks against baselines in the same run").add_subparsers(
         dest="suite", required=True
     )

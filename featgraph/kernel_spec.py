@@ -1,4 +1,6 @@
-"""The intermediate description both backends lower from: template kind, UDF, schedule, parameters."""
+"""The kernel description: what the templates build and both backends lower from (template kind, UDF, schedule,
+parameters, dtypes), with the placeholders' roles and dtypes it implies. It sits below the backends and the
+templates, which both read it."""
 
 from __future__ import annotations
 
@@ -6,8 +8,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from ..schedule import Schedule
-from ..te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, structure
+from .schedule import Schedule
+from .te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, structure
 
 REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
 TORCH_DTYPES = {

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import torch
 
 from ..distributed import launch
-from . import minibatch
-from .loop import PRECISIONS, Metrics, build, evaluate, fit, load_model, node_task, save
-from .models import BACKENDS, MODELS, Preset, preset
+from ..training import minibatch
+from ..training.loop import PRECISIONS, Metrics, build, evaluate, fit, load_model, node_task, save
+from ..training.models import BACKENDS, MODELS, Preset, preset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

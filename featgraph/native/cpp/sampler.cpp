@@ -1,0 +1,318 @@
+// The neighbour sampler: PREPARE, COUNT, SAMPLE and TRANSPOSE behind one run() entry point
+// (featgraph/sampling/kernel.py describes them and calls them).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+#include <omp.h>
+
+static const uint64_t FG_GOLDEN = 0x9e3779b97f4a7c15ULL;
+static const int64_t ROW_GROUP = 64;  // frontier vertices per unit of work
+static const int64_t TRANSPOSE_GRAIN = 16384;  // block edges per transposing thread, at least
+// splitmix64's finaliser (the one fg_keep hashes with): a bijection of 64-bit words
+static inline uint64_t fg_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// one vertex's random stream at one hop: splitmix64 from a start hashed out of (seed, hop, vertex)
+struct Stream {
+  uint64_t state;
+  Stream(uint64_t seed, int64_t hop, int64_t vertex)
+      : state(fg_mix(fg_mix(fg_mix(seed) + (uint64_t)hop) + (uint64_t)vertex)) {}
+  uint64_t next() { state += FG_GOLDEN; return fg_mix(state); }
+  // uniform in [0, n): the high word of a 64 x 64-bit product (Lemire), biased by at most n / 2^64
+  int64_t below(int64_t n) { return (int64_t)(((unsigned __int128)next() * (uint64_t)n) >> 64); }
+  double unit() { return (double)(next() >> 11) * 0x1.0p-53; }             // [0, 1)
+  double open_unit() { return (double)((next() >> 11) + 1) * 0x1.0p-53; }  // (0, 1]
+};
+
+// k distinct offsets of [0, d), ascending, uniformly among the k-subsets. Floyd's algorithm (k draws, each
+// kept sorted by a binary search and a shift) while k is small against d; otherwise selection sampling
+// (Knuth's algorithm S: one pass over d, each offset kept with probability needed / remaining).
+static void uniform_distinct(Stream& rng, int64_t d, int64_t k, int64_t* out) {
+  if (k * (k / 32 + 4) < d) {
+    int64_t n = 0;
+    for (int64_t j = d - k; j < d; ++j) {
+      const int64_t t = rng.below(j + 1);
+      int64_t* at = std::lower_bound(out, out + n, t);
+      if (at != out + n && *at == t) {
+        out[n] = j;  // every offset taken so far is below j: j goes last
+      } else {
+        std::copy_backward(at, out + n, out + n + 1);
+        *at = t;
+      }
+      ++n;
+    }
+  } else {
+    int64_t needed = k;
+    for (int64_t i = 0; i < d && needed > 0; ++i)
+      if (rng.below(d - i) < needed) { *out++ = i; --needed; }
+  }
+}
+
+// k distinct positions of [b, e) with probability proportional to their positive weights, ascending: the k
+// smallest exponential keys -log(u) / w (Efraimidis and Spirakis' A-Res), kept in a max-heap of size k
+static void weighted_distinct(Stream& rng, const double* weight, int64_t b, int64_t e, int64_t k, int64_t* out,
+                              std::vector<std::pair<double, int64_t>>& heap) {
+  heap.clear();
+  for (int64_t p = b; p < e; ++p) {
+    if (!(weight[p] > 0)) continue;
+    const double key = -std::log(rng.open_unit()) / weight[p];
+    if ((int64_t)heap.size() < k) {
+      heap.emplace_back(key, p);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (key < heap.front().first) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = {key, p};
+      std::push_heap(heap.begin(), heap.end());
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) out[i] = heap[i].second;
+  std::sort(out, out + k);
+}
+
+// thread t's share [lo, hi) of n items, in thread order
+static inline void share(int64_t n, int t, int nt, int64_t& lo, int64_t& hi) {
+  lo = n * t / nt;
+  hi = n * (t + 1) / nt;
+}
+
+// turn per-thread totals sums[1..nt] into each thread's starting offset sums[t] (sums[0] = 0)
+static inline void offsets(std::vector<int64_t>& sums, int nt) {
+  for (int t = 0; t < nt; ++t) sums[t + 1] += sums[t];
+}
+
+// the first appearance wins: entry -2 - j for edge j, the largest such code (smallest j) kept; frontier
+// vertices hold their local id (>= 0) and are left alone
+static inline void claim(int64_t* local, int64_t u, int64_t j) {
+  const int64_t code = -2 - j;
+  int64_t seen = __atomic_load_n(&local[u], __ATOMIC_RELAXED);
+  while ((seen == -1 || seen < code) &&
+         !__atomic_compare_exchange_n(&local[u], &seen, code, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+// ptr: indptr, weight, positive_degree (out), cumulative (out or null); arg: op, num_nodes, threads
+static void prepare(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const double* weight = (const double*)ptr[1];
+  int64_t* positive = (int64_t*)ptr[2];
+  double* cumulative = (double*)ptr[3];
+  const int64_t n = arg[1];
+  #pragma omp parallel for schedule(dynamic, 256) num_threads((int)arg[2])
+  for (int64_t v = 0; v < n; ++v) {
+    int64_t count = 0;
+    double sum = 0;
+    for (int64_t p = indptr[v]; p < indptr[v + 1]; ++p) {
+      count += weight[p] > 0;
+      sum += weight[p];
+      if (cumulative) cumulative[p] = sum;
+    }
+    positive[v] = count;
+  }
+}
+
+// ptr: indptr, frontier, positive_degree (null: unweighted), block_indptr (out, F + 1);
+// arg: op, F, fanout, replace, threads
+static void count(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* frontier = (const int64_t*)ptr[1];
+  const int64_t* positive = (const int64_t*)ptr[2];
+  int64_t* block_indptr = (int64_t*)ptr[3];
+  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3];
+  const int threads = (int)arg[4];
+  std::vector<int64_t> sums(threads + 1, 0);
+  block_indptr[0] = 0;
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t lo, hi, running = 0;
+    share(num_frontier, t, nt, lo, hi);
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t v = frontier[i];
+      const int64_t available = positive ? positive[v] : indptr[v + 1] - indptr[v];
+      const int64_t kept = fanout < 0 ? available : replace ? (available > 0 ? fanout : 0)
+                                                            : std::min(fanout, available);
+      running += kept;
+      block_indptr[i + 1] = running;
+    }
+    sums[t + 1] = running;
+    #pragma omp barrier
+    #pragma omp single
+    offsets(sums, nt);
+    for (int64_t i = lo; i < hi; ++i) block_indptr[i + 1] += sums[t];
+  }
+}
+
+// ptr: indptr, indices, edge_ids, weight (null: uniform), positive_degree, cumulative (with replacement),
+// frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
+// node_ids (out, F + block edges), num_block_nodes (out, 1);
+// arg: op, F, fanout, replace, threads, seed, hop
+static void sample(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* indices = (const int64_t*)ptr[1];
+  const int64_t* edge_ids = (const int64_t*)ptr[2];
+  const double* weight = (const double*)ptr[3];
+  const int64_t* positive = (const int64_t*)ptr[4];
+  const double* cumulative = (const double*)ptr[5];
+  const int64_t* frontier = (const int64_t*)ptr[6];
+  const int64_t* block_indptr = (const int64_t*)ptr[7];
+  int64_t* local = (int64_t*)ptr[8];
+  int64_t* sources = (int64_t*)ptr[9];
+  int64_t* picked = (int64_t*)ptr[10];  // CSR positions first, user edge ids once the row is drawn
+  int64_t* node_ids = (int64_t*)ptr[11];
+  int64_t* num_block_nodes = (int64_t*)ptr[12];
+  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3];
+  const int threads = (int)arg[4];
+  const uint64_t seed = (uint64_t)arg[5];
+  const int64_t hop = arg[6], num_edges = block_indptr[num_frontier];
+  std::vector<int64_t> firsts(threads + 1, 0);
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    std::vector<std::pair<double, int64_t>> heap;
+    #pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_frontier; ++i) {
+      local[frontier[i]] = i;
+      node_ids[i] = frontier[i];
+    }
+    // rows in groups: a group's draws first, then its edges' gathers (independent loads that overlap, each
+    // prefetching the map entry it will claim), then the claims (a locked compare-exchange waits for every
+    // load before it, so claiming in the gather loop left one cache miss in flight at a time)
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t group = 0; group < num_frontier; group += ROW_GROUP) {
+      const int64_t group_end = std::min(group + ROW_GROUP, num_frontier);
+      for (int64_t i = group; i < group_end; ++i) __builtin_prefetch(&indptr[frontier[i]]);
+      for (int64_t i = group; i < group_end; ++i) {
+        const int64_t k = block_indptr[i + 1] - block_indptr[i];
+        if (k == 0) continue;
+        const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1], d = e - b;
+        int64_t* out = picked + block_indptr[i];
+        Stream rng(seed, hop, v);
+        if (replace && fanout >= 0) {
+          if (weight) {
+            const double total = cumulative[e - 1], below_total = std::nextafter(total, 0.0);
+            for (int64_t q = 0; q < k; ++q) {
+              const double r = std::min(rng.unit() * total, below_total);
+              out[q] = std::upper_bound(cumulative + b, cumulative + e, r) - cumulative;
+            }
+          } else {
+            for (int64_t q = 0; q < k; ++q) out[q] = b + rng.below(d);
+          }
+        } else if (weight && k < positive[v]) {
+          weighted_distinct(rng, weight, b, e, k, out, heap);
+        } else if (weight) {
+          for (int64_t p = b; p < e; ++p)
+            if (weight[p] > 0) *out++ = p;
+        } else if (k < d) {
+          uniform_distinct(rng, d, k, out);
+          for (int64_t q = 0; q < k; ++q) out[q] += b;
+        } else {
+          std::iota(out, out + k, b);
+        }
+      }
+      const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
+      for (int64_t j = lo; j < hi; ++j) {
+        const int64_t p = picked[j], u = indices[p];
+        sources[j] = u;
+        picked[j] = edge_ids[p];
+        __builtin_prefetch(&local[u], 1);
+      }
+      for (int64_t j = lo; j < hi; ++j) claim(local, sources[j], j);
+    }
+    int64_t lo, hi;
+    share(num_edges, t, nt, lo, hi);
+    int64_t mine = 0;
+    for (int64_t j = lo; j < hi; ++j) mine += __atomic_load_n(&local[sources[j]], __ATOMIC_RELAXED) == -2 - j;
+    firsts[t + 1] = mine;
+    #pragma omp barrier
+    #pragma omp single
+    offsets(firsts, nt);
+    int64_t next = num_frontier + firsts[t];
+    for (int64_t j = lo; j < hi; ++j) {
+      const int64_t u = sources[j];
+      if (__atomic_load_n(&local[u], __ATOMIC_RELAXED) == -2 - j) {
+        __atomic_store_n(&local[u], next, __ATOMIC_RELAXED);
+        node_ids[next++] = u;
+      }
+    }
+    #pragma omp barrier
+    #pragma omp for schedule(static)
+    for (int64_t j = 0; j < num_edges; ++j) sources[j] = local[sources[j]];
+    const int64_t num_nodes = num_frontier + firsts[nt];
+    #pragma omp for schedule(static)
+    for (int64_t i = 0; i < num_nodes; ++i) local[node_ids[i]] = -1;
+    #pragma omp single nowait
+    *num_block_nodes = num_nodes;
+  }
+}
+
+// ptr: block_indptr (F + 1), block_sources (E), csc_indptr (out, S + 1), csc_destinations (out, E),
+// csc_edge_ids (out, E), the outputs of type Index; arg: op, F, S, sizeof(Index), threads. Stable: a source's
+// edges keep the block's edge order, for any thread count. Each thread takes a run of rows (an equal share of
+// the edges) and counts its edges per source; a column's offset for thread t is the column's start plus the
+// counts of threads before t, so thread t writes its edges of the column after theirs, in its own order.
+template <typename Index>
+static void transpose(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* sources = (const int64_t*)ptr[1];
+  Index* csc_indptr = (Index*)ptr[2];
+  Index* destinations = (Index*)ptr[3];
+  Index* edge_ids = (Index*)ptr[4];
+  const int64_t num_dst = arg[1], num_src = arg[2], num_edges = indptr[num_dst];
+  const int threads = (int)std::max<int64_t>(1, std::min<int64_t>(arg[4], num_edges / TRANSPOSE_GRAIN));
+  std::vector<Index> cursors((size_t)threads * num_src);  // thread t's counts, then its write positions
+  std::vector<int64_t> sums(threads + 1, 0);
+  #pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t first = std::lower_bound(indptr, indptr + num_dst, num_edges * t / nt) - indptr;
+    const int64_t last =
+        t == nt - 1 ? num_dst : std::lower_bound(indptr, indptr + num_dst, num_edges * (t + 1) / nt) - indptr;
+    Index* mine = cursors.data() + (size_t)t * num_src;
+    for (int64_t j = indptr[first]; j < indptr[last]; ++j) ++mine[sources[j]];
+    #pragma omp barrier
+    int64_t lo, hi, running = 0;
+    share(num_src, t, nt, lo, hi);
+    for (int64_t u = lo; u < hi; ++u) {  // each column's size, and thread t's offset within it
+      int64_t column = 0;
+      for (int other = 0; other < nt; ++other) {
+        Index& count = cursors[(size_t)other * num_src + u];
+        const Index before = (Index)column;
+        column += count;
+        count = before;
+      }
+      running += column;
+      csc_indptr[u + 1] = (Index)running;
+    }
+    sums[t + 1] = running;
+    #pragma omp barrier
+    #pragma omp single
+    {
+      offsets(sums, nt);
+      csc_indptr[0] = 0;
+    }
+    for (int64_t u = lo; u < hi; ++u) csc_indptr[u + 1] += (Index)sums[t];
+    #pragma omp barrier
+    for (int64_t u = 0; u < num_src; ++u) mine[u] += csc_indptr[u];
+    for (int64_t v = first; v < last; ++v)
+      for (int64_t j = indptr[v]; j < indptr[v + 1]; ++j) {
+        const Index at = mine[sources[j]]++;
+        destinations[at] = (Index)v;
+        edge_ids[at] = (Index)j;
+      }
+  }
+}
+
+extern "C" void run(void** ptr, const int64_t* arg) {
+  switch (arg[0]) {
+    case 0: prepare(ptr, arg); break;
+    case 1: count(ptr, arg); break;
+    case 2: sample(ptr, arg); break;
+    default: arg[3] == 4 ? transpose<int32_t>(ptr, arg) : transpose<int64_t>(ptr, arg); break;
+  }
+}
