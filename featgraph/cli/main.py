@@ -39,7 +39,7 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..bench import accuracy, feasibility, gpu_check, kernels, output_pool, sensitivity, suite
+    from ..bench import accuracy, dense_floor, feasibility, gpu_check, kernels, output_pool, sensitivity, suite
     from ..bench import distributed as distributed_bench
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
         ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),
         ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
+        ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
