@@ -39,7 +39,17 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..bench import accuracy, dense_floor, feasibility, gpu_check, kernels, output_pool, sensitivity, suite
+    from ..bench import (
+        accuracy,
+        dense_floor,
+        feasibility,
+        gpu_check,
+        kernels,
+        output_pool,
+        pyg_inputs,
+        sensitivity,
+        suite,
+    )
     from ..bench import distributed as distributed_bench
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
@@ -73,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
+        ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
         ("gpu-check", gpu_check, "the prepared device check: GPU tests, kernels, training, compile; results in --out"),
         ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),
