@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         kernels,
         output_pool,
         pyg_inputs,
+        pyg_tests,
         sensitivity,
         suite,
     )
@@ -84,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),
+        ("pyg-tests", pyg_tests, "PyG's own layer test files (--tests DIR) with PyG's layers and with featgraph's"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
         ("gpu-check", gpu_check, "the prepared device check: GPU tests, kernels, training, compile; results in --out"),
         ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),
