@@ -241,9 +241,3 @@ def _compile_only(args: argparse.Namespace, device: torch.device) -> list[dict]:
                 compiled += batch
     write_json(args.json, compiled, arch=args.compile_only)
     return compiled
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_arguments(parser)
-    run(parser.parse_args(argv))

@@ -424,9 +424,3 @@ def run(args: argparse.Namespace) -> list[Row]:
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_arguments(parser)
-    run(parser.parse_args(argv))

@@ -39,10 +39,23 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..bench import accuracy, feasibility, gpu_check, kernels, sensitivity, suite
+    from ..bench import (
+        accuracy,
+        dense_floor,
+        feasibility,
+        gpu_check,
+        kernels,
+        output_pool,
+        pyg_inputs,
+        pyg_tests,
+        sensitivity,
+        suite,
+    )
     from ..bench import distributed as distributed_bench
+    from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
     from ..bench import minibatch as minibatch_bench
+    from ..bench import sampling as sampling_bench
     from ..bench import training as training_bench
     from ..bench import tuning as tuning_bench
     from . import train
@@ -62,11 +75,17 @@ def main(argv: list[str] | None = None) -> None:
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
+        ("sampling", sampling_bench, "neighbour sampling seeds/s on R-MAT: featgraph, vectorised torch, DGL"),
         ("distributed", distributed_bench, "epoch time, halo bytes, edge cut over 1-4 processes; N-machine model"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),
         ("tuning", tuning_bench, "heuristic default against tuned configuration, per kernel row"),
         ("sensitivity", sensitivity, "partition x tile heat map and density sweep (paper's Fig. 14, Table V)"),
         ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
+        ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
+        ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
+        ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
+        ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),
+        ("pyg-tests", pyg_tests, "PyG's own layer test files (--tests DIR) with PyG's layers and with featgraph's"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
         ("gpu-check", gpu_check, "the prepared device check: GPU tests, kernels, training, compile; results in --out"),
         ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),

@@ -1,8 +1,6 @@
-"""CPU time to build featgraph's Graph and the formats a training step reads from PyG's inputs: an edge_index,
-a sorted ``EdgeIndex`` (with and without its cached transpose) and a torch sparse CSR ``adj_t``.
-
-python benchmarks/pyg_inputs.py [--scale 0.3] [--repeat 3]
-"""
+"""``featgraph bench pyg-inputs``: CPU time to build featgraph's Graph and the formats a training step reads
+from PyG's inputs: an edge_index, a sorted ``EdgeIndex`` (with and without its cached transpose) and a torch
+sparse CSR ``adj_t``. Needs PyG."""
 
 from __future__ import annotations
 
@@ -10,29 +8,41 @@ import argparse
 import statistics
 import time
 import warnings
+from dataclasses import asdict, dataclass
 
 import torch
-from torch_geometric import EdgeIndex
 
-from featgraph.datasets import products_like
-from featgraph.nn import graph_input
+from ..datasets import products_like
+from ..graph import conversion
+from .report import machine, markdown_header, markdown_row, write_json
+
+
+@dataclass
+class Row:
+    input: str
+    formats: str  # the formats built after the Graph: "CSR", "CSC" or "CSR + CSC"
+    cpu_ms: float  # median over --repeat
 
 
 def build_ms(edges: torch.Tensor, formats: list[str], num_nodes: int) -> float:
     """CPU milliseconds for ``as_graph`` and the named formats, nothing remembered from an earlier call."""
-    graph_input._graphs.clear()
+    conversion._graphs.clear()
     start = time.process_time()
-    graph = graph_input.as_graph(edges, num_nodes)
+    graph = conversion.as_graph(edges, num_nodes)
     for name in formats:
         getattr(graph, name)()
     return (time.process_time() - start) * 1e3
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=0.3)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=float, default=0.3, help="products-like's size as a share of ogbn-products")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    from torch_geometric import EdgeIndex
+
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     g = products_like(args.scale).graph
     n, edge_index = g.num_nodes, torch.stack(g.coo())
@@ -56,11 +66,11 @@ def main() -> None:
     for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every case alike
         for case, (edges, formats) in cases.items():
             times[case].append(build_ms(edges, formats, n))
+    rows = [Row(name, formats, statistics.median(values)) for (name, formats), values in times.items()]
+    print(f"machine: {machine()}")
     print(f"products-like {args.scale}: {n} vertices, {edge_index.shape[1]} edges")
-    print("| input | formats built | CPU ms |\n|---|---|---|")
-    for (name, formats), values in times.items():
-        print(f"| {name} | {formats} | {statistics.median(values):.0f} |")
-
-
-if __name__ == "__main__":
-    main()
+    print(markdown_header("input", "formats built", "CPU ms"))
+    for r in rows:
+        print(markdown_row([r.input, r.formats, f"{r.cpu_ms:.0f}"]))
+    write_json(args.json, [asdict(r) for r in rows], scale=args.scale)
+    return rows

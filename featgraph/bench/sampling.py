@@ -1,27 +1,35 @@
-"""Neighbour sampling throughput: featgraph's compiled sampler against a vectorised torch sampler and DGL.
-
-python benchmarks/sampling.py [--scale 18] [--fanouts 15 10 5] [--batch 1024] [--batches 8] [--repeat 3]
+"""``featgraph bench sampling``: neighbour sampling throughput, featgraph's compiled sampler against a vectorised
+torch sampler and DGL.
 
 The graph is R-MAT (power-law in-degrees, ``2**scale`` vertices, 16 edges each: 4.2M edges at scale 18).
 Every implementation samples the same seed batches into DGL-style blocks (hop 0 from the seeds, each block's
 sources the frontier first, then new vertices in order of first appearance) and builds each block's
 ``featgraph.Graph``; DGL builds its own blocks (``sample_neighbors`` + ``to_block`` per hop), where it imports
-(the bench extra). Rows are timed in turns, best of ``--repeat``; seeds/s = batch size / time per batch.
-"""
+(the bench extra). Rows are timed in turns, best of ``--repeat``; seeds/s = batch size / time per batch."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import torch
 
-from featgraph import Graph, datasets
-from featgraph.bench.report import machine, markdown_row
-from featgraph.graph.interop import import_dgl
-from featgraph.native import toolchain
-from featgraph.sampling import Block, NeighborSampler
-from featgraph.timing import interleaved_best_ms
+from .. import datasets
+from ..graph import Graph
+from ..graph.interop import import_dgl
+from ..native import toolchain
+from ..sampling import Block, NeighborSampler
+from ..timing import interleaved_best_ms
+from .report import machine, markdown_header, markdown_row, write_json
+
+
+@dataclass
+class Row:
+    sampler: str
+    ms_per_batch: float
+    seeds_per_s: float
+    time_over_featgraph: float  # this sampler's time / the first row's (featgraph on every thread)
 
 
 class TorchSampler:
@@ -112,15 +120,16 @@ def dgl_sampler(graph: Graph, fanouts: list[int]) -> Callable[[torch.Tensor], li
     return sample
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=int, default=18)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", type=int, default=18, help="R-MAT scale: 2**scale vertices")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
+
+def run(args: argparse.Namespace) -> list[Row]:
     graph = datasets.rmat(args.scale, 16)
     degree = graph.in_degrees()
     seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(0))
@@ -130,17 +139,17 @@ def main() -> None:
     reference = TorchSampler(graph, args.fanouts)
     dgl = dgl_sampler(graph, args.fanouts)
     plural = "s" if threads > 1 else ""
-    rows: dict[str, Callable[[], object]] = {
+    samplers: dict[str, Callable[[], object]] = {
         f"featgraph ({threads} thread{plural})": lambda: [ours.sample(b, seed=i) for i, b in enumerate(batches)]
     }
     if threads > 1:
         ours_one = NeighborSampler(graph, args.fanouts, num_threads=1)
-        rows["featgraph (1 thread)"] = lambda: [ours_one.sample(b, seed=i) for i, b in enumerate(batches)]
-    rows[f"torch, vectorised ({torch.get_num_threads()} torch threads)"] = lambda: [
+        samplers["featgraph (1 thread)"] = lambda: [ours_one.sample(b, seed=i) for i, b in enumerate(batches)]
+    samplers[f"torch, vectorised ({torch.get_num_threads()} torch threads)"] = lambda: [
         reference.sample(b, i) for i, b in enumerate(batches)
     ]
     if dgl is not None:
-        rows["DGL sample_neighbors + to_block"] = lambda: [dgl(b) for b in batches]
+        samplers["DGL sample_neighbors + to_block"] = lambda: [dgl(b) for b in batches]
 
     print(f"machine: {machine()}")
     print(
@@ -154,14 +163,15 @@ def main() -> None:
     print(f"fanouts {args.fanouts}, batch {args.batch}; one batch's blocks (input layer first): {sizes}")
     if dgl is None:
         print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
-    times = interleaved_best_ms(rows, repeat=args.repeat)
-    base = times[next(iter(rows))]
-    print(markdown_row(["sampler", "ms / batch", "seeds / s", "time / featgraph's"]))
-    print(markdown_row(["---"] * 4))
-    for name, ms in times.items():
-        per_batch = ms / args.batches
-        print(markdown_row([name, f"{per_batch:.2f}", f"{args.batch / per_batch * 1e3:,.0f}", f"{ms / base:.2f}x"]))
-
-
-if __name__ == "__main__":
-    main()
+    times = interleaved_best_ms(samplers, repeat=args.repeat)
+    base = times[next(iter(samplers))]
+    rows = [
+        Row(name, ms / args.batches, args.batch / (ms / args.batches) * 1e3, ms / base) for name, ms in times.items()
+    ]
+    print(markdown_header("sampler", "ms / batch", "seeds / s", "time / featgraph's"))
+    for r in rows:
+        print(
+            markdown_row([r.sampler, f"{r.ms_per_batch:.2f}", f"{r.seeds_per_s:,.0f}", f"{r.time_over_featgraph:.2f}x"])
+        )
+    write_json(args.json, [asdict(r) for r in rows], graph=f"R-MAT scale {args.scale}", fanouts=args.fanouts)
+    return rows
