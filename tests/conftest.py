@@ -9,6 +9,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    # pytest-xdist's workers share the cores: each runs its kernels on its share, since OpenMP threads that spin
+    # waiting for work on a core another worker is using slow many small kernel calls down tenfold
+    SHARE = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(SHARE))
+    torch.set_num_threads(SHARE)
+
 if not torch.cuda.is_available():
     # GPU kernels run in Triton's interpreter on CPU tensors; Triton reads this when it is first imported, which
     # may be inside the first import of featgraph (through torch_geometric, say), so it is set before that
