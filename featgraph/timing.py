@@ -19,11 +19,10 @@ def interleaved_best_ms(fns: Mapping[str, Callable[[], object]], repeat: int = 5
     """Fastest of ``repeat`` runs of each function, in milliseconds, the functions taking turns run by run.
 
     On a shared machine a slow spell then hits every implementation of a row alike, so their ratio holds
-    even where the absolute times do not (this VM's times moved by up to 2x within minutes). With several
-    functions each timed run follows an untimed run of the same function, so it finds the allocator as a
-    loop calling it would leave it: after another implementation's large buffers, glibc had returned its
-    memory to the kernel, and torch.sparse.mm at d=128 page-faulted its fresh output (26 ms against 19 ms
-    back to back)."""
+    even where the absolute times do not (a shared machine's times can move by 2x within minutes). With
+    several functions each timed run follows an untimed run of the same function, so it finds the allocator
+    as a loop calling it would leave it, not with memory another implementation's large buffers handed back
+    to the kernel, which its fresh output would page-fault in (docs/design.md, "Recycled outputs")."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for fn in fns.values():
         for _ in range(warmup):

@@ -27,7 +27,8 @@ def lower(spec: KernelSpec, templates: ModuleType) -> str:
 def template_source(spec: KernelSpec, templates: ModuleType) -> str:
     """``lower(spec, templates)``, remembered for the ``SOURCES_KEPT`` most recent specs by
     ``kernel_spec.spec_key`` and what the backend's source reads of the placeholders' row counts (its
-    templates' ``size_key``): lowering a GAT layer's kernels took about 4 ms of each fresh mini-batch step."""
+    templates' ``size_key``): lowering a GAT layer's kernels again would cost each fresh mini-batch step about
+    4 ms (format share: ``featgraph bench minibatch``)."""
     key = (templates.__name__, spec_key(spec), templates.size_key(spec))
     text = _sources.get(key)
     if text is None:

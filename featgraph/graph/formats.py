@@ -87,7 +87,7 @@ def _vectorised_with_loops(compressed: Compressed, keep: torch.Tensor | None, nu
     looped_before = torch.arange(indptr.numel(), dtype=dtype, device=device).clamp_(max=num_loops)
     new_indptr = indptr + looped_before
     # an edge moves right by the loops of the groups ending at or before it (index_copy_: index_put_ with the
-    # same positions took ten times as long)
+    # same positions takes ten times as long)
     ends = torch.bincount(indptr[1 : num_loops + 1], minlength=num_kept + 1)[:num_kept]
     moved = torch.cumsum(ends, 0).add_(torch.arange(num_kept, device=device))
     loop_slots = new_indptr[1 : num_loops + 1].long() - 1

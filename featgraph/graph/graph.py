@@ -36,15 +36,14 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 # Builds for smaller graphs (a mini-batch's blocks) skip the trim: their temporaries are small, and trimming
-# after each of a training step's builds handed back pages the next batch faulted in again (GraphSAGE on
-# products-like-small: 20 ms of CPU per step).
+# after each of a training step's builds would hand back pages that the next batch faults in again.
 TRIM_MIN_EDGES = 1_000_000
 
 
 def release_freed_heap() -> None:
     """Hand the C heap's free pages back to the OS (glibc ``malloc_trim``). Building a format or a kernel
     frees large temporaries that glibc would otherwise keep mapped under the long-lived result, and the
-    training that follows stacks its working set on top (measured: GCN on 100k vertices, 456 -> 345 MB)."""
+    training that follows stacks its working set on top (peak memory: ``featgraph bench train``)."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

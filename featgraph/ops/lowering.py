@@ -81,10 +81,10 @@ GAS_MAX_WIDTH = 2
 def choose_strategy(g: Graph, reducer: str, width: int, strategy: str = "auto") -> str:
     """GAR (CSR, vertex-centric) or GAS (COO, atomics) for an aggregation.
 
-    Measured here (50k vertices, 1.5M-2.4M edges, 2 threads): GAS's atomic adds cost 35-50x GAR's time at
-    d = 8..128, while building the CSR once costs 73-95 ms, about GAS at d = 8. So ``auto`` takes GAS only
-    for the narrowest messages (width <= 2, e.g. degree or softmax sums) on a graph whose CSR is not built
-    yet, and GAR otherwise; max/min/logsumexp always take GAR.
+    GAS's atomic adds cost far more than the one-off CSR build at every width but the narrowest
+    (``featgraph bench kernels --ablation``), so ``auto`` takes GAS only for messages of width <= 2 (e.g.
+    degree or softmax sums) on a graph whose CSR is not built yet, and GAR otherwise; max/min/logsumexp
+    always take GAR.
     """
     if strategy not in ("auto", "gar", "gas"):
         raise ValueError(f"strategy must be 'auto', 'gar' or 'gas', got {strategy!r}")

@@ -14,7 +14,7 @@ once through the disk kernel cache, with four operations behind its ``run`` entr
   the relabelling is parallel and the same for any thread count.
 - ``TRANSPOSE`` (per hop): the block's out-edges grouped by source (its CSC, the CSR of the flipped block
   that gradients with respect to source features run over), by one counting sort: O(E + sources), where
-  sorting the block's edges by source took a third of a GraphSAGE training step on products-like-small.
+  sorting the block's edges by source would take a third of a GraphSAGE training step on products-like-small.
   Threads count their own runs of rows per source, so the edges keep their order within a column.
 
 Randomness: vertex ``v`` at hop ``h`` draws from its own splitmix64 stream seeded by ``(seed, h, v)`` (the

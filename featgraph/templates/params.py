@@ -131,9 +131,8 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
     near each other (edges given in a sorted order, as PyG's ``coalesce`` leaves them), else buckets of
     about ``WRITE_WINDOW_BYTES``.
 
-    Measured on the 2-core VM (dot attention, Hilbert order, 6 MB of scores, the edges in random order):
-    written at their user edge ids, one random cache-line fill each, d=32 took 8.7 ms on uniform and 17.3 on
-    rand100k; staged, 6.3 and 11.6 ms (64, 256 and 1024 buckets were alike)."""
+    Written directly at their user edge ids, edges in random order cost one random cache-line fill each;
+    staged, the writes stay inside a bucket's window (``featgraph bench kernels --ops attention --ablation``)."""
     if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES:
         return 0
     return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
@@ -150,14 +149,9 @@ def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
     """Source segments of ``segment_bytes``, at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of an average
     row (every row is visited once per segment), none where the features fit one segment.
 
-    Measured (copy_u_sum, 1, 2 and 4 segments, 2 threads, rand100k: 50,000 vertices of average in-degree 48,
-    and a uniform graph of in-degree 30) on two VMs. A Xeon (2 MiB L2 per core): up to 12 MiB of features one
-    segment was best or within 6%, at 24 MiB two (float32 d = 128 on rand100k: 14.3 ms against 19.9 with one),
-    at 49 MiB four (34.3 against 43.7 and 61.1). A Zen 4 (1 MiB L2, 32 MiB L3): the same, one segment at
-    12.8 MiB (bfloat16 d = 128: 6.3 ms against 10.0 in two on the uniform graph, 11.4 against 15.5 on
-    rand100k), two or four at 25.6 MiB, four at 51 MiB; a rule of eight L2s split the 12.8 MiB there. Where
-    several segments are walked the output is kept in float32 between them, so 16-bit features lose most
-    from a split."""
+    One segment is best while the features fit half the last-level cache and more pay off beyond it; 16-bit
+    features lose most from a split, because the output is kept in float32 between segments (``featgraph
+    bench sensitivity``; the sweep is in docs/design.md, "Findings behind the defaults")."""
     segment = segment_bytes()
     if source_feature_bytes <= segment:
         return 1

@@ -34,9 +34,8 @@ from .models import Preset, activate_and_drop, activation, conv_layer, dropout_f
 MODELS = ("sage", "gat", "gin")  # bipartite layers in featgraph and PyG (GCNConv is not, in either)
 # Departures from the full-graph presets, which are tuned for one step per epoch on Cora's 140 labelled vertices:
 # OGB's products baselines' width, DGL's products example's learning rate and no weight decay (with the
-# presets' lr 0.01 and weight decay, GraphSAGE diverged on products-like-small: loss 6 -> 21 in two steps,
-# 1.5% test accuracy after 3 epochs; 42% after 5 with these), and 10 epochs, each hundreds of batches on a
-# large graph.
+# presets' lr 0.01 and weight decay GraphSAGE diverges on products-like-small within two steps), and 10
+# epochs, each hundreds of batches on a large graph.
 OVERRIDES: dict[str, dict[str, float | int]] = {
     "sage": {"hidden": 256, "lr": 0.003, "weight_decay": 0.0, "epochs": 10},
     "gat": {"hidden": 64, "heads": 4, "lr": 0.003, "weight_decay": 0.0, "epochs": 10},

@@ -3,9 +3,8 @@
 glibc's ``malloc`` serves a request above its mmap threshold (dynamic, at most 32 MiB) with a fresh ``mmap``
 and unmaps it on free, and it trims the freed top of its heap back to the system, so a large output often
 starts as untouched pages: the kernel that writes it first takes a page fault and a kernel-side zeroing for
-each 4 KiB. Measured on the 2-core VM: a fresh 50,000 x 256 float32 output costs 12 ms more to fill than a
-reused one, a quarter of that SpMM's time, and a GCN forward + backward step at d = 64 (12.8 MB outputs)
-took 2,900 page faults. The pool keeps such buffers after their tensors die and hands them out again, as
+each 4 KiB: filling a fresh 50,000 x 256 float32 output costs about a quarter of that SpMM's time
+(``featgraph bench output-pool``). The pool keeps such buffers after their tensors die and hands them out again, as
 PyTorch's CUDA caching allocator does on the GPU. Every tensor or view of a pooled buffer holds the array it
 was made from (``torch.from_numpy`` keeps that array alive), and the pool watches that array through a weak
 reference, so memory a live tensor uses is never handed out twice.

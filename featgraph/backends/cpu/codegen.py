@@ -77,10 +77,8 @@ class WidenedRows:
     them.
 
     g++ 12 leaves such a loop scalar when it mixes 16-bit loads with float arithmetic, or widens four
-    values as two 8-byte halves that each read waits for. Measured on a Zen 4 (GAT's fused kernels, 4 heads
-    of 32, 100,000 vertices, 3M edges, 2 threads, ms): log-sum-exp 50.5 -> 19.9 (float32 19.2), aggregation
-    102 -> 39-47, its gradient kernels 70-115 -> 34-49; copy_u_sum of 7 and 12 features 2.3 -> 1.9 and
-    2.6 -> 1.9, of 4 and 8 no change. (A float32 copy into such a buffer was up to 4x slower at 7 features.)"""
+    values as two 8-byte halves that each read waits for; widened once per edge, the loops that read them
+    vectorise (GAT in bf16: ``featgraph bench train --models gat --frameworks featgraph --bf16``)."""
 
     loops: dict[int, Loop]  # id(loop variable) -> its loop, for the short loops
     lines: list[str]  # each buffer's declaration and widening, in order
@@ -315,7 +313,8 @@ def lane_reduction(loop: Loop, acc: str, update: str, init: str, value: str) -> 
     combined by a halving tree, the remainder added last.
 
     g++ without -ffast-math ends an ``omp simd reduction`` with one dependent scalar add per lane (16 in
-    a row for float on AVX-512); measured: dot attention on uniform at d=32 10.3 -> 8.0 ms, d=128 25.7 -> 23.1 ms."""
+    a row for float on AVX-512), which the tree replaces by a few vector steps (``featgraph bench kernels
+    --ops attention``)."""
     k, lo, extent = loop.var.name, loop.lo, loop.extent
     lanes, width, full = f"{acc}_l", f"{acc}_n", f"{acc}_full"
     lane = f"{lanes}[q]"
@@ -341,10 +340,9 @@ def lane_reduction(loop: Loop, acc: str, update: str, init: str, value: str) -> 
 
 def bf16_dot(red: Reduce, loops: list[Loop], emitter: Emitter) -> list[str] | None:
     """``fg_dot_bf16`` for a sum over one unsplit reduce axis of the product of two bfloat16 rows read along
-    it (dot attention, GAT's gradient weights), or None for any other reduction. Measured (50,000-vertex
-    uniform graph, 1.5M edges, 2 threads, Zen 4): bfloat16 dot attention 6.8 -> 4.1 ms at d = 64, 11.7 -> 6.9
-    at d = 128, 41.9 -> 18.8 at d = 256, where widening both rows and multiplying in float had been no faster
-    than the float32 kernel."""
+    it (dot attention, GAT's gradient weights), or None for any other reduction. On a CPU with AVX-512 BF16
+    it multiplies 32 pairs per ``vdpbf16ps``, where widening both rows and multiplying in float is no faster
+    than the float32 kernel (``featgraph bench kernels --ops attention-bf16``)."""
     body = red.body
     if red.op != "sum" or len(loops) != 1 or loops[0].plan.factor is not None:
         return None

@@ -77,9 +77,8 @@ def _accumulate(reducer: str, track: bool) -> str:
 
     Branch-free: ``win`` is two compares (``std::max``, one, keeps the accumulator where the message is
     NaN), and the value and the arg are both selected by it, which g++ makes two blends. Beside
-    ``acc = std::max(acc, x_)``, ``am = win ? e : am`` had become masked stores behind an "any lane won"
-    branch that mispredicts on every other edge (measured: the tracked copy_u max 5.5x slower than the
-    untracked one; a bitwise select of the arg avoided it at 2 more instructions a vector)."""
+    ``acc = std::max(acc, x_)``, ``am = win ? e : am`` becomes masked stores behind an "any lane won" branch
+    that mispredicts on every other edge (``featgraph bench kernels --ops max`` times the tracked loop)."""
     if reducer not in BETTER:
         return ACCUMULATE[reducer]
     # x_ wins where it is better, or NaN against a number; nothing wins against NaN, so the first stays
@@ -198,10 +197,8 @@ def spmm_source(spec: KernelSpec) -> str:
 
 def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     """The row's passes over register-sized chunks of the tile, each a pass over the row's edges, so the
-    accumulators stay in registers (measured: d=256 47 -> 30 ms with 256-byte chunks against one pass;
-    512-byte chunks then gained 3-10% for bfloat16 rows at d = 128 and 256 and up to 9% for float32 ones at
-    d = 256, alternated three times on rand100k and a uniform graph; with max/min's winners beside them 64
-    and 128 bytes were no better than 256). Up to ``MAX_UNROLLED_PASSES`` chunks each pass is written out with
+    accumulators stay in registers; the chunk sizes are the fastest tried (docs/design.md, "Findings behind
+    the defaults"). Up to ``MAX_UNROLLED_PASSES`` chunks each pass is written out with
     constant bounds; more run as a loop over equal chunks and a remainder, so the source, and g++'s time and
     memory, do not grow with the feature size."""
     chunk_bytes = TRACKED_CHUNK_BYTES if track else ROW_CHUNK_BYTES
@@ -229,10 +226,9 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = Fa
     edge in this partition wins, so only a vertex without in-edges is left with arg -1 (and value 0).
 
     With ``across_rows`` (a row's only pass, rows in natural order) the prefetch runs on into the next rows'
-    edges, which the thread visits next: stopping at the row's end left each row's first ``PREFETCH_DISTANCE``
-    source rows to arrive unprefetched (measured, 50,000-vertex uniform graph, d = 64, 2 threads:
-    ``copy_u_sum`` 239 -> 281 M edges/s in float32 and 232 -> 312 in bfloat16, where the bare gather loop
-    reads 411 and 702 M rows/s)."""
+    edges, which the thread visits next: stopping at the row's end would leave each row's first
+    ``PREFETCH_DISTANCE`` source rows to arrive unprefetched (the SpMM against the bare gather loop:
+    ``featgraph bench feasibility``)."""
     op, reducer, row = spec.op, spec.reducer, _row_size(spec)
     argreduce, streaming = reducer in BETTER and track, reducer == "logsumexp"
     state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
@@ -330,7 +326,7 @@ def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     """Software prefetch of the rows the edge ``PREFETCH_DISTANCE`` ahead reads (endpoint and edge data)
     and of the output row it writes (indexed by ``out_rows``): out of CSR order they are random rows, which
     the hardware prefetchers cannot guess. Staged writes ("slots") fill each bucket's lines one after the
-    other and are not prefetched (measured: dot attention d=32 4.23 -> 3.96 ms without)."""
+    other, so their prefetch would only cost instructions (``featgraph bench kernels --ops attention``)."""
     ahead = f"[j + {PREFETCH_DISTANCE}]"
     rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
     reads = [
@@ -349,12 +345,10 @@ def _prefetch_rows(
 ) -> list[str]:
     """Prefetch of each placeholder's row ``row`` at feature offset ``lo`` (the row start where ``lo`` lies
     beyond a narrower placeholder), except for arrays of at most ``CACHED_ARRAY_BYTES``: those stay in the
-    L2, and the prefetch would cost an index load per edge (measured: a GCN norm per vertex, 200 KB,
-    d=32 4.35 -> 4.14 ms without its prefetch). One cache line per row, which the hardware's adjacent-line
-    and streaming prefetchers extend; with ``whole_16bit_rows`` a float16/bfloat16 row read from its start gets
-    each of its first ``HALF_PREFETCH_LINES`` lines (measured, interleaved, on a loaded 2-core machine, rand100k
-    and uniform at d = 64..256, against one line: bf16 SpMM 0.93x-1.22x the speed, 1.10x in the median of two
-    runs; bf16 dot-attention SDDMM 1.05x-1.58x, median 1.20x; float32 SpMM rows lost 2-11% with every line)."""
+    L2, and the prefetch would cost an index load per edge. One cache line per row, which the hardware's
+    adjacent-line and streaming prefetchers extend; with ``whole_16bit_rows`` a float16/bfloat16 row read from
+    its start gets each of its first ``HALF_PREFETCH_LINES`` lines, which speeds up 16-bit rows and would slow
+    float32 ones (``featgraph bench kernels --ops gcn-bf16 attention-bf16``)."""
     lines = []
     for p in placeholders:
         stored = _stored_bytes(spec, p.dtype)

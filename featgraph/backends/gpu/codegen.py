@@ -27,8 +27,9 @@ from ...te.expr import Call, ComputeOp, Expr, Load, Placeholder, Reduce, Var
 from ..expression import ExpressionLowering
 
 # a block tensor of a reduction inside the message holds at most this many elements (half without
-# tree_reduce). 8192 compiled to 255 registers a thread for dot attention at d >= 128 on sm_90 (occupancy
-# 2 blocks an SM); 4096 to 142 (and the GAT score gradient 255 -> 90), with no spills either way
+# tree_reduce). For sm_90, 8192 compiles dot attention at d >= 128 to 255 registers a thread (occupancy 2
+# blocks an SM), 4096 to 142 (the GAT score gradient: 255 and 90), with no spills either way
+# (``TRITON_INTERPRET=1 featgraph bench gpu --compile-only 90``)
 BLOCK_BUDGET = 4096
 REDUCE_IDENTITY = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
 REDUCE_COMBINE = {"sum": "{a} + {b}", "max": "tl.maximum({a}, {b})", "min": "tl.minimum({a}, {b})"}

@@ -186,7 +186,7 @@ def spmm_source(spec: KernelSpec) -> str:
     block_f = feature_block(spec)
     rows = rows_per_program(spec, block_f)
     # the rows x edges x features selection holds what one row's edges x features would: the edge lanes
-    # shrink as rows are added (measured with the sm_90 compile: registers stay those of one row)
+    # shrink as rows are added, so registers stay those of one row (``featgraph bench gpu --compile-only 90``)
     block_e = message_edge_block(spec, block_f * rows)
     sizes = {"BLOCK_E": block_e, "BLOCK_F": block_f}
     argreduce = reducer in ("max", "min")

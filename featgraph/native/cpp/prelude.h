@@ -36,7 +36,7 @@ static inline int64_t fg_floormod(int64_t a, int64_t b) {
 static inline int64_t fg_floordiv(int64_t a, int64_t b) { return (a - fg_floormod(a, b)) / b; }
 static inline T fg_sigmoid(T x) { return T(1) / (T(1) + fg_exp(-x)); }
 // where(c, a, b) with both sides evaluated, as on the GPU: a load inside a C++ conditional is a masked
-// load to g++, which does not vectorise the loop around it (measured: an MLP's weight gradient 10x slower)
+// load to g++, which does not vectorise the loop around it (an MLP's weight gradient, for one)
 static inline T fg_select(T c, T a, T b) { return c != T(0) ? a : b; }
 // float16/bfloat16 data is read and written as its 16 bits (uint16_t) and converted in registers with
 // integer arithmetic and selects, which g++ vectorises (it leaves _Float16 conversions scalar without
@@ -69,9 +69,8 @@ static inline T fg_half(T x) { return fg_from_half(fg_to_half(x)); }
 static inline T fg_bf16(T x) { return fg_from_bf16(fg_to_bf16(x)); }
 // n (< 16) bfloat16 values widened into a buffer of T (a short row that a vectorised loop reads): eight,
 // then four at a time by one zero-extending load and a shift where T is float, so the buffer is written in
-// the 32- and 16-byte pieces the loop's loads take whole (g++'s own widening of four wrote two 8-byte
-// halves, and each read of the buffer waited for them; four 16-byte pieces read as one 32-byte vector
-// waited too: copy_u_sum of 8 bfloat16 features 2.3 -> 5.8 ms)
+// the 32- and 16-byte pieces the loop's loads take whole (g++'s own widening of four writes two 8-byte
+// halves, and each read of the buffer waits for them, as a 32-byte read of four 16-byte pieces does)
 static inline void fg_widen_bf16(const uint16_t* __restrict__ src, T* __restrict__ dst, int64_t n) {
   int64_t k = 0;
   if constexpr (std::is_same<T, float>::value) {  // (the casts below are no-ops there; a double T skips them)
