@@ -1,12 +1,15 @@
 """GNN layers built on PyG's layer classes of the same name (constructor, parameters, hooks, ...), their
 forward on featgraph's fused ops where the call allows and PyG's own otherwise (``FallbackWarning``); they also
-take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers to them in place.
-Requires torch_geometric."""
+take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers (and its
+``torch.nn.Dropout`` modules) to them in place; ``Dropout`` and ``functional.dropout`` are torch's dropout on
+featgraph's hashed masks. Requires torch_geometric."""
 
 from ..graph.conversion import as_graph
+from . import functional
 from .accelerate import Acceleration, accelerate
 from .agnn import AGNNConv
 from .appnp import APPNP
+from .dropout import Dropout
 from .edge_conv import EdgeConv
 from .gat import GATConv
 from .gatv2_conv import GATv2Conv
@@ -21,6 +24,7 @@ from .transformer_conv import TransformerConv
 
 __all__ = [
     "AGNNConv",
+    "Dropout",
     "EdgeConv",
     "GATConv",
     "GCNConv",
@@ -33,6 +37,7 @@ __all__ = [
     "Acceleration",
     "FallbackWarning",
     "accelerate",
+    "functional",
     "GINEConv",
     "GATv2Conv",
     "TransformerConv",

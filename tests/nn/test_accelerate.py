@@ -1,7 +1,10 @@
 import copy
+import inspect
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.nn.functional import dropout as drop
 
 import featgraph.nn as fg_nn
 from featgraph.nn import accelerate
@@ -52,7 +55,7 @@ def test_accelerate_swaps_supported_layers_in_place_with_identical_outputs(capsy
         "cheb": "featgraph has no layer for it",
         "own": "a subclass of a PyG layer: its own methods are kept",
     }
-    assert type(model.own) is OwnGCN and "5 layer(s) accelerated, 2 left" in capsys.readouterr().out
+    assert type(model.own) is OwnGCN and "5 module(s) accelerated, 2 left" in capsys.readouterr().out
     assert model.state_dict().keys() == state.keys()
     assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
     x, edge_index = torch.randn(N, 8, dtype=torch.float64, requires_grad=True), edges()
@@ -76,5 +79,36 @@ def test_accelerate_pygs_own_models(name):
     model = getattr(pytest.importorskip("torch_geometric.nn.models"), name)(8, 16, 2, out_channels=3).eval()
     reference = copy.deepcopy(model)
     x, edge_index = torch.randn(N, 8), edges()
-    assert len(accelerate(model).swapped) == 2
+    summary = accelerate(model)
+    assert [name for _, name in summary.swapped].count("Dropout") == 1 and len(summary.swapped) == 3
+    assert type(model.dropout) is fg_nn.Dropout
+    # PyG's MLP (in GIN) calls F.dropout in its forward: listed once for the class
+    assert {name for _, name, _ in summary.left} == ({"MLP.forward"} if name == "GIN" else set())
     torch.testing.assert_close(model(x, edge_index), reference(x, edge_index))
+
+
+class DropsInForward(torch.nn.Module):
+    """A user's model calling torch's functional dropout three ways, beside a Dropout module."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.drop = pyg_nn.GCNConv(8, 8), torch.nn.Dropout(0.25)
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, 0.5, self.training)
+        x = torch.nn.functional.dropout(self.conv(x, edge_index), 0.5, self.training)
+        return drop(self.drop(x), 0.1, self.training)
+
+
+def test_accelerate_swaps_dropout_modules_and_lists_functional_dropout_calls():
+    model = DropsInForward()
+    summary = accelerate(model)
+    assert type(model.drop) is fg_nn.Dropout and model.drop.p == 0.25
+    assert ("drop", "Dropout") in summary.swapped
+    first = inspect.getsourcelines(DropsInForward.forward)[1]
+    assert [(path, name) for path, name, _ in summary.left] == [("", "DropsInForward.forward")] * 3
+    assert sorted(int(why.split("line ")[1].split(":")[0]) - first for *_, why in summary.left) == [1, 2, 3]
+    assert all("featgraph.nn.functional.dropout" in why for *_, why in summary.left)
+    kept = DropsInForward()
+    summary = accelerate(kept, dropout=False)
+    assert type(kept.drop) is torch.nn.Dropout and summary.left == [] and ("drop", "Dropout") not in summary.swapped
