@@ -121,9 +121,10 @@ def node_task(dataset: str) -> Task:
     )
 
 
-def build(model: str, task: Task, config: Preset, backend: str) -> NodeClassifier:
-    """A fresh ``NodeClassifier`` of ``model`` sized for ``task``, with ``backend``'s layers."""
-    return NodeClassifier(model, task.x.shape[1], task.num_classes, config, backend)
+def build(model: str, task: Task, config: Preset, backend: str, dropout: str | None = None) -> NodeClassifier:
+    """A fresh ``NodeClassifier`` of ``model`` sized for ``task``, with ``backend``'s layers and ``dropout``'s
+    dropout (by default the backend's own)."""
+    return NodeClassifier(model, task.x.shape[1], task.num_classes, config, backend, dropout)
 
 
 @torch.no_grad()

@@ -29,7 +29,16 @@ from ..loader import BlockLoader, layerwise_inference
 from ..progress import Progress
 from ..sampling import Block
 from .loop import MixedPrecision, labelled_dataset, normalized_features, split_accuracies
-from .models import Preset, activate_and_drop, activation, conv_layer, dropout_function, layers, preset
+from .models import (
+    DEFAULT_DROPOUT,
+    Preset,
+    activate_and_drop,
+    activation,
+    conv_layer,
+    dropout_function,
+    layers,
+    preset,
+)
 
 MODELS = ("sage", "gat", "gin")  # bipartite layers in featgraph and PyG (GCNConv is not, in either)
 # Departures from the full-graph presets, which are tuned for one step per epoch on Cora's 140 labelled vertices:
@@ -78,7 +87,7 @@ class SampledClassifier(torch.nn.Module):
             raise ValueError(f"num_layers must be an int >= 1, got {num_layers!r}")
         nn = layers(backend)
         self.model, self.backend, self.dropout = model, backend, config.dropout
-        self.activation, self.drop = activation(model), dropout_function(backend)
+        self.activation, self.drop = activation(model), dropout_function(DEFAULT_DROPOUT[backend])
         self.convs = torch.nn.ModuleList()
         width = in_channels
         for depth in range(num_layers):

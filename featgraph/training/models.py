@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from ..ops import dropout
 
 BACKENDS = {"featgraph": "featgraph.nn", "pyg": "torch_geometric.nn"}
+DROPOUTS = ("featgraph", "torch")
+DEFAULT_DROPOUT = {"featgraph": "featgraph", "pyg": "torch"}  # each backend's own
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,12 @@ def activation(model: str) -> Callable[[torch.Tensor], torch.Tensor]:
     return F.elu if model == "gat" else F.relu
 
 
-def dropout_function(backend: str) -> Callable[[torch.Tensor, float, bool], torch.Tensor]:
-    """featgraph's hashed-mask dropout for featgraph's layers; PyG's models keep torch's (which dominates
-    small-graph epochs on CPU)."""
-    return dropout if backend == "featgraph" else F.dropout
+def dropout_function(kind: str) -> Callable[[torch.Tensor, float, bool], torch.Tensor]:
+    """featgraph's hashed-mask dropout ("featgraph") or torch's ("torch", which dominates small-graph epochs
+    on the CPU)."""
+    if kind not in DROPOUTS:
+        raise ValueError(f"dropout must be one of {DROPOUTS}, got {kind!r}")
+    return dropout if kind == "featgraph" else F.dropout
 
 
 def activate_and_drop(
@@ -108,16 +112,19 @@ def conv_layer(
 
 class NodeClassifier(torch.nn.Module):
     """``model`` ("gcn", "sage", "gat", "agnn", "gin") as two message-passing layers with dropout, built
-    from ``backend``'s layers."""
+    from ``backend``'s layers, with ``dropout``'s dropout ("featgraph" or "torch"; by default the backend's
+    own: featgraph's for featgraph's layers, torch's for PyG's)."""
 
-    def __init__(self, model: str, in_channels: int, num_classes: int, config: Preset, backend: str) -> None:
+    def __init__(
+        self, model: str, in_channels: int, num_classes: int, config: Preset, backend: str, dropout: str | None = None
+    ) -> None:
         super().__init__()
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {model!r}")
         nn = layers(backend)
         self.model, self.dropout = model, config.dropout
         self.activation = activation(model)
-        self.drop = dropout_function(backend)
+        self.drop = dropout_function(dropout or DEFAULT_DROPOUT[backend])
         if model == "agnn":
             self.lin1 = torch.nn.Linear(in_channels, config.hidden)
             self.conv1, self.conv2 = nn.AGNNConv(requires_grad=False), nn.AGNNConv(requires_grad=True)

@@ -1,9 +1,11 @@
+import argparse
 import json
 
 import pytest
 import torch
 
 from featgraph.cli import main
+from featgraph.cli.train import add_demo_arguments, demo
 
 
 def test_train_writes_metrics_saves_and_reloads(tmp_path, capsys):
@@ -25,12 +27,23 @@ def test_precision_flag_trains_under_autocast(tmp_path, capsys):
         main(["train", "--precision", "fp8"])
 
 
-def test_demo_prints_featgraph_next_to_pyg(capsys):
-    main(["demo", "--epochs", "3", "--models", "gcn"])
+def test_demo_attributes_layers_and_dropout_separately(capsys):
+    """Three rows from the same weights: PyG's layers, featgraph's with torch's dropout (the same masks, so
+    the same trajectory), featgraph's with its own dropout; ratios to PyG and to the row above."""
+    pytest.importorskip("torch_geometric")
+    parser = argparse.ArgumentParser()
+    add_demo_arguments(parser)
+    rows = demo(parser.parse_args(["--epochs", "3", "--models", "gcn"]))
     out = capsys.readouterr().out
-    assert "| gcn | featgraph |" in out
-    if "not installed" not in out:
-        assert "| gcn | pyg |" in out
+    assert [(layers, dropout) for _, layers, dropout, _ in rows] == [
+        ("pyg", "torch"), ("featgraph", "torch"), ("featgraph", "featgraph"),
+    ]  # fmt: skip
+    pyg, same_dropout, ours = (m for *_, m in rows)
+    assert abs(pyg.val_acc - same_dropout.val_acc) <= 0.01  # torch's masks from the same seed
+    for *_, m in rows:
+        assert f"| {m.epoch_seconds * 1e3:.2f} |" in out
+    ratio = f"{pyg.epoch_seconds / ours.epoch_seconds:.2f}x | {same_dropout.epoch_seconds / ours.epoch_seconds:.2f}x |"
+    assert out.rstrip().endswith(ratio)
 
 
 @pytest.mark.parametrize(
