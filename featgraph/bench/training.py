@@ -5,7 +5,8 @@ and on a torch sparse CSR ``adj_t``, and DGL's layers where DGL installs; ratios
 ``--compile`` also featgraph's and PyG's models under ``torch.compile`` (Inductor; compilation falls in the
 warm-up epochs); with ``--bf16`` also featgraph's and PyG's models trained under bf16 autocast (float32 weights
 and Adam, features stored in bf16: ``training.loop.MixedPrecision``), their time against float32 featgraph's in
-the same run."""
+the same run. With ``--torch-dropout`` also featgraph's layers with torch's dropout in place of featgraph's, so
+the table separates what the layers buy from what featgraph's dropout buys."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ FRAMEWORKS = ("featgraph", "pyg", "pyg-csr", "dgl")
 COMPILABLE = ("featgraph", "pyg", "pyg-csr")
 COMPILED = "-compiled"  # a framework name's suffix: its model under torch.compile
 BF16 = "-bf16"  # a framework name's suffix: its model trained under bf16 autocast
+TORCH_DROPOUT = "-torch-dropout"  # featgraph's suffix: its layers with torch's dropout (what the layers alone buy)
 
 
 @dataclass
@@ -204,9 +206,14 @@ def _layer_setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str
     return setups
 
 
-def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
-    """Per framework: (model, graph argument), or why it is not run."""
+def _setups(
+    g: Graph, bench_model: str, frameworks: list[str], dropout: str | None = None
+) -> dict[str, tuple[torch.nn.Module, object] | str]:
+    """Per framework: (model, graph argument), or why it is not run; featgraph's model with ``dropout``'s
+    dropout ("torch", or by default its own)."""
     if bench_model in LAYER_MODELS:
+        if dropout is not None:
+            return dict.fromkeys(frameworks, "n/a: this model has no dropout")
         return _layer_setups(g, bench_model, frameworks)
     model, overrides = MODELS[bench_model]
     config = preset(model, **overrides)
@@ -214,7 +221,7 @@ def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tupl
     setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
     for framework in frameworks:
         if framework == "featgraph":  # its Graph, as DGL gets its DGLGraph: the derived formats still count
-            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), g)
+            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph", dropout), g)
         elif framework in ("pyg", "pyg-csr"):
             try:
                 net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
@@ -267,7 +274,7 @@ def run_one(
     exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would
     mostly measure how much freed memory each allocator pattern keeps mapped, so it is not reported.)"""
     where = torch.device(device)
-    base = framework.removesuffix(BF16).removesuffix(COMPILED)
+    base = framework.removesuffix(BF16).removesuffix(COMPILED).removesuffix(TORCH_DROPOUT)
     if base == "dgl" and where.type != "cpu":
         return Row(graph_name, bench_model, framework, None, note=f"not run on {where.type}: DGL's CPU build")
     g = GRAPHS[graph_name](scale).to(where)
@@ -276,7 +283,7 @@ def run_one(
     y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen).to(where)
     precision = MixedPrecision("bf16" if framework.endswith(BF16) else "fp32", where.type)
     x = precision.features(x)
-    setup = _setups(g, bench_model, [base])[base]
+    setup = _setups(g, bench_model, [base], "torch" if TORCH_DROPOUT in framework else None)[base]
     if isinstance(setup, str):
         return Row(graph_name, bench_model, framework, None, note=setup)
     setup = (setup[0].to(where), setup[1])
@@ -346,6 +353,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bf16", action="store_true", help="add rows for featgraph's and PyG's models trained under bf16 autocast"
     )
+    parser.add_argument(
+        "--torch-dropout", action="store_true", help="add a row for featgraph's layers with torch's dropout"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -356,6 +366,8 @@ def run(args: argparse.Namespace) -> list[Row]:
         frameworks += [f + COMPILED for f in args.frameworks if f in COMPILABLE]
     if args.bf16:
         frameworks += [f + BF16 for f in args.frameworks if f in ("featgraph", "pyg")]
+    if args.torch_dropout and "featgraph" in args.frameworks:
+        frameworks.insert(frameworks.index("featgraph") + 1, "featgraph" + TORCH_DROPOUT)
     for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
         for bench_model in args.models:
             batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat, args.device)

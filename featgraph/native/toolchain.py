@@ -70,17 +70,23 @@ def checked_threads(value: object, name: str) -> int:
 def num_threads() -> int:
     """Threads CPU kernels use: ``$OMP_NUM_THREADS`` if set (its first entry, the outer level, where it lists
     one per nesting level), else torch's intra-op thread count. A value that is no thread count is
-    reported with a warning and torch's count used, as OpenMP itself ignores it."""
+    reported with a warning (once per value) and torch's count used, as OpenMP itself ignores it."""
     import torch
 
-    env = os.environ.get("OMP_NUM_THREADS")
-    if env:
-        try:
-            return checked_threads(int(env.split(",")[0]), "OMP_NUM_THREADS")
-        except ValueError:
-            warnings.warn(
-                f"OMP_NUM_THREADS={env!r} is not a thread count from 1 to {MAX_THREADS}: featgraph's CPU "
-                f"kernels use torch's {torch.get_num_threads()} threads",
-                stacklevel=2,
-            )
-    return torch.get_num_threads()
+    return _omp_threads(os.environ.get("OMP_NUM_THREADS")) or torch.get_num_threads()
+
+
+@cache
+def _omp_threads(env: str | None) -> int | None:
+    """``num_threads``'s reading of ``$OMP_NUM_THREADS``, once per value (every kernel launch asks)."""
+    if not env:
+        return None
+    try:
+        return checked_threads(int(env.split(",")[0]), "OMP_NUM_THREADS")
+    except ValueError:
+        warnings.warn(
+            f"OMP_NUM_THREADS={env!r} is not a thread count from 1 to {MAX_THREADS}: featgraph's CPU kernels use "
+            "torch's intra-op thread count",
+            stacklevel=3,
+        )
+        return None

@@ -42,7 +42,9 @@ def split_input(
         raise ValueError(f"x: expected {graph.num_src_nodes} rows (the graph's sources), got {x_src.shape[0]}")
     if x_dst is not None and x_dst.shape[0] != graph.num_dst_nodes:
         raise ValueError(f"x_dst: expected {graph.num_dst_nodes} rows (the destinations), got {x_dst.shape[0]}")
-    if not pair:
+    if not pair and graph.num_dst_nodes == x_src.shape[0]:
+        x_dst = x_src  # one vertex set: the destinations' rows are all of x
+    elif not pair:
         x_src, x_dst = _SharedPrefix.apply(x_src, graph.num_dst_nodes)
     return x_src, x_dst, graph
 

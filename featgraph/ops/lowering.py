@@ -16,7 +16,7 @@ from ..graph import Graph
 from ..templates.kernel import Kernel, cached_kernel
 from ..tuning import sddmm, spmm
 from .checks import vertex_rows
-from .udfs import Combine, Operand, elementwise_udf, operand
+from .udfs import Combine, Operand, elementwise_udf, operand, udf_shapes
 
 FLIP = {"u": "v", "v": "u", "e": "e"}
 
@@ -61,12 +61,13 @@ def bind(
     graph = g.reverse() if target == "u" else g
     operands = [operand(name, FLIP[t] if target == "u" else t, _as_2d(x)) for name, t, x in inputs]
     _check(graph, operands)
-    udf, shape = elementwise_udf(operands, combine, result, reduce_last)
     if target != "e":
+        _, shape = udf_shapes(operands, result, reduce_last)
         strategy = choose_strategy(graph, reducer, math.prod(shape), strategy)
     signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last, strategy, tune)
 
-    def build():
+    def build():  # the UDF is made only where the kernel is not cached yet
+        udf, _ = elementwise_udf(operands, combine, result, reduce_last)
         if target == "e":
             return sddmm(graph, udf, tune=tune)
         return spmm(graph, udf, reducer, tune=tune, strategy=strategy)

@@ -42,10 +42,15 @@ def operand(name: str, target: str, tensor: torch.Tensor) -> Operand:
 
 
 def broadcast(*shapes: Sequence[int]) -> tuple[int, ...]:
-    try:
-        return tuple(torch.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except RuntimeError as err:
-        raise ValueError(f"feature shapes {[tuple(s) for s in shapes]} do not broadcast") from err
+    """NumPy's broadcast of feature shapes (plain Python: ``torch.broadcast_shapes`` costs tens of
+    microseconds a call, which every op call paid)."""
+    full: list[int] = [1] * max(len(s) for s in shapes)
+    for shape in shapes:
+        for k, extent in enumerate(shape, len(full) - len(shape)):
+            if extent != 1 and full[k] not in (1, extent):
+                raise ValueError(f"feature shapes {[tuple(s) for s in shapes]} do not broadcast")
+            full[k] = extent if extent != 1 else full[k]
+    return tuple(full)
 
 
 def _load(p: Placeholder, op: Operand, row: Var, index: Sequence[Expr], full: Sequence[int]) -> Expr:
@@ -56,6 +61,19 @@ def _load(p: Placeholder, op: Operand, row: Var, index: Sequence[Expr], full: Se
 
 
 Combine = Callable[[list[Expr]], Expr]
+
+
+def udf_shapes(
+    operands: Sequence[Operand], result: Sequence[int] | None = None, reduce_last: bool = False
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``elementwise_udf``'s broadcast shape and output feature shape, without building the UDF."""
+    # the result may be wider than the operands (a gradient of an operand that was broadcast), never narrower
+    full = broadcast(*[o.features for o in operands], *([result] if result is not None else []))
+    out = (*full[:-1], 1) if reduce_last else tuple(result) if result is not None else full
+    padded = (1,) * (len(full) - len(out)) + out
+    if len(full) < len(out) or any(q not in (1, f) for q, f in zip(padded, full, strict=True)):
+        raise ValueError(f"shape {out} is not a summed-down form of the broadcast shape {full}")
+    return full, out
 
 
 def elementwise_udf(
@@ -70,13 +88,9 @@ def elementwise_udf(
     dimensions it lacks into sum-reduce axes; ``reduce_last`` sums over the last broadcast dimension and
     keeps it as size 1 (DGL's ``dot``).
     """
-    # the result may be wider than the operands (a gradient of an operand that was broadcast), never narrower
-    full = broadcast(*[o.features for o in operands], *([result] if result is not None else []))
-    out = (*full[:-1], 1) if reduce_last else tuple(result) if result is not None else full
+    full, out = udf_shapes(operands, result, reduce_last)
     lead = len(full) - len(out)
     padded = (1,) * lead + out
-    if lead < 0 or any(q not in (1, f) for q, f in zip(padded, full, strict=True)):
-        raise ValueError(f"shape {out} is not a summed-down form of the broadcast shape {full}")
     reduce_dims = [p for p in range(len(full)) if padded[p] == 1 and full[p] > 1]
     placeholders = {o.name: o.placeholder() for o in operands}
 

@@ -12,7 +12,7 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Tuner, Udf, template_kernel
+from .kernel import Fds, Tuner, Udf, in_dtype, template_kernel
 from .params import SDDMMParams, gpu_defaults
 from .sddmm import SDDMMKernel
 
@@ -25,7 +25,7 @@ class EdgeSumKernel(SDDMMKernel):
         inputs = self._bind(tensors)
         out = self._new_output(self.spec.op.shape, self._compute, zero=True)
         self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
-        return out.to(self._out_dtype), None
+        return in_dtype(out, self._out_dtype), None
 
 
 def edge_sum(

@@ -59,6 +59,12 @@ def resolve_target(graph: Graph, target: str | None) -> str:
     return target
 
 
+def in_dtype(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor.to(dtype)``, skipping the call where the dtype already matches (it costs microseconds, which
+    small graphs' kernels pay on every input and output)."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
 def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kernel:
     """A kernel kept on the graph under ``key`` and the target it is built for."""
     return graph.cached((*key, resolve_target(graph, None)), build)
@@ -224,7 +230,7 @@ class Kernel:
             if tuple(t.shape) != p.shape:
                 raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
             keep = p.dtype == "int64" or p.dtype in HALF_DTYPES
-            bound.append(buffers.contiguous(t.detach() if keep else t.detach().to(self._compute)))
+            bound.append(buffers.contiguous(t.detach() if keep else in_dtype(t.detach(), self._compute)))
         if self._subscripts.deferred:  # only the ids the deferred checks read are scanned
             reads = self._subscripts.data_placeholders
             named = zip(self.spec.op.placeholders, bound, strict=True)

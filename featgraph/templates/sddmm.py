@@ -11,7 +11,7 @@ import torch
 from ..graph import Graph
 from ..kernel_spec import output_dtype
 from ..te.expr import ComputeOp
-from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, template_kernel
+from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, in_dtype, template_kernel
 from .params import SDDMMParams, default_write_buckets, gpu_defaults
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
@@ -67,7 +67,7 @@ class SDDMMKernel(Kernel):
         else:
             stage = self._new_output(shape, self._stored)
             self._launch([*self._edges, stage, *self._staging, out, *inputs], [self.graph.num_edges, self._threads()])
-        return out.to(self._out_dtype), None
+        return in_dtype(out, self._out_dtype), None
 
 
 def sddmm(

@@ -20,6 +20,7 @@ from .kernel import (
     Udf,
     divide_by_in_degree,
     edge_list,
+    in_dtype,
     template_kernel,
 )
 from .params import SpMMParams, default_num_partitions
@@ -62,7 +63,7 @@ class SpMMKernel(Kernel):
             self._launch([*self._edges, out, *inputs], [self.graph.num_edges, self._threads()])
             if self.spec.reducer == "mean":
                 out = divide_by_in_degree(self.graph, out)
-            return out.to(self._out_dtype), None
+            return in_dtype(out, self._out_dtype), None
         argreduce = self.spec.reducer in ("max", "min")
         # the winners are kept across partitions in ``arg``; with one partition it is only made when asked for
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
@@ -70,7 +71,7 @@ class SpMMKernel(Kernel):
         arg = self._new_output((n, *self.spec.op.shape), torch.int64) if keep_arg else None
         pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
-        return out.to(self._out_dtype), arg
+        return in_dtype(out, self._out_dtype), arg
 
     def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``kernel(**tensors)``, or with ``return_arg`` the pair (output, winning user edge ids)."""

@@ -28,7 +28,7 @@ from ..graph import Graph
 from ..kernel_spec import KernelSpec
 from ..schedule import build_schedule
 from ..te.expr import ComputeOp, Var
-from .kernel import Kernel, compute_dtype, edge_sources
+from .kernel import Kernel, compute_dtype, edge_sources, in_dtype
 
 ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 for vertices without in-edges
 ROLES = ("src", "dst", "eid", "dense")
@@ -114,7 +114,7 @@ class WinnerKernel(Kernel):
         out = self._new_output(params.shape, self._compute, zero=True)
         pointers = [self._sources, winners.contiguous(), out, *inputs]
         self._launch(pointers, [self.graph.num_dst_nodes, self._threads(), out.numel()])
-        return out.to(self._out_dtype), None
+        return in_dtype(out, self._out_dtype), None
 
 
 def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams, target: str) -> WinnerKernel:

@@ -90,3 +90,20 @@ def test_rows_on_a_gpu_train_there_and_count_its_memory(cuda):
         ours, theirs = (training.run_one("rand100k-2.9M", 0.05, bench_model, f, 1, str(cuda)) for f in FRAMEWORKS)
         assert ours.ms > 0 and ours.peak_mb > 0 and theirs.ms > 0 and theirs.peak_mb > 0
     assert training.run_one("rand100k-2.9M", 0.05, "gcn", "dgl", 1, str(cuda)).note.startswith("not run on cuda")
+
+
+def test_torch_dropout_rows_run_featgraphs_layers_with_torchs_dropout(tmp_path):
+    import torch.nn.functional as F
+
+    from featgraph.ops import dropout
+
+    g = training.GRAPHS["rand100k-2.9M"](0.002)
+    assert training._setups(g, "gat", ["featgraph"], "torch")["featgraph"][0].drop is F.dropout
+    assert training._setups(g, "gat", ["featgraph"])["featgraph"][0].drop is dropout
+    assert training._setups(g, "gine", ["featgraph"], "torch") == {"featgraph": "n/a: this model has no dropout"}
+    out = tmp_path / "t.json"
+    args = ["bench", "train", "--graphs", "rand100k-2.9M", "--scale", "0.005", "--models", "gcn", "--repeat", "1"]
+    main([*args, "--frameworks", "featgraph", "--torch-dropout", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["framework"] for r in rows] == ["featgraph", "featgraph-torch-dropout"]
+    assert rows[1]["ms"] > 0 and rows[1]["ratio"] == rows[1]["ms"] / rows[0]["ms"]

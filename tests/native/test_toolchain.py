@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -19,6 +21,9 @@ def test_an_omp_num_threads_that_is_no_thread_count_is_reported_and_ignored(monk
     """libgomp ignores such a value with a warning of its own; passed on as a count, it would abort."""
     monkeypatch.setenv("OMP_NUM_THREADS", value)
     with pytest.warns(UserWarning, match=f"OMP_NUM_THREADS='{value}' is not a thread count from 1 to 4096"):
+        assert toolchain.num_threads() == torch.get_num_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reported once per value, not at every kernel launch
         assert toolchain.num_threads() == torch.get_num_threads()
 
 

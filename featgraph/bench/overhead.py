@@ -1,0 +1,154 @@
+"""``featgraph bench overhead``: what one call costs on small graphs, and how much of it is the kernels' work.
+
+On a Cora-sized graph an aggregation's kernel runs for microseconds, so the Python around it (argument checks,
+the graph and kernel lookups, the operator dispatch, autograd) decides an epoch. For graphs of 1k-100k edges
+this times one call of featgraph's ops and layers (forward and, for training, backward) against PyG's doing
+the same, and splits featgraph's time into its compiled kernels' work (every native launch timed as it runs)
+and the rest, the fixed cost of a call."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .. import ops
+from ..backends import cpu
+from ..graph import Graph
+from ..native import toolchain
+from ..timing import interleaved_best_ms
+from .report import cell, machine, markdown_header, markdown_row, write_json
+
+EDGES = (1_000, 10_000, 100_000)
+AVERAGE_DEGREE = 4  # Cora's is 3.9
+LAYERS = ("GCNConv", "SAGEConv", "GATConv")
+CASES = ("copy_u_sum", "copy_u_sum+grad", *LAYERS)
+
+
+@dataclass
+class Row:
+    case: str
+    edges: int
+    d: int
+    featgraph_us: float
+    kernels_us: float  # featgraph's compiled kernels' share of a call
+    fixed_us: float  # the rest: featgraph's Python, dispatch, autograd and torch ops around the kernels
+    pyg_us: float | None
+    pyg_over_featgraph: float | None
+
+
+@contextmanager
+def kernel_clock() -> Iterator[list[float]]:
+    """Time every native kernel launch made inside the block; yields the running total in seconds ([total])."""
+    total, launch = [0.0], cpu.launch
+
+    def timed(*args: object) -> None:
+        start = time.perf_counter()
+        launch(*args)
+        total[0] += time.perf_counter() - start
+
+    cpu.launch = timed
+    try:
+        yield total
+    finally:
+        cpu.launch = launch
+
+
+def training_step(fn: Callable[[], torch.Tensor], x: torch.Tensor) -> Callable[[], None]:
+    """``fn``'s forward, then its backward into ``x`` and the parameters."""
+
+    def step() -> None:
+        x.grad = None
+        fn().sum().backward()
+
+    return step
+
+
+def cases(edges: int, d: int) -> Iterator[tuple[str, Callable[[], object], Callable[[], object] | None]]:
+    """(case, featgraph's call, PyG's call or None) on a random graph with ``edges`` edges."""
+    import torch_geometric.nn as pyg_nn
+    from torch_geometric.utils import scatter
+
+    from .. import nn as featgraph_nn
+
+    num_nodes = max(1, edges // AVERAGE_DEGREE)
+    edge_index = torch.randint(0, num_nodes, (2, edges))
+    g = Graph.from_edge_index(edge_index, num_nodes=num_nodes)
+    x = torch.randn(num_nodes, d)
+    src, dst = edge_index
+
+    def pyg_sum(h: torch.Tensor) -> torch.Tensor:  # what PyG's propagate does for a plain sum
+        return scatter(h.index_select(0, src), dst, 0, num_nodes, "sum")
+
+    yield "copy_u_sum", lambda: ops.copy_u_sum(g, x), lambda: pyg_sum(x)
+    xg = x.clone().requires_grad_()
+    yield (
+        "copy_u_sum+grad",
+        training_step(lambda: ops.copy_u_sum(g, xg), xg),
+        training_step(lambda: pyg_sum(xg), xg),
+    )
+    for name in LAYERS:
+        theirs = getattr(pyg_nn, name)(d, d)
+        ours = getattr(featgraph_nn, name)(d, d)
+        ours.load_state_dict(theirs.state_dict())
+        yield (
+            name,
+            training_step(lambda ours=ours: ours(xg, edge_index), xg),
+            training_step(lambda theirs=theirs: theirs(xg, edge_index), xg),
+        )
+
+
+def looped(fn: Callable[[], object], calls: int) -> Callable[[], None]:
+    def loop() -> None:
+        for _ in range(calls):
+            fn()
+
+    return loop
+
+
+def measure(case: str, edges: int, d: int, ours: Callable, theirs: Callable | None, calls: int, repeat: int) -> Row:
+    """One row: per-call microseconds of both (best of ``repeat`` loops of ``calls`` calls, taking turns), and
+    featgraph's kernel share from a further loop with every launch timed."""
+    fns = {"featgraph": looped(ours, calls)} | ({"pyg": looped(theirs, calls)} if theirs else {})
+    times = {name: ms * 1e3 / calls for name, ms in interleaved_best_ms(fns, repeat).items()}
+    with kernel_clock() as total:
+        looped(ours, calls)()
+    kernels = total[0] * 1e6 / calls
+    pyg = times.get("pyg")
+    total_us = times["featgraph"]
+    speedup = None if pyg is None else pyg / total_us
+    return Row(case, edges, d, total_us, kernels, max(0.0, total_us - kernels), pyg, speedup)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--edges", nargs="+", type=int, default=list(EDGES))
+    parser.add_argument("--dims", nargs="+", type=int, default=[16])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--calls", type=int, default=50, help="calls per timed loop")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    torch.set_num_threads(args.threads)
+    print(f"machine: {machine()}")
+    titles = ("case", "edges", "d", "featgraph us", "kernels us", "fixed us", "PyG us", "PyG / featgraph")
+    print(markdown_header(*titles), flush=True)
+    rows = []
+    for edges in args.edges:
+        for d in args.dims:
+            for case, ours, theirs in cases(edges, d):
+                if case not in args.cases:
+                    continue
+                row = measure(case, edges, d, ours, theirs, args.calls, args.repeat)
+                rows.append(row)
+                cells = [row.featgraph_us, row.kernels_us, row.fixed_us, row.pyg_us]
+                speedup = cell(row.pyg_over_featgraph, ".2f") + "x" * (row.pyg_over_featgraph is not None)
+                print(markdown_row([case, edges, d, *(cell(c, ".1f") for c in cells), speedup]), flush=True)
+    write_json(args.json, [asdict(r) for r in rows])
+    return rows
