@@ -24,6 +24,7 @@ vertex.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import torch
@@ -36,6 +37,12 @@ PREPARE, COUNT, SAMPLE, TRANSPOSE = 0, 1, 2, 3
 UNCLAIMED = -1  # the global -> local map's entry for a vertex outside the current block
 
 SOURCE = cpp_source("sampler.cpp")
+BYTES_PER_EDGE = 24  # a hop's arrays per drawn edge: source, edge id, and the bound on its node ids
+
+
+def physical_memory() -> int:
+    """This machine's memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 class WeightTables(NamedTuple):
@@ -86,10 +93,20 @@ def sample_hop(
     ``UNCLAIMED``; it is left so."""
     run = _run()
     num_frontier = frontier.numel()
+    if replace and num_frontier * fanout >= 2**62:  # the compiled prefix sum of the counts would wrap
+        raise MemoryError(
+            f"fanouts: hop {hop} would draw {fanout} in-edges with replacement for each of {num_frontier} "
+            "vertices, past 2**62 edges; lower the hop's fan-out or the batch size"
+        )
     positive = None if weights is None else weights.positive_degree
     indptr = torch.empty(num_frontier + 1, dtype=torch.int64)
     launch(run, [csr.indptr, frontier, positive, indptr], [COUNT, num_frontier, fanout, int(replace), threads])
     num_edges = int(indptr[-1])
+    if num_edges * BYTES_PER_EDGE > physical_memory():  # torch's allocator error would name nothing of ours
+        raise MemoryError(
+            f"fanouts: hop {hop} draws {fanout} in-edges for each of {num_frontier} vertices, {num_edges:,} edges "
+            "in all, more than this machine's memory holds; lower the hop's fan-out or the batch size"
+        )
     sources = torch.empty(num_edges, dtype=torch.int64)
     edge_ids = torch.empty(num_edges, dtype=torch.int64)
     node_ids = torch.empty(num_frontier + num_edges, dtype=torch.int64)

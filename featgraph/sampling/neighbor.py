@@ -25,6 +25,7 @@ from ..native import toolchain
 from . import kernel
 
 SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
+FANOUT_LIMIT = 2**31  # fan-outs travel as int64 and multiply the frontier's size: kept far from wrapping
 
 
 class Block(NamedTuple):
@@ -94,12 +95,15 @@ class MiniBatch:
 
 
 def checked_fanouts(fanouts: Any, name: str = "fanouts") -> tuple[int, ...]:
-    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of positive ints or -1."""
+    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of ints from 0 to
+    ``FANOUT_LIMIT - 1``, or -1 (every neighbour)."""
     if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
         raise ValueError(f"{name} must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
     for fanout in fanouts:
-        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not (fanout > 0 or fanout == -1):
-            raise ValueError(f"{name} must hold positive ints or -1 (every neighbour), got {fanout!r} in {fanouts!r}")
+        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not -1 <= fanout < FANOUT_LIMIT:
+            raise ValueError(
+                f"{name} must hold ints from 0 to 2**31 - 1 or -1 (every neighbour), got {fanout!r} in {fanouts!r}"
+            )
     return tuple(int(f) for f in fanouts)
 
 
@@ -116,6 +120,17 @@ def _checked_weight(weight: Any, num_edges: int) -> torch.Tensor:
     if bool((tensor < 0).any()):
         raise ValueError(f"weight holds negative values (smallest {tensor.min().item()}); weights are >= 0")
     return tensor
+
+
+def row_scaled(weight: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
+    """CSR-ordered weights divided by their row's largest, so a row's draws are the same while its running
+    sums stay below its degree (weights near the float64 maximum would overflow them) and no weight is
+    subnormal relative to its row (the keys -log(u) / w of draws without replacement would all be infinite);
+    a positive weight stays positive (at least the smallest normal float64), so -1 still keeps every one."""
+    rows = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr.diff())
+    row_max = torch.zeros(indptr.numel() - 1, dtype=weight.dtype).scatter_reduce(0, rows, weight, "amax")
+    scaled = weight / torch.where(row_max > 0, row_max, 1.0)[rows]
+    return torch.where(weight > 0, scaled.clamp_min(torch.finfo(weight.dtype).tiny), 0.0)
 
 
 def _checked_seeds(seeds: Any, num_nodes: int) -> torch.Tensor:
@@ -195,7 +210,7 @@ class NeighborSampler:
         self._csr = graph.csr()
         self._weights = None
         if weight is not None:
-            csr_weight = _checked_weight(weight, graph.num_edges)[self._csr.edge_ids]
+            csr_weight = row_scaled(_checked_weight(weight, graph.num_edges)[self._csr.edge_ids], self._csr.indptr)
             self._weights = kernel.weight_tables(self._csr.indptr, csr_weight, replace, self._threads())
         self._local = torch.full((graph.num_src_nodes,), kernel.UNCLAIMED, dtype=torch.int64)
         self._lock = threading.Lock()

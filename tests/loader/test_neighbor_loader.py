@@ -143,7 +143,7 @@ def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(cora, monkeypatc
 @pytest.mark.parametrize(
     "num_neighbors, message",
     [
-        ([0], "num_neighbors must hold positive ints or -1"),
+        ([2**31], r"num_neighbors must hold ints from 0 to 2\*\*31 - 1 or -1"),
         ([5, -2], "num_neighbors must hold"),
         ([2.5], "num_neighbors"),
         ([], "num_neighbors must be a non-empty list"),

@@ -83,7 +83,7 @@ def test_bad_input_nodes_are_named(input_nodes, error, message):
 
 def test_argument_checks_name_the_argument():
     assert checked_fanouts((5, -1), "fanouts") == (5, -1)
-    with pytest.raises(ValueError, match="num_neighbors must hold positive ints or -1"):
+    with pytest.raises(ValueError, match=r"num_neighbors must hold ints from 0 to 2\*\*31 - 1 or -1"):
         checked_fanouts([True], "num_neighbors")
     with pytest.raises(ValueError, match="fanouts must be a non-empty list"):
         checked_fanouts("10", "fanouts")

@@ -10,7 +10,7 @@ import torch
 
 from featgraph import Graph, datasets, ops
 from featgraph.graph.formats import compress
-from featgraph.sampling import MiniBatch, NeighborSampler
+from featgraph.sampling import MiniBatch, NeighborSampler, kernel
 from tests.conftest import random_edges
 from tests.sampling.reference import assert_same_batch, check_minibatch
 
@@ -175,10 +175,59 @@ def test_minibatch_orders_blocks_input_layer_first():
 
 
 # ---- bad input -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("fanouts", [[], [0], [-2], [1.5], [True], "15", 15, [3, None]])
+@pytest.mark.parametrize(
+    "fanouts", [[], [-2], [1.5], [True], "15", 15, [3, None], [2**31], [2**64 + 1], [2**70], [5, 2**63]]
+)
 def test_bad_fanouts_are_named(fanouts):
+    """Past the stated limit too: passed on, 2**64 + 1 wrapped to one draw and 2**70 to none."""
     with pytest.raises(ValueError, match="fanouts"):
         NeighborSampler(skewed_graph(), fanouts)
+
+
+def test_a_zero_fanout_hop_draws_no_edges_and_keeps_its_frontier():
+    graph = skewed_graph()
+    seeds = some_seeds(graph.num_nodes, 20)
+    batch = NeighborSampler(graph, [4, 0]).sample(seeds, seed=1)
+    hop1 = batch.blocks[0]
+    assert hop1.graph.num_edges == 0 and torch.equal(hop1.n_id, batch.blocks[1].n_id)
+    check_minibatch(graph, batch, seeds, [4, 0])
+
+
+def test_draws_with_replacement_past_what_memory_holds_are_refused_by_name(monkeypatch):
+    """8 seeds x 2**31 - 1 draws (384 GiB of block arrays), and a hop just past a machine's memory: refused
+    before allocating (torch's allocator error names nothing of the sampler's)."""
+    graph = skewed_graph()
+    seeds = graph.in_degrees().nonzero().flatten()[:8]  # with replacement each draws the full fan-out
+    with pytest.raises(MemoryError, match="fanouts: hop 0 draws 2147483647 in-edges for each of 8 vertices"):
+        NeighborSampler(graph, [2**31 - 1], replace=True).sample(seeds, seed=0)
+    monkeypatch.setattr(kernel, "physical_memory", lambda: 24 * 8 * 50 - 1)
+    with pytest.raises(MemoryError, match="8 vertices, 400 edges in all"):
+        NeighborSampler(graph, [50], replace=True).sample(seeds, seed=0)
+    monkeypatch.setattr(kernel, "physical_memory", lambda: 24 * 8 * 50)
+    assert NeighborSampler(graph, [50], replace=True).sample(seeds, seed=0).blocks[0].graph.num_edges == 400
+
+
+@pytest.mark.parametrize(("replace", "value"), [(True, 1e308), (False, 1e-310), (True, 1e-310), (False, 1e308)])
+def test_equal_extreme_weights_draw_uniformly(replace, value):
+    """Four equal weights near the float64 maximum, or subnormal: each edge drawn a quarter of the time
+    (running sums overflowed to one edge; keys -log(u) / w were all infinite and kept the first)."""
+    graph = Graph(torch.arange(4), torch.zeros(4, dtype=torch.int64), 4)
+    sampler = NeighborSampler(graph, [1], replace=replace, weight=torch.full((4,), value, dtype=torch.float64))
+    drawn = torch.cat([sampler.sample(torch.tensor([0]), seed=s).blocks[0].e_id for s in range(4000)])
+    counts = torch.bincount(drawn, minlength=4)
+    assert counts.sum() == 4000 and bool((counts - 1000).abs().max() < 5 * 1000**0.5), counts
+
+
+def test_weights_spanning_the_float64_range_in_one_row_keep_their_ratios():
+    """1e300 against 3e300, and a subnormal weight that is tiny beside them but still positive (kept by -1)."""
+    graph = Graph(torch.arange(3), torch.zeros(3, dtype=torch.int64), 3)
+    weight = torch.tensor([1e300, 3e300, 1e-315], dtype=torch.float64)
+    sampler = NeighborSampler(graph, [1], replace=True, weight=weight)
+    drawn = torch.cat([sampler.sample(torch.tensor([0]), seed=s).blocks[0].e_id for s in range(4000)])
+    counts = torch.bincount(drawn, minlength=3)
+    assert counts[2] == 0 and abs(int(counts[1]) - 3000) < 5 * (4000 * 0.75 * 0.25) ** 0.5, counts
+    every = NeighborSampler(graph, [-1], weight=weight).sample(torch.tensor([0]), seed=0)
+    assert sorted(every.blocks[0].e_id.tolist()) == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
