@@ -259,9 +259,7 @@ def epoch_ms(
     return times[0] * 1e3, statistics.median(times[2:]) * 1e3
 
 
-def run_one(
-    graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu"
-) -> Row:
+def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu") -> Row:
     """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
     format building and kernel loading included) above the resident size once graph, features and model
     exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would

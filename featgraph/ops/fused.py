@@ -274,9 +274,7 @@ def _gat_gradient(
     ]
 
 
-@operator(
-    "gat_attention", _gat_fake, _gat_gradient, saves_outputs=(1,), autocast=precision.caster("gat_attention")
-)
+@operator("gat_attention", _gat_fake, _gat_gradient, saves_outputs=(1,), autocast=precision.caster("gat_attention"))
 def _gat_attention(
     g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, attn_src: torch.Tensor, attn_dst: torch.Tensor,
     slope: float, p: float, seed: torch.Tensor,
