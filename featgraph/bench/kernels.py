@@ -30,7 +30,7 @@ from ..templates.params import EDGE_ORDERS
 from ..timing import best_ms, interleaved_best_ms
 from ..tuning import sddmm, spmm
 from .measure import peak_extra_mb
-from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_table_arguments, each_graph, machine, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -388,19 +388,10 @@ def _csr_build_ms(g: Graph, repeat: int) -> float:
     return best_ms(lambda: Graph(src, dst, g.num_nodes).csr(), repeat)
 
 
-MARKDOWN_HEADER = markdown_header(
-    "op", "graph", "d", "implementation", "ms", "time / featgraph", "GB/s", "peak extra MB", "note"
-)
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [r.op, r.graph, r.d, r.impl, cell(r.ms, ".2f"), cell(r.ratio, ".2f"), cell(r.gbps, ".1f")]
-            + [cell(r.peak_mb, ".0f"), r.note]
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "implementation": "impl", "ms": "ms:.2f", "time / featgraph": "ratio:.2f",
+    "GB/s": "gbps:.1f", "peak extra MB": "peak_mb:.0f", "note": "note",
+})  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -412,7 +403,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; featgraph threads: {args.threads}")
     rows: list[Row] = []
-    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, MARKDOWN_HEADER):
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         jobs = [
             partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
         ]
@@ -420,7 +411,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (32, 128, 512)]
         for job in jobs:
             batch = job()
-            print(markdown_rows(batch), flush=True)  # each batch as soon as it is measured
+            print(TABLE.rows(batch), flush=True)  # each batch as soon as it is measured
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
 from ..training.loop import MixedPrecision
 from .measure import peak_extra_mb
-from .report import cell, device_name, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, device_name, each_graph, machine, run_worker, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -300,43 +299,25 @@ def run_rows(
     """Each framework in its own process (clean peak memory, no allocator caches shared between them)."""
     rows = []
     for framework in frameworks:
-        spec = json.dumps([graph_name, scale, bench_model, framework, repeat, device])
-        done = subprocess.run(
-            [sys.executable, "-m", "featgraph.bench.training", spec], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            last_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            rows.append(Row(graph_name, bench_model, framework, None, note=f"worker failed: {last_line[:80]}"))
-            continue
-        rows.append(Row(**json.loads(done.stdout.strip().splitlines()[-1])))
+        row = run_worker("featgraph.bench.training", [graph_name, scale, bench_model, framework, repeat, device])
+        rows.append(Row(graph_name, bench_model, framework, None, note=row) if isinstance(row, str) else Row(**row))
     base = next((r.ms for r in rows if r.framework == "featgraph" and r.ms), None)
     for r in rows:
         r.ratio = r.ms / base if base and r.ms else None
     return rows
 
 
-HEADER = markdown_header(
-    "graph", "model", "framework", "ms/epoch", "time / featgraph", "first epoch ms", "peak MB", "note"
-)
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [r.graph, r.model, r.framework, cell(r.ms, ".1f"), cell(r.ratio, ".2f"), cell(r.first_ms, ".0f")]
-            + [cell(r.peak_mb, ".0f"), r.note]
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "graph": "graph", "model": "model", "framework": "framework", "ms/epoch": "ms:.1f", "time / featgraph": "ratio:.2f",
+    "first epoch ms": "first_ms:.0f", "peak MB": "peak_mb:.0f", "note": "note",
+})  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(CPU_GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=[*MODELS, *LAYER_MODELS])
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=3, scale=1.0, scale_help="shrink the synthetic graph (tests)")
     parser.add_argument("--device", default="cpu", help="where the models train: cpu (default) or cuda")
     parser.add_argument(
         "--compile", action="store_true", help="add rows for featgraph's and PyG's models under torch.compile"
@@ -354,10 +335,10 @@ def run(args: argparse.Namespace) -> list[Row]:
         frameworks += [f + COMPILED for f in args.frameworks if f in COMPILABLE]
     if args.bf16:
         frameworks += [f + BF16 for f in args.frameworks if f in ("featgraph", "pyg")]
-    for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
+    for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         for bench_model in args.models:
             batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat, args.device)
-            print(markdown_rows(batch), flush=True)
+            print(TABLE.rows(batch), flush=True)
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], device=device_name(args.device))
     return rows
