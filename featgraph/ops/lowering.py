@@ -28,18 +28,14 @@ def run(
     combine: Combine,
     key: str,
     reducer: str = "sum",
-    result: Sequence[int] | None = None,
-    reduce_last: bool = False,
     return_arg: bool = False,
-    strategy: str = "gar",
-    tune: bool = False,
+    **options,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
-    one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``;
-    ``tune`` tunes the kernel on first use (the strategy stays as given). No autograd: the ops run it inside
-    their operators, whose gradients are their own."""
-    kernel, tensors = bind(g, target, inputs, combine, key, reducer, result, reduce_last, strategy, tune)
-    out, arg = kernel.evaluate(tensors, want_arg=return_arg)  # inside an operator: autograd is the operator's
+    """Evaluate ``combine`` of the ``inputs`` for every element of ``target``: ``bind``'s kernel run, with
+    ``return_arg`` also max/min's winners. No autograd: the ops run it inside their operators, whose gradients
+    are their own."""
+    kernel, tensors = bind(g, target, inputs, combine, key, reducer, **options)
+    out, arg = kernel.evaluate(tensors, want_arg=return_arg)
     return (out, arg) if return_arg else out
 
 
@@ -55,7 +51,11 @@ def bind(
     strategy: str = "gar",
     tune: bool = False,
 ) -> tuple[Kernel, dict[str, torch.Tensor]]:
-    """``run``'s kernel (built once per graph and signature) and the tensors it is called with, by name."""
+    """The kernel evaluating ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are
+    read as one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with
+    ``reducer`` (built once per graph and signature; ``tune`` tunes it on first use, the strategy staying as
+    given), and the tensors it is called with, by name. ``result`` and ``reduce_last`` as
+    ``udfs.elementwise_udf``'s."""
     if target not in ("u", "v", "e"):
         raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
     graph = g.reverse() if target == "u" else g
