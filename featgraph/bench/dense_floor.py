@@ -14,7 +14,7 @@ from unittest import mock
 import torch
 
 from .report import Table, add_common_arguments, machine, write_json
-from .training import CLASSES, GRAPHS, IN_FEATURES, _layer_setups, epoch_ms
+from .training import CLASSES, GRAPHS, IN_FEATURES, _setups, epoch_ms
 
 FLOOR = "featgraph, aggregation removed (dense floor)"
 TABLE = Table({"model": "model", "ms/epoch": "ms:.1f", "pyg-csr / this": "pyg_csr_over_this:.2f"})
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
     y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
-    setups = _layer_setups(g, "graphconv", ["featgraph", "pyg-csr"])
+    setups = _setups(g, "graphconv", ["featgraph", "pyg-csr"])
     if isinstance(setups["pyg-csr"], str):
         raise SystemExit(f"dense-floor compares against PyG: {setups['pyg-csr']}")
 

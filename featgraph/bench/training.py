@@ -168,72 +168,50 @@ class DGLLayerNet(torch.nn.Module):
         return x
 
 
-def _layer_setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
-    """``_setups`` for ``LAYER_MODELS``: featgraph's layers on its Graph, PyG's on ``edge_index`` and on a CSR
-    ``adj_t``, DGL's where it has the layer."""
-    edge_attr = torch.randn(g.num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(1))
-    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
-    for framework in frameworks:
-        if framework == "featgraph":
-            import featgraph.nn as fgnn
-
-            setups[framework] = (LayerNet(fgnn, bench_model, edge_attr), g)
-        elif framework in ("pyg", "pyg-csr"):
-            try:
-                import torch_geometric.nn as pyg_nn
-            except ImportError:
-                setups[framework] = "PyG not installed"
-                continue
-            if framework == "pyg-csr" and bench_model == "gine":
-                setups[framework] = "n/a: PyG's GINEConv takes no edge features with a sparse adj_t"
-                continue
-            graph = torch.stack(g.coo()) if framework == "pyg" else g.adjacency()
-            setups[framework] = (LayerNet(pyg_nn, bench_model, edge_attr), graph)
-        else:
-            dgl = import_dgl()
-            if dgl is None:
-                setups[framework] = "DGL not installed"
-            elif bench_model not in DGL_LAYERS:
-                setups[framework] = "n/a: DGL has no such layer"
-            else:
-                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
-                if bench_model in ("sgconv", "appnp", "gatv2"):  # PyG's layers add self loops
-                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
-                setups[framework] = (DGLLayerNet(dgl, bench_model, edge_attr), dg)
-    return setups
-
-
 def _setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
-    """Per framework: (model, graph argument), or why it is not run."""
-    if bench_model in LAYER_MODELS:
-        return _layer_setups(g, bench_model, frameworks)
-    model, overrides = MODELS[bench_model]
-    config = preset(model, **overrides)
-    edge_index = torch.stack(g.coo())
-    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
-    for framework in frameworks:
-        if framework == "featgraph":  # its Graph, as DGL gets its DGLGraph: the derived formats still count
-            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), g)
-        elif framework in ("pyg", "pyg-csr"):
-            try:
-                net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
-            except ImportError:
-                setups[framework] = "PyG not installed"
-                continue
-            setups[framework] = (net, edge_index if framework == "pyg" else g.adjacency())
-        else:
-            dgl = import_dgl()
-            if dgl is None:
-                setups[framework] = "DGL not installed"
-            elif model == "sage" and config.aggr == "max":
-                setups[framework] = "DGL's SAGEConv has no plain max aggregator (see sage-pool)"
+    """Per framework: (model, graph argument), or why it is not run. featgraph's layers take its Graph (the
+    formats derived from it count, as DGL's from its DGLGraph), PyG's ``edge_index`` or a CSR ``adj_t``."""
+    return {framework: _setup(g, bench_model, framework) for framework in frameworks}
+
+
+def _setup(g: Graph, bench_model: str, framework: str) -> tuple[torch.nn.Module, object] | str:
+    layered = bench_model in LAYER_MODELS
+    model, overrides = (bench_model, {}) if layered else MODELS[bench_model]
+    config = None if layered else preset(model, **overrides)
+    edge_attr = torch.randn(g.num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(1)) if layered else None
+    if framework == "featgraph":
+        if not layered:
+            return NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph"), g
+        import featgraph.nn as fgnn
+
+        return LayerNet(fgnn, bench_model, edge_attr), g
+    if framework in ("pyg", "pyg-csr"):
+        if framework == "pyg-csr" and bench_model == "gine":
+            return "n/a: PyG's GINEConv takes no edge features with a sparse adj_t"
+        try:
+            if layered:
+                import torch_geometric.nn as pyg_nn
+
+                net = LayerNet(pyg_nn, bench_model, edge_attr)
             else:
-                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
-                if model in ("gcn", "gat"):  # self loops as edges, as DGL's examples add them
-                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
-                net = DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout)
-                setups[framework] = (net, dg)
-    return setups
+                net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
+        except ImportError:
+            return "PyG not installed"
+        return net, torch.stack(g.coo()) if framework == "pyg" else g.adjacency()
+    dgl = import_dgl()
+    if dgl is None:
+        return "DGL not installed"
+    if layered and bench_model not in DGL_LAYERS:
+        return "n/a: DGL has no such layer"
+    if not layered and model == "sage" and config.aggr == "max":
+        return "DGL's SAGEConv has no plain max aggregator (see sage-pool)"
+    dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
+    # self loops as edges where PyG's layer adds them (SGConv, APPNP, GATv2) and as DGL's GCN and GAT examples do
+    if model in ("sgconv", "appnp", "gatv2", "gcn", "gat"):
+        dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
+    if layered:
+        return DGLLayerNet(dgl, bench_model, edge_attr), dg
+    return DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout), dg
 
 
 def epoch_ms(
