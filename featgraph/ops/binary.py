@@ -1,7 +1,8 @@
-"""DGL's binary message ops: forward expression and the gradient expression for each operand, side by side.
+"""DGL's binary message ops: each op's expression, the shape rule of ``gspmm`` and ``gsddmm``, and their
+gradients, which the ops' kernels derive from the expression (``templates.gradients``).
 
-Operands are named ``a`` (lhs), ``b`` (rhs) and ``g`` (the incoming gradient); each rule lists the operands
-it reads, so a kernel only binds what it uses.
+Operands are named ``a`` (lhs) and ``b`` (rhs); each op lists the operands it reads, so a kernel only binds
+what it uses.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..graph import Graph
 from ..te.expr import Expr
-from . import lowering
+from ..templates.gradients import placeholder_gradients
+from ..templates.kernel import Kernel
 
 Rule = tuple[tuple[str, ...], Callable[..., Expr]]
 
@@ -21,27 +22,17 @@ Rule = tuple[tuple[str, ...], Callable[..., Expr]]
 @dataclass(frozen=True)
 class BinaryOp:
     forward: Rule
-    grad_lhs: Rule | None
-    grad_rhs: Rule | None
     reduce_last: bool = False  # dot: sum over the last feature dimension
 
 
 BINARY_OPS: dict[str, BinaryOp] = {
-    "add": BinaryOp((("a", "b"), lambda a, b: a + b), (("g",), lambda g: g), (("g",), lambda g: g)),
-    "sub": BinaryOp((("a", "b"), lambda a, b: a - b), (("g",), lambda g: g), (("g",), lambda g: -g)),
-    "mul": BinaryOp(
-        (("a", "b"), lambda a, b: a * b), (("g", "b"), lambda g, b: g * b), (("g", "a"), lambda g, a: g * a)
-    ),
-    "div": BinaryOp(
-        (("a", "b"), lambda a, b: a / b),
-        (("g", "b"), lambda g, b: g / b),
-        (("g", "a", "b"), lambda g, a, b: -g * a / (b * b)),
-    ),
-    "copy_lhs": BinaryOp((("a",), lambda a: a), (("g",), lambda g: g), None),
-    "copy_rhs": BinaryOp((("b",), lambda b: b), None, (("g",), lambda g: g)),
-    "dot": BinaryOp(
-        (("a", "b"), lambda a, b: a * b), (("g", "b"), lambda g, b: g * b), (("g", "a"), lambda g, a: g * a), True
-    ),
+    "add": BinaryOp((("a", "b"), lambda a, b: a + b)),
+    "sub": BinaryOp((("a", "b"), lambda a, b: a - b)),
+    "mul": BinaryOp((("a", "b"), lambda a, b: a * b)),
+    "div": BinaryOp((("a", "b"), lambda a, b: a / b)),
+    "copy_lhs": BinaryOp((("a",), lambda a: a)),
+    "copy_rhs": BinaryOp((("b",), lambda b: b)),
+    "dot": BinaryOp((("a", "b"), lambda a, b: a * b), reduce_last=True),
 }
 
 
@@ -64,26 +55,15 @@ def out_shape(rows: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | 
     return (rows, *full[:-1], 1) if op == "dot" else (rows, *full)
 
 
-def gradients(
-    g: Graph, op: str, key: str, roles: dict[str, tuple[str, str, torch.Tensor]], wants: list[bool], **options
-) -> list[torch.Tensor | None]:
-    """The gradients of (lhs, rhs) where ``wants``, each one kernel (``lowering.run``, with ``options``) by the
-    op's rules. ``roles`` binds the operands ``a`` (lhs), ``b`` (rhs) and ``g`` (the output's gradient) as
-    (placeholder, target, tensor): each gradient lands where its operand lives."""
-    rule = BINARY_OPS[op]
-    grads: list[torch.Tensor | None] = []
-    for name, grad_rule, want in (("a", rule.grad_lhs, wants[0]), ("b", rule.grad_rhs, wants[1])):
-        _, target, x = roles[name]
-        if not want or grad_rule is None:
-            grads.append(None)
-            continue
-        names, fn = grad_rule
-        grad = lowering.run(
-            g, target, [roles[n] for n in names], lambda loads, fn=fn: fn(*loads), f"{key}-d{name}",
-            result=features(x), **options,
-        )  # fmt: skip
-        grads.append(grad.view_as(x))
-    return grads
+def kernel_gradients(
+    kernel: Kernel, tensors: dict[str, torch.Tensor], grad: torch.Tensor, arg: torch.Tensor | None, lhs, rhs,
+    wants: list[bool],
+) -> list[torch.Tensor | None]:  # fmt: skip
+    """The gradients of (lhs, rhs) where ``wants``: the op's kernel's own (``templates.gradients``), from the
+    output's gradient ``grad`` and, for max/min, the winners ``arg`` the forward kept."""
+    wanted = [name for name, want in zip(("lhs", "rhs"), wants, strict=True) if want and name in tensors]
+    by_name = placeholder_gradients(kernel, tensors, grad, arg, None, wanted)
+    return [by_name[n].view_as(x) if n in by_name else None for n, x in (("lhs", lhs), ("rhs", rhs))]
 
 
 def get(op: str, allowed: tuple[str, ...]) -> BinaryOp:

@@ -1,7 +1,8 @@
 """``gsddmm``: op(data at one end or edge, data at another) for every edge, with gradients.
 
-Forward: an SDDMM. The gradient of an operand lives where the operand lives: per edge an SDDMM, per
-destination an SpMM over in-edges, per source an SpMM over out-edges (the reversed graph).
+Forward: an SDDMM. Gradients: the kernel's own, derived from the op's UDF (``templates.gradients``), each
+landing where its operand lives: per edge an SDDMM, per destination an SpMM over in-edges, per source an
+SpMM over out-edges (the reversed graph).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import torch
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import fake_edges, operator
+from ..templates.kernel import Kernel
 from . import binary, lowering, precision
 from .checks import check_graph
 
@@ -48,10 +50,10 @@ def _fake(ref: GraphRef, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tu
 def _gradient(
     g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool, *, outputs, grads, wants
 ) -> list[torch.Tensor | None]:
-    """The gradients of (lhs, rhs), each a kernel by the rules of ``binary``."""
+    """The gradients of (lhs, rhs): the forward kernel's own, derived from the op's UDF (``templates.gradients``)."""
     grad = grads[0].unsqueeze(-1) if binary.scalar_features(lhs, rhs) else grads[0]
-    roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs), "g": ("g", "e", grad.contiguous())}
-    return binary.gradients(g, op, f"gsddmm-{op}", roles, wants, tune=tune)
+    kernel, tensors = _kernel(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+    return binary.kernel_gradients(kernel, tensors, grad, None, lhs, rhs, wants)
 
 
 @operator("gsddmm", _fake, _gradient, autocast=precision.caster("gsddmm"))
@@ -60,11 +62,17 @@ def _gsddmm(
     tune: bool,
 ) -> torch.Tensor:  # fmt: skip
     """``gsddmm`` with its operands checked: one SDDMM."""
+    kernel, tensors = _kernel(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+    out = kernel.evaluate(tensors, want_arg=False)[0]
+    return out.squeeze(-1) if binary.scalar_features(lhs, rhs) else out
+
+
+def _kernel(g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool) -> tuple[Kernel, dict]:
+    """The SDDMM of ``op`` and its tensors by placeholder."""
     rule = binary.BINARY_OPS[op]
     names, fn = rule.forward
     roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs)}
-    out = lowering.run(
+    return lowering.bind(
         g, "e", [roles[n] for n in names], lambda loads: fn(*loads), f"gsddmm-{op}", reduce_last=rule.reduce_last,
         tune=tune,
     )  # fmt: skip
-    return out.squeeze(-1) if binary.scalar_features(lhs, rhs) else out

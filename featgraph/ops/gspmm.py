@@ -1,8 +1,8 @@
 """``gspmm``: reduce op(source data, edge data) over each vertex's in-edges, with gradients.
 
-Forward: an SpMM with the op inlined. Gradient of the source data: an SpMM over the reversed graph; of the
-edge data: an SDDMM (see ``lowering``), by the rules of ``binary``. For max/min only the winning edge of
-each output element receives gradient: the kernel's own gradients, derived from the op's UDF, visit the
+Forward: an SpMM with the op inlined. Gradients: the kernel's own, derived from the op's UDF
+(``templates.gradients``): of the source data an SpMM over the reversed graph, of the edge data an SDDMM. For
+max/min only the winning edge of each output element receives gradient: the gradient kernels visit the
 n x features winners the forward kept (``templates.winner``), never E x features.
 """
 
@@ -13,8 +13,7 @@ import torch
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import operator
-from ..templates.gradients import placeholder_gradients
-from ..templates.kernel import Kernel, divide_by_in_degree
+from ..templates.kernel import Kernel
 from . import binary, lowering, precision
 from .checks import check_graph
 
@@ -62,18 +61,12 @@ def _fake(ref: GraphRef, op: str, reduce: str, lhs, rhs, strategy: str, tune: bo
 def _gradient(
     g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool, *, outputs, grads, wants
 ) -> list[torch.Tensor | None]:
-    """The gradients of (lhs, rhs): for max/min the forward kernel's own, through its winners; for sum/mean
-    each a kernel by the rules of ``binary``."""
+    """The gradients of (lhs, rhs): the forward kernel's own, derived from the op's UDF (``templates.gradients``;
+    for max/min through the winners the forward kept)."""
     grad = grads[0].unsqueeze(-1) if binary.scalar_features(lhs, rhs) else grads[0]
-    if reduce in ("max", "min"):
-        kernel, tensors = _kernel(g, op, reduce, lhs, rhs, strategy, tune)
-        wanted = [name for name, want in zip(("lhs", "rhs"), wants, strict=True) if want and name in tensors]
-        by_name = placeholder_gradients(kernel, tensors, grad, outputs[1], None, wanted)
-        return [by_name[n].view_as(x) if n in by_name else None for n, x in (("lhs", lhs), ("rhs", rhs))]
-    grad = grad.contiguous()
-    if reduce == "mean":
-        grad = divide_by_in_degree(g, grad)
-    return binary.gradients(g, op, f"gspmm-{op}", _roles(lhs, rhs, grad), wants, strategy=strategy, tune=tune)
+    kernel, tensors = _kernel(g, op, reduce, lhs, rhs, strategy, tune)
+    arg = outputs[1] if reduce in ("max", "min") else None
+    return binary.kernel_gradients(kernel, tensors, grad, arg, lhs, rhs, wants)
 
 
 @operator("gspmm", _fake, _gradient, saves_outputs=(1,), autocast=precision.caster("gspmm"))

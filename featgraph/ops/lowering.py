@@ -1,8 +1,8 @@
-"""One mechanism for every op and gradient: a UDF over operands, placed by where its result lives.
+"""One mechanism for the builtin ops: a UDF over operands, placed by where its result lives.
 
-A result per edge (``e``) is an SDDMM; a result per destination (``v``) is an SpMM over in-edges; a result
-per source (``u``) is an SpMM over the reversed graph (whose destinations are the sources). Kernels are
-built once per graph and signature and kept on the graph.
+A result per edge (``e``) is an SDDMM; a result per destination (``v``) is an SpMM over in-edges. Kernels
+are built once per graph and signature and kept on the graph; their gradients are their own
+(``templates.gradients``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from ..templates.kernel import Kernel, cached_kernel
 from ..tuning import sddmm, spmm
 from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand
-
-FLIP = {"u": "v", "v": "u", "e": "e"}
 
 
 def run(
@@ -46,30 +44,27 @@ def bind(
     combine: Combine,
     key: str,
     reducer: str = "sum",
-    result: Sequence[int] | None = None,
     reduce_last: bool = False,
     strategy: str = "gar",
     tune: bool = False,
 ) -> tuple[Kernel, dict[str, torch.Tensor]]:
     """The kernel evaluating ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are
-    read as one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with
+    read as one feature) for every element of ``target`` (``v``/``e``), reducing over edges with
     ``reducer`` (built once per graph and signature; ``tune`` tunes it on first use, the strategy staying as
-    given), and the tensors it is called with, by name. ``result`` and ``reduce_last`` as
-    ``udfs.elementwise_udf``'s."""
-    if target not in ("u", "v", "e"):
-        raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
-    graph = g.reverse() if target == "u" else g
-    operands = [operand(name, FLIP[t] if target == "u" else t, _as_2d(x)) for name, t, x in inputs]
-    _check(graph, operands)
-    udf, shape = elementwise_udf(operands, combine, result, reduce_last)
+    given), and the tensors it is called with, by name; ``reduce_last`` as ``udfs.elementwise_udf``'s."""
+    if target not in ("v", "e"):
+        raise ValueError(f"target must be 'v' or 'e', got {target!r}")
+    operands = [operand(name, t, _as_2d(x)) for name, t, x in inputs]
+    _check(g, operands)
+    udf, shape = elementwise_udf(operands, combine, reduce_last)
     if target != "e":
-        strategy = choose_strategy(graph, reducer, math.prod(shape), strategy)
-    signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last, strategy, tune)
+        strategy = choose_strategy(g, reducer, math.prod(shape), strategy)
+    signature = (key, target, reducer, tuple(operands), reduce_last, strategy, tune)
 
     def build():
         if target == "e":
-            return sddmm(graph, udf, tune=tune)
-        return spmm(graph, udf, reducer, tune=tune, strategy=strategy)
+            return sddmm(g, udf, tune=tune)
+        return spmm(g, udf, reducer, tune=tune, strategy=strategy)
 
     kernel = cached_kernel(g, ("op-kernel", signature), build)
     return kernel, {name: _as_2d(x) for name, _, x in inputs}

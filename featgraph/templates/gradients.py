@@ -222,14 +222,16 @@ def _derive_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tup
         ):
             return [(role, winner_scatter(graph, c, params, target)) for role, (c, params) in winners.items()]
     options = {"num_threads": kernel.spec.params.num_threads, "tuner": kernel.tuner, "target": kernel.target}
+    # an edge-centric (GAS) aggregation's gradient aggregations are edge-centric too: no CSR is built for them
+    gas = {"strategy": "gas"} if getattr(kernel.spec.params, "strategy", "gar") == "gas" else {}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
         if is_zero(body):
             continue  # P does not influence the output through these sites
         if role == "src":
-            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options)
+            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options, **gas)
         elif role == "dst":
-            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options)
+            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options, **gas)
         elif role == "eid":
             built = sddmm(graph, _udf(axes, body, swap=False), **options)
         else:
