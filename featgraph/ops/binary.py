@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..graph import Graph
 from ..te.expr import Expr
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel
+from . import lowering
 
 Rule = tuple[tuple[str, ...], Callable[..., Expr]]
 
@@ -55,12 +57,28 @@ def out_shape(rows: int, op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | 
     return (rows, *full[:-1], 1) if op == "dot" else (rows, *full)
 
 
+def kernel(
+    g: Graph, target: str, op: str, lhs_target: str, rhs_target: str, lhs, rhs, reducer: str = "sum", **options
+) -> tuple[Kernel, dict[str, torch.Tensor]]:
+    """``op``'s kernel for every element of ``target`` ("v": ``gspmm``'s SpMM, "e": ``gsddmm``'s SDDMM), with
+    lhs and rhs at their targets, and its tensors by placeholder (``lowering.bind``, ``options`` its own). The
+    placeholders bear the arguments' names, which the errors about them then quote."""
+    rule = BINARY_OPS[op]
+    names, fn = rule.forward
+    roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs)}
+    key = f"{'gspmm' if target == 'v' else 'gsddmm'}-{op}"
+    return lowering.bind(
+        g, target, [roles[n] for n in names], lambda loads: fn(*loads), key, reducer, rule.reduce_last, **options
+    )
+
+
 def kernel_gradients(
     kernel: Kernel, tensors: dict[str, torch.Tensor], grad: torch.Tensor, arg: torch.Tensor | None, lhs, rhs,
     wants: list[bool],
 ) -> list[torch.Tensor | None]:  # fmt: skip
     """The gradients of (lhs, rhs) where ``wants``: the op's kernel's own (``templates.gradients``), from the
     output's gradient ``grad`` and, for max/min, the winners ``arg`` the forward kept."""
+    grad = grad.unsqueeze(-1) if scalar_features(lhs, rhs) else grad
     wanted = [name for name, want in zip(("lhs", "rhs"), wants, strict=True) if want and name in tensors]
     by_name = placeholder_gradients(kernel, tensors, grad, arg, None, wanted)
     return [by_name[n].view_as(x) if n in by_name else None for n, x in (("lhs", lhs), ("rhs", rhs))]

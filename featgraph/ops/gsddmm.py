@@ -12,8 +12,7 @@ import torch
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import fake_edges, operator
-from ..templates.kernel import Kernel
-from . import binary, lowering, precision
+from . import binary, precision
 from .checks import check_graph
 
 SDDMM_OPS = ("add", "sub", "mul", "div", "dot", "copy_lhs", "copy_rhs")
@@ -51,9 +50,8 @@ def _gradient(
     g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool, *, outputs, grads, wants
 ) -> list[torch.Tensor | None]:
     """The gradients of (lhs, rhs): the forward kernel's own, derived from the op's UDF (``templates.gradients``)."""
-    grad = grads[0].unsqueeze(-1) if binary.scalar_features(lhs, rhs) else grads[0]
-    kernel, tensors = _kernel(g, op, lhs, rhs, lhs_target, rhs_target, tune)
-    return binary.kernel_gradients(kernel, tensors, grad, None, lhs, rhs, wants)
+    kernel, tensors = binary.kernel(g, "e", op, lhs_target, rhs_target, lhs, rhs, tune=tune)
+    return binary.kernel_gradients(kernel, tensors, grads[0], None, lhs, rhs, wants)
 
 
 @operator("gsddmm", _fake, _gradient, autocast=precision.caster("gsddmm"))
@@ -62,17 +60,6 @@ def _gsddmm(
     tune: bool,
 ) -> torch.Tensor:  # fmt: skip
     """``gsddmm`` with its operands checked: one SDDMM."""
-    kernel, tensors = _kernel(g, op, lhs, rhs, lhs_target, rhs_target, tune)
+    kernel, tensors = binary.kernel(g, "e", op, lhs_target, rhs_target, lhs, rhs, tune=tune)
     out = kernel.evaluate(tensors, want_arg=False)[0]
     return out.squeeze(-1) if binary.scalar_features(lhs, rhs) else out
-
-
-def _kernel(g: Graph, op: str, lhs, rhs, lhs_target: str, rhs_target: str, tune: bool) -> tuple[Kernel, dict]:
-    """The SDDMM of ``op`` and its tensors by placeholder."""
-    rule = binary.BINARY_OPS[op]
-    names, fn = rule.forward
-    roles = {"a": ("lhs", lhs_target, lhs), "b": ("rhs", rhs_target, rhs)}
-    return lowering.bind(
-        g, "e", [roles[n] for n in names], lambda loads: fn(*loads), f"gsddmm-{op}", reduce_last=rule.reduce_last,
-        tune=tune,
-    )  # fmt: skip

@@ -13,8 +13,7 @@ import torch
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import operator
-from ..templates.kernel import Kernel
-from . import binary, lowering, precision
+from . import binary, precision
 from .checks import check_graph
 
 SPMM_OPS = ("add", "sub", "mul", "div", "copy_lhs", "copy_rhs")
@@ -63,10 +62,9 @@ def _gradient(
 ) -> list[torch.Tensor | None]:
     """The gradients of (lhs, rhs): the forward kernel's own, derived from the op's UDF (``templates.gradients``;
     for max/min through the winners the forward kept)."""
-    grad = grads[0].unsqueeze(-1) if binary.scalar_features(lhs, rhs) else grads[0]
-    kernel, tensors = _kernel(g, op, reduce, lhs, rhs, strategy, tune)
+    kernel, tensors = binary.kernel(g, "v", op, "u", "e", lhs, rhs, reduce, strategy=strategy, tune=tune)
     arg = outputs[1] if reduce in ("max", "min") else None
-    return binary.kernel_gradients(kernel, tensors, grad, arg, lhs, rhs, wants)
+    return binary.kernel_gradients(kernel, tensors, grads[0], arg, lhs, rhs, wants)
 
 
 @operator("gspmm", _fake, _gradient, saves_outputs=(1,), autocast=precision.caster("gspmm"))
@@ -74,23 +72,7 @@ def _gspmm(
     g: Graph, op: str, reduce: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None, strategy: str, tune: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``gspmm`` with its operands checked: (output, max/min's winners or an empty tensor)."""
-    kernel, tensors = _kernel(g, op, reduce, lhs, rhs, strategy, tune)
+    kernel, tensors = binary.kernel(g, "v", op, "u", "e", lhs, rhs, reduce, strategy=strategy, tune=tune)
     out, arg = kernel.evaluate(tensors, want_arg=reduce in ("max", "min"))
     arg = out.new_empty(0, dtype=torch.int64) if arg is None else arg
     return (out.squeeze(-1) if binary.scalar_features(lhs, rhs) else out), arg
-
-
-def _kernel(g: Graph, op: str, reduce: str, lhs, rhs, strategy: str, tune: bool) -> tuple[Kernel, dict]:
-    """The forward kernel of ``op`` with ``reduce`` and its tensors by placeholder."""
-    names, fn = binary.BINARY_OPS[op].forward
-    roles = _roles(lhs, rhs)
-    return lowering.bind(
-        g, "v", [roles[n] for n in names], lambda loads: fn(*loads), f"gspmm-{op}", reduce, strategy=strategy,
-        tune=tune,
-    )  # fmt: skip
-
-
-def _roles(lhs, rhs, grad=None) -> dict[str, tuple[str, str, torch.Tensor]]:
-    """Each rule operand as (placeholder, target, tensor); the placeholders bear the arguments' names, which
-    the errors about them then quote."""
-    return {"a": ("lhs", "u", lhs), "b": ("rhs", "e", rhs), "g": ("g", "v", grad)}
