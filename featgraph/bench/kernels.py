@@ -74,6 +74,11 @@ def _too_big(g: Graph, width: int) -> bool:
     return g.num_edges * width * 4 > MATERIALISE_LIMIT_BYTES
 
 
+def _unless_too_big(g: Graph, width: int, fn: Callable[[], object]) -> Callable[[], object] | str:
+    """``fn``, or why it is skipped where it would build per-edge tensors of ``width`` floats beyond the limit."""
+    return "skipped: would materialise E x d" if _too_big(g, width) else fn
+
+
 def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """torch's best path that also yields the argmax: scatter_reduce(amax), then the winning edge ids."""
     index = dst.unsqueeze(1).expand_as(messages)
@@ -148,10 +153,7 @@ def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
     x = torch.randn(n, d)
     kernel = op_kernel("max", g, d, threads)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel.run(return_arg=True, XV=x)}
-    if _too_big(g, 3 * d):
-        impls["scatter_reduce + argmax (torch)"] = "skipped: would materialise E x d"
-    else:
-        impls["scatter_reduce + argmax (torch)"] = lambda: _scatter_argmax(x[src], dst, n)
+    impls["scatter_reduce + argmax (torch)"] = _unless_too_big(g, 3 * d, lambda: _scatter_argmax(x[src], dst, n))
     dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -175,8 +177,7 @@ def _mlp_pair(g: Graph, d: int, threads: int, x: torch.Tensor, w: torch.Tensor):
 def bench_mlp(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     d1 = MLP_INPUT_WIDTH
     ours, materialised = _mlp_pair(g, d, threads, torch.randn(g.num_nodes, d1), torch.randn(d1, d))
-    skip = "skipped: would materialise E x d"
-    return {"featgraph": ours, "materialised torch": skip if _too_big(g, 2 * d) else materialised}
+    return {"featgraph": ours, "materialised torch": _unless_too_big(g, 2 * d, materialised)}
 
 
 def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
@@ -188,10 +189,7 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
         "featgraph": lambda: kernel(XV=x),
         "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
     }
-    if _too_big(g, 2 * d):
-        impls["gather + sum (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather + sum (PyG-style)"] = lambda: (x[src] * x[dst]).sum(1, keepdim=True)
+    impls["gather + sum (PyG-style)"] = _unless_too_big(g, 2 * d, lambda: (x[src] * x[dst]).sum(1, keepdim=True))
     dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -243,12 +241,8 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     full_src, full_dst = g.with_self_loops().coo()  # PyG's add_remaining_self_loops: one loop per vertex
     degree = torch.bincount(full_dst, minlength=n).float()
     norm = (degree[full_src] * degree[full_dst]).rsqrt().unsqueeze(1)
-    if _too_big(g, 2 * d):
-        impls["gather+index_add_ (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather+index_add_ (PyG-style)"] = ForwardBackward(
-            lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x]
-        )
+    gathered = ForwardBackward(lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x])
+    impls["gather+index_add_ (PyG-style)"] = _unless_too_big(g, 2 * d, gathered)
     indptr_graph = Graph(full_src, full_dst, n)
     adj = indptr_graph.adjacency(norm.squeeze(1))
     impls["torch.sparse.mm (CSR)"] = ForwardBackward(lambda: torch.sparse.mm(adj, x), [x])
@@ -281,10 +275,7 @@ def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str,
         alpha = weights / total[dst]
         return torch.zeros(n, heads, width).index_add(0, dst, alpha.unsqueeze(-1) * feat[src])
 
-    if _too_big(g, 3 * d):
-        impls["gather+scatter (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather+scatter (PyG-style)"] = ForwardBackward(materialised, leaves)
+    impls["gather+scatter (PyG-style)"] = _unless_too_big(g, 3 * d, ForwardBackward(materialised, leaves))
     dgl = import_dgl()
     if dgl is not None:  # DGL's GATConv path through dgl.ops
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -303,10 +294,9 @@ def bench_mlp_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     d1 = MLP_INPUT_WIDTH
     x, w = torch.randn(g.num_nodes, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
     ours, materialised = _mlp_pair(g, d, threads, x, w)
-    skip = "skipped: would materialise E x d"
     return {
         "featgraph": ForwardBackward(ours, [x, w]),
-        "materialised torch": skip if _too_big(g, 3 * d) else ForwardBackward(materialised, [x, w]),
+        "materialised torch": _unless_too_big(g, 3 * d, ForwardBackward(materialised, [x, w])),
     }
 
 
