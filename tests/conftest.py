@@ -78,9 +78,7 @@ def interpreted_gpu(gpu: torch.device) -> None:
         pytest.skip("runs CPU tensors through the GPU kernels, which needs Triton's interpreter")
 
 
-def assert_gpu_target_agrees(
-    fn, graph: Graph, inputs: tuple[torch.Tensor, ...], device: torch.device
-) -> torch.Tensor:
+def assert_gpu_target_agrees(fn, graph: Graph, inputs: tuple[torch.Tensor, ...], device: torch.device) -> torch.Tensor:
     """Run ``fn(graph, *inputs)`` forward and backward on the CPU target, and on the GPU target with the graph
     and inputs on ``device`` (the ``gpu`` fixture: CUDA, or CPU tensors through Triton's interpreter); the
     outputs and the gradients of every input must agree (the CPU ops are gradchecked against dense

@@ -13,10 +13,11 @@ from unittest import mock
 
 import torch
 
-from .report import machine, markdown_header, markdown_row, write_json
-from .training import CLASSES, GRAPHS, IN_FEATURES, _layer_setups, epoch_ms
+from .report import Table, add_common_arguments, machine, write_json
+from .training import CLASSES, GRAPHS, IN_FEATURES, _setups, epoch_ms
 
 FLOOR = "featgraph, aggregation removed (dense floor)"
+TABLE = Table({"model": "model", "ms/epoch": "ms:.1f", "pyg-csr / this": "pyg_csr_over_this:.2f"})
 
 
 @dataclass
@@ -34,10 +35,7 @@ def verdict(floor_ms: float, pyg_csr_ms: float, target: float) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graph", choices=sorted(GRAPHS), default="email-Enron")
     parser.add_argument("--target", type=float, default=3.0, help="the speed-up over PyG's epoch to test")
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graphs (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=7, threads=2, scale=1.0, scale_help="shrink the synthetic graphs (tests)")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -46,7 +44,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen)
     y = torch.randint(0, CLASSES, (g.num_nodes,), generator=gen)
-    setups = _layer_setups(g, "graphconv", ["featgraph", "pyg-csr"])
+    setups = _setups(g, "graphconv", ["featgraph", "pyg-csr"])
     if isinstance(setups["pyg-csr"], str):
         raise SystemExit(f"dense-floor compares against PyG: {setups['pyg-csr']}")
 
@@ -61,9 +59,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows = [Row(model, ms, pyg_csr / ms) for model, ms in times.items()]
     print(f"machine: {machine()}")
     print(f"{args.graph}, GraphConv, {args.threads} threads, median ms per epoch of {args.repeat}")
-    print(markdown_header("model", "ms/epoch", "pyg-csr / this"))
-    for r in rows:
-        print(markdown_row([r.model, f"{r.ms:.1f}", f"{r.pyg_csr_over_this:.2f}"]))
+    print(TABLE(rows))
     reach = verdict(times[FLOOR], pyg_csr, args.target)
     print(
         f"\n{args.target:g}x pyg-csr needs {pyg_csr / args.target:.1f} ms/epoch; the dense floor is "

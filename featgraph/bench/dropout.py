@@ -12,9 +12,13 @@ import torch.nn.functional as F
 
 from ..ops import dropout
 from ..timing import interleaved_best_ms
-from .report import machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, machine, write_json
 
 SHAPES = {"Cora input": (2708, 1433), "hidden": (100_000, 128)}  # tensor: (rows, columns) at scale 1
+TABLE = Table({
+    "tensor": lambda r: f"{r.tensor} ({r.rows} x {r.columns})", "featgraph ms": "featgraph_ms:.2f",
+    "torch ms": "torch_ms:.2f", "torch / featgraph": lambda r: f"{r.torch_over_featgraph:.1f}x",
+})  # fmt: skip
 
 
 @dataclass
@@ -38,14 +42,12 @@ def forward_backward(fn: Callable[..., torch.Tensor], x: torch.Tensor) -> Callab
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the tensors' row counts (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=5, scale=1.0, scale_help="shrink the tensors' row counts (tests)")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}")
-    print(markdown_header("tensor", "featgraph ms", "torch ms", "torch / featgraph"), flush=True)
+    print(TABLE.header, flush=True)
     rows = []
     for name, (num_rows, columns) in SHAPES.items():
         x = torch.randn(max(1, int(num_rows * args.scale)), columns, requires_grad=True)
@@ -53,9 +55,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             {"featgraph": forward_backward(dropout, x), "torch": forward_backward(F.dropout, x)}, args.repeat
         )
         ours, theirs = times["featgraph"], times["torch"]
-        row = Row(name, x.shape[0], columns, ours, theirs, theirs / ours)
-        rows.append(row)
-        label = f"{name} ({row.rows} x {columns})"
-        print(markdown_row([label, f"{ours:.2f}", f"{theirs:.2f}", f"{row.torch_over_featgraph:.1f}x"]), flush=True)
+        rows.append(Row(name, x.shape[0], columns, ours, theirs, theirs / ours))
+        print(TABLE.rows(rows[-1:]), flush=True)
     write_json(args.json, [asdict(r) for r in rows])
     return rows

@@ -22,7 +22,7 @@ import torch
 from ..graph import Graph
 from ..timing import interleaved_best_ms
 from .kernels import BENCHES, GRAPHS
-from .report import cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, each_graph, machine, write_json
 from .roofline import Traffic, gather_gbps, gather_ms, reuse_needed, reuse_possible, traffic, triad_gbps
 
 
@@ -111,20 +111,11 @@ def rows_from(times: dict[tuple[str, str, int, int, str], float], graphs: dict[s
     return rows
 
 
-HEADER = markdown_header(
-    "target", "graph", "d", "threads", "featgraph ms", "baseline ms", "target ms", "gather bound ms", "reuse needed",
-    "reuse possible", "verdict",
-)  # fmt: skip
-
-
-def markdown_rows(rows: Iterable[Row]) -> str:
-    return "\n".join(
-        markdown_row([
-            r.target, r.graph, r.d, r.threads, f"{r.ms:.2f}", cell(r.baseline_ms, ".2f"), f"{r.target_ms:.2f}",
-            f"{r.gather_ms:.2f}", f"{r.reuse_needed:.0%}", f"{r.reuse_possible:.0%}", r.verdict,
-        ])
-        for r in rows
-    )  # fmt: skip
+TABLE = Table({
+    "target": "target", "graph": "graph", "d": "d", "threads": "threads", "featgraph ms": "ms:.2f",
+    "baseline ms": "baseline_ms:.2f", "target ms": "target_ms:.2f", "gather bound ms": "gather_ms:.2f",
+    "reuse needed": "reuse_needed:.0%", "reuse possible": "reuse_possible:.0%", "verdict": "verdict",
+})  # fmt: skip
 
 
 def measure(op: str, g: Graph, d: int, threads: int, impls: Iterable[str], repeat: int) -> dict[str, float]:
@@ -140,16 +131,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--dims", nargs="+", type=int, default=[32, 64, 128, 256, 512])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=5, scale=1.0)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     print(f"machine: {machine()}")
     print("gather bound: the per-edge row reads alone at the rate this machine gathers random rows")
     rows: list[Row] = []
-    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         times: dict[tuple[str, str, int, int, str], float] = {}
         for op in sorted({t.op for t in TARGETS}):
             baselines = {t.baseline for t in TARGETS if t.op == op and t.baseline}
@@ -158,7 +147,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                     measured = measure(op, g, d, threads, baselines, args.repeat)
                     times.update({(op, graph_name, d, threads, impl): ms for impl, ms in measured.items()})
         graph_rows = rows_from(times, {graph_name: g})
-        print(markdown_rows(graph_rows), flush=True)
+        print(TABLE.rows(graph_rows), flush=True)
         rows += graph_rows
     write_json(args.json, [{**asdict(r), "verdict": r.verdict} for r in rows])
     return rows

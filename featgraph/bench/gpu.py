@@ -27,18 +27,9 @@ from ..graph.interop import import_dgl
 from ..templates.kernel import default_target
 from ..timing import best_ms
 from ..tuning.space import hub_threshold_candidate
-from .kernels import (
-    MARKDOWN_HEADER,
-    MLP_INPUT_WIDTH,
-    ForwardBackward,
-    Row,
-    _optional,
-    gather_bytes,
-    markdown_rows,
-    op_kernel,
-)  # fmt: skip
+from .kernels import MLP_INPUT_WIDTH, TABLE, ForwardBackward, Row, _optional, gather_bytes, op_kernel
 from .measure import copy_gbps, peak_extra_mb
-from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_table_arguments, machine, table_rows, write_json
 
 MATERIALISE_LIMIT_BYTES = 16 * 1024**3
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -166,17 +157,10 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Ro
     return rows
 
 
-# the compile table's columns: row key and title
-COMPILE_COLUMNS = {
-    "op": "op",
-    "graph": "graph",
-    "d": "d",
-    "impl": "implementation",
-    "kernel": "kernel",
-    "registers": "registers",
-    "spills": "spill bytes",
-    "shared_bytes": "shared bytes",
-}
+COMPILE_TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "implementation": "impl", "kernel": "kernel", "registers": "registers",
+    "spill bytes": "spills", "shared bytes": "shared_bytes",
+})  # fmt: skip
 
 
 def compile_rows(graph_name: str, g: Graph, op: str, d: int, arch: int) -> list[dict]:
@@ -190,10 +174,6 @@ def compile_rows(graph_name: str, g: Graph, op: str, d: int, arch: int) -> list[
             fn()
         rows += [{"op": op, "graph": graph_name, "d": d, "impl": name, **asdict(launch)} for launch in launches]
     return rows
-
-
-def _compile_markdown(rows: list[dict]) -> str:
-    return "\n".join(markdown_row([r[key] for key in COMPILE_COLUMNS]) for r in rows)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,28 +196,20 @@ def run(args: argparse.Namespace) -> list[Row] | list[dict]:
         return _compile_only(args, device) if args.compile_only else _timed(args, device, name)
 
 
+def _builders(device: torch.device) -> dict[str, Callable[[float], Graph]]:
+    return {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
+
+
 def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Row]:
     bandwidth = copy_gbps(device, 1024 if device.type == "cuda" else 16)
     print(f"device copy bandwidth: {bandwidth:.0f} GB/s (read + write; the GB/s column's bound)", flush=True)
-    rows: list[Row] = []
-    builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
-    for graph_name, g in each_graph(args.graphs, builders, args.scale, MARKDOWN_HEADER):
-        for job in [partial(run_rows, graph_name, g, op, d, args.repeat) for op in args.ops for d in args.dims]:
-            batch = job()
-            print(markdown_rows(batch), flush=True)
-            rows += batch
+    rows = table_rows(args, _builders(device), TABLE, lambda name, g, op, d: run_rows(name, g, op, d, args.repeat))
     write_json(args.json, [asdict(r) for r in rows], device=name, copy_gbps=bandwidth)
     return rows
 
 
 def _compile_only(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    compiled: list[dict] = []
-    builders = {k: (lambda scale, build=v: on_device(build(scale), device)) for k, v in GRAPHS.items()}
-    for graph_name, g in each_graph(args.graphs, builders, args.scale, markdown_header(*COMPILE_COLUMNS.values())):
-        for op in args.ops:
-            for d in args.dims:
-                batch = compile_rows(graph_name, g, op, d, args.compile_only)
-                print(_compile_markdown(batch), flush=True)
-                compiled += batch
+    measure = partial(compile_rows, arch=args.compile_only)
+    compiled = table_rows(args, _builders(device), COMPILE_TABLE, measure)
     write_json(args.json, compiled, arch=args.compile_only)
     return compiled

@@ -30,7 +30,7 @@ from ..templates.params import EDGE_ORDERS
 from ..timing import best_ms, interleaved_best_ms
 from ..tuning import sddmm, spmm
 from .measure import peak_extra_mb
-from .report import add_table_arguments, cell, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_table_arguments, each_graph, machine, write_json
 
 MATERIALISE_LIMIT_BYTES = 3 * 1024**3  # skip baselines that would build per-edge tensors larger than this
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -72,6 +72,11 @@ def _scipy_csr(g: Graph) -> sp.csr_matrix:
 
 def _too_big(g: Graph, width: int) -> bool:
     return g.num_edges * width * 4 > MATERIALISE_LIMIT_BYTES
+
+
+def _unless_too_big(g: Graph, width: int, fn: Callable[[], object]) -> Callable[[], object] | str:
+    """``fn``, or why it is skipped where it would build per-edge tensors of ``width`` floats beyond the limit."""
+    return "skipped: would materialise E x d" if _too_big(g, width) else fn
 
 
 def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,10 +153,7 @@ def bench_max(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] 
     x = torch.randn(n, d)
     kernel = op_kernel("max", g, d, threads)
     impls: dict[str, Callable[[], object] | str] = {"featgraph": lambda: kernel.run(return_arg=True, XV=x)}
-    if _too_big(g, 3 * d):
-        impls["scatter_reduce + argmax (torch)"] = "skipped: would materialise E x d"
-    else:
-        impls["scatter_reduce + argmax (torch)"] = lambda: _scatter_argmax(x[src], dst, n)
+    impls["scatter_reduce + argmax (torch)"] = _unless_too_big(g, 3 * d, lambda: _scatter_argmax(x[src], dst, n))
     dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -175,8 +177,7 @@ def _mlp_pair(g: Graph, d: int, threads: int, x: torch.Tensor, w: torch.Tensor):
 def bench_mlp(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
     d1 = MLP_INPUT_WIDTH
     ours, materialised = _mlp_pair(g, d, threads, torch.randn(g.num_nodes, d1), torch.randn(d1, d))
-    skip = "skipped: would materialise E x d"
-    return {"featgraph": ours, "materialised torch": skip if _too_big(g, 2 * d) else materialised}
+    return {"featgraph": ours, "materialised torch": _unless_too_big(g, 2 * d, materialised)}
 
 
 def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], object] | str]:
@@ -188,10 +189,7 @@ def bench_attention(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
         "featgraph": lambda: kernel(XV=x),
         "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
     }
-    if _too_big(g, 2 * d):
-        impls["gather + sum (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather + sum (PyG-style)"] = lambda: (x[src] * x[dst]).sum(1, keepdim=True)
+    impls["gather + sum (PyG-style)"] = _unless_too_big(g, 2 * d, lambda: (x[src] * x[dst]).sum(1, keepdim=True))
     dgl = import_dgl()
     if dgl is not None:
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -243,12 +241,8 @@ def bench_gcn_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     full_src, full_dst = g.with_self_loops().coo()  # PyG's add_remaining_self_loops: one loop per vertex
     degree = torch.bincount(full_dst, minlength=n).float()
     norm = (degree[full_src] * degree[full_dst]).rsqrt().unsqueeze(1)
-    if _too_big(g, 2 * d):
-        impls["gather+index_add_ (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather+index_add_ (PyG-style)"] = ForwardBackward(
-            lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x]
-        )
+    gathered = ForwardBackward(lambda: torch.zeros(n, d).index_add(0, full_dst, x[full_src] * norm), [x])
+    impls["gather+index_add_ (PyG-style)"] = _unless_too_big(g, 2 * d, gathered)
     indptr_graph = Graph(full_src, full_dst, n)
     adj = indptr_graph.adjacency(norm.squeeze(1))
     impls["torch.sparse.mm (CSR)"] = ForwardBackward(lambda: torch.sparse.mm(adj, x), [x])
@@ -281,10 +275,7 @@ def bench_gat_train(g: Graph, d: int, threads: int, heads: int = 4) -> dict[str,
         alpha = weights / total[dst]
         return torch.zeros(n, heads, width).index_add(0, dst, alpha.unsqueeze(-1) * feat[src])
 
-    if _too_big(g, 3 * d):
-        impls["gather+scatter (PyG-style)"] = "skipped: would materialise E x d"
-    else:
-        impls["gather+scatter (PyG-style)"] = ForwardBackward(materialised, leaves)
+    impls["gather+scatter (PyG-style)"] = _unless_too_big(g, 3 * d, ForwardBackward(materialised, leaves))
     dgl = import_dgl()
     if dgl is not None:  # DGL's GATConv path through dgl.ops
         dg = dgl.graph((src, dst), num_nodes=n)
@@ -303,10 +294,9 @@ def bench_mlp_train(g: Graph, d: int, threads: int) -> dict[str, Callable[[], ob
     d1 = MLP_INPUT_WIDTH
     x, w = torch.randn(g.num_nodes, d1, requires_grad=True), torch.randn(d1, d, requires_grad=True)
     ours, materialised = _mlp_pair(g, d, threads, x, w)
-    skip = "skipped: would materialise E x d"
     return {
         "featgraph": ForwardBackward(ours, [x, w]),
-        "materialised torch": skip if _too_big(g, 3 * d) else ForwardBackward(materialised, [x, w]),
+        "materialised torch": _unless_too_big(g, 3 * d, ForwardBackward(materialised, [x, w])),
     }
 
 
@@ -388,19 +378,10 @@ def _csr_build_ms(g: Graph, repeat: int) -> float:
     return best_ms(lambda: Graph(src, dst, g.num_nodes).csr(), repeat)
 
 
-MARKDOWN_HEADER = markdown_header(
-    "op", "graph", "d", "implementation", "ms", "time / featgraph", "GB/s", "peak extra MB", "note"
-)
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [r.op, r.graph, r.d, r.impl, cell(r.ms, ".2f"), cell(r.ratio, ".2f"), cell(r.gbps, ".1f")]
-            + [cell(r.peak_mb, ".0f"), r.note]
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "implementation": "impl", "ms": "ms:.2f", "time / featgraph": "ratio:.2f",
+    "GB/s": "gbps:.1f", "peak extra MB": "peak_mb:.0f", "note": "note",
+})  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -412,7 +393,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; featgraph threads: {args.threads}")
     rows: list[Row] = []
-    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, MARKDOWN_HEADER):
+    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         jobs = [
             partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
         ]
@@ -420,7 +401,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (32, 128, 512)]
         for job in jobs:
             batch = job()
-            print(markdown_rows(batch), flush=True)  # each batch as soon as it is measured
+            print(TABLE.rows(batch), flush=True)  # each batch as soon as it is measured
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +52,7 @@ from ..training import Preset
 from ..training.minibatch import SampledClassifier, minibatch_preset
 from ..training.models import activation
 from .measure import peak_extra_mb
-from .report import cell, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, machine, run_worker, write_json
 
 BATCH_SIZE = 1024
 FORMAT_BATCHES = 5  # fresh batches (at most --batches) whose first and repeated steps give the format share
@@ -313,19 +312,8 @@ def run_rows(
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     for framework in frameworks:
-        spec = json.dumps([data_path, bench_model, framework, batches, warmup, clock])
-        done = subprocess.run(
-            [sys.executable, "-m", "featgraph.bench.minibatch", spec],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=env,
-        )
-        if done.returncode != 0:
-            last_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            rows.append(Row(bench_model, framework, note=f"worker failed: {last_line[:80]}"))
-            continue
-        rows.append(Row(**json.loads(done.stdout.strip().splitlines()[-1])))
+        row = run_worker("featgraph.bench.minibatch", [data_path, bench_model, framework, batches, warmup, clock], env)
+        rows.append(Row(bench_model, framework, note=row) if isinstance(row, str) else Row(**row))
     dgl = next((r for r in rows if r.framework == "dgl" and r.train_seeds_s), None)
     for r in rows:
         if dgl is not None and r.train_seeds_s:
@@ -334,29 +322,11 @@ def run_rows(
     return rows
 
 
-HEADER = markdown_header(
-    "model", "framework", "sampling seeds/s", "training seeds/s", "sampling / DGL", "training / DGL",
-    "format share", "peak MB", "note",
-)  # fmt: skip
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [
-                r.model,
-                FRAMEWORKS[r.framework],
-                cell(r.sample_seeds_s, ",.0f"),
-                cell(r.train_seeds_s, ",.0f"),
-                cell(r.sample_vs_dgl, ".2f"),
-                cell(r.train_vs_dgl, ".2f"),
-                cell(r.format_share, ".0%"),
-                cell(r.peak_mb, ",.0f"),
-                r.note,
-            ]  # fmt: skip
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "model": "model", "framework": lambda r: FRAMEWORKS[r.framework], "sampling seeds/s": "sample_seeds_s:,.0f",
+    "training seeds/s": "train_seeds_s:,.0f", "sampling / DGL": "sample_vs_dgl:.2f",
+    "training / DGL": "train_vs_dgl:.2f", "format share": "format_share:.0%", "peak MB": "peak_mb:,.0f", "note": "note",
+})  # fmt: skip
 
 
 def write_graph(scale: float, directory: Path) -> tuple[Path, str]:
@@ -384,15 +354,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
     parser.add_argument("--batches", type=int, default=20, help="timed batches per measurement")
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches before them")
-    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the products-like graph, in (0, 1]")
     parser.add_argument(
         "--clock",
         choices=list(CLOCKS),
         default="wall",
         help="time by the wall clock, or by each worker's CPU time (steadier on a machine other jobs load)",
     )
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(
+        parser, threads=toolchain.num_threads(), scale=1.0, scale_help="shrink the products-like graph, in (0, 1]"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -404,10 +374,10 @@ def run(args: argparse.Namespace) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="featgraph-minibatch-") as directory:
         path, described = write_graph(args.scale, Path(directory))
         print(f"graph {described}; batches of {BATCH_SIZE}, {args.batches} timed after {args.warmup}", flush=True)
-        print(HEADER, flush=True)
+        print(TABLE.header, flush=True)
         for bench_model in args.models:
             batch = run_rows(str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock)
-            print(markdown_rows(batch), flush=True)
+            print(TABLE.rows(batch), flush=True)
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, clock=args.clock)
     return rows

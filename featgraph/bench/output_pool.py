@@ -16,9 +16,13 @@ import torch
 from ..backends.cpu import buffers
 from ..timing import interleaved_best_ms
 from .kernels import GRAPHS, bench_gcn_train, op_kernel
-from .report import each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, each_graph, machine, write_json
 
 POOL_ON = 1 << 40  # no practical bound on kept memory while measuring
+TABLE = Table({
+    "graph": "graph", "d": "d", "work": "work", "pool off ms": "pool_off_ms:.2f", "pool on ms": "pool_on_ms:.2f",
+    "off / on": lambda r: f"{r.off_over_on:.2f}x",
+})  # fmt: skip
 
 
 @dataclass
@@ -54,18 +58,14 @@ def off_and_on_ms(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--dims", type=int, nargs="+", default=[128, 256, 512])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' vertex counts (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=7, threads=2, scale=1.0)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; {args.threads} threads")
-    header = markdown_header("graph", "d", "work", "pool off ms", "pool on ms", "off / on")
     rows = []
-    for name, g in each_graph(args.graphs, GRAPHS, args.scale, header):
+    for name, g in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         for d in args.dims:
             x = torch.randn(g.num_nodes, d)
             spmm = op_kernel("gcn", g, d, args.threads)
@@ -78,6 +78,6 @@ def run(args: argparse.Namespace) -> list[Row]:
                 fn()  # compile and warm up outside the timing
                 off, on = off_and_on_ms(fn, args.repeat)
                 rows.append(Row(name, d, label, off, on, off / on))
-                print(markdown_row([name, d, label, f"{off:.2f}", f"{on:.2f}", f"{off / on:.2f}x"]), flush=True)
+                print(TABLE.rows(rows[-1:]), flush=True)
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows

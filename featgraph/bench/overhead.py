@@ -21,7 +21,7 @@ from ..backends import cpu
 from ..graph import Graph
 from ..native import toolchain
 from ..timing import interleaved_best_ms
-from .report import cell, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, cell, machine, write_json
 
 EDGES = (1_000, 10_000, 100_000)
 AVERAGE_DEGREE = 4  # Cora's is 3.9
@@ -39,6 +39,15 @@ class Row:
     fixed_us: float  # the rest: featgraph's Python, dispatch, autograd and torch ops around the kernels
     pyg_us: float | None
     pyg_over_featgraph: float | None
+
+
+TABLE = Table(
+    {
+        "case": "case", "edges": "edges", "d": "d", "featgraph us": "featgraph_us:.1f", "kernels us": "kernels_us:.1f",
+        "fixed us": "fixed_us:.1f", "PyG us": "pyg_us:.1f",
+        "PyG / featgraph": lambda r: cell(r.pyg_over_featgraph, ".2f") + "x" * (r.pyg_over_featgraph is not None),
+    }
+)  # fmt: skip
 
 
 @contextmanager
@@ -129,26 +138,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dims", nargs="+", type=int, default=[16])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--calls", type=int, default=50, help="calls per timed loop")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=5, threads=toolchain.num_threads())
 
 
 def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}")
-    titles = ("case", "edges", "d", "featgraph us", "kernels us", "fixed us", "PyG us", "PyG / featgraph")
-    print(markdown_header(*titles), flush=True)
+    print(TABLE.header, flush=True)
     rows = []
     for edges in args.edges:
         for d in args.dims:
             for case, ours, theirs in cases(edges, d):
                 if case not in args.cases:
                     continue
-                row = measure(case, edges, d, ours, theirs, args.calls, args.repeat)
-                rows.append(row)
-                cells = [row.featgraph_us, row.kernels_us, row.fixed_us, row.pyg_us]
-                speedup = cell(row.pyg_over_featgraph, ".2f") + "x" * (row.pyg_over_featgraph is not None)
-                print(markdown_row([case, edges, d, *(cell(c, ".1f") for c in cells), speedup]), flush=True)
+                rows.append(measure(case, edges, d, ours, theirs, args.calls, args.repeat))
+                print(TABLE.rows(rows[-1:]), flush=True)
     write_json(args.json, [asdict(r) for r in rows])
     return rows

@@ -24,6 +24,13 @@ def _pyplot():
     return plt
 
 
+def _saved(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def heatmap(
     values: Sequence[Sequence[float]],
     rows: Sequence[object],
@@ -41,17 +48,12 @@ def heatmap(
     image = ax.imshow(values, cmap="viridis_r", aspect="auto")
     ax.set_xticks(range(len(cols)), [str(c) for c in cols])
     ax.set_yticks(range(len(rows)), [str(r) for r in rows])
-    ax.set_xlabel(col_label)
-    ax.set_ylabel(row_label)
-    ax.set_title(title)
+    ax.set(xlabel=col_label, ylabel=row_label, title=title)
     for i, row in enumerate(values):
         for j, value in enumerate(row):
             ax.text(j, i, f"{value:.1f}", ha="center", va="center", color="white", fontsize=8)
     fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, path)
 
 
 def lines(
@@ -75,15 +77,10 @@ def lines(
         ax.set_xscale("log", base=2)
     if log_y:
         ax.set_yscale("log")
-    ax.set_xlabel(x_label)
-    ax.set_ylabel(y_label)
-    ax.set_title(title)
+    ax.set(xlabel=x_label, ylabel=y_label, title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, path)
 
 
 def bars(
@@ -110,7 +107,4 @@ def bars(
     ax.set_ylabel(y_label)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(plt, fig, path)

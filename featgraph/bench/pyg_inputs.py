@@ -14,7 +14,7 @@ import torch
 
 from ..datasets import products_like
 from ..graph import conversion
-from .report import machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, machine, write_json
 
 
 @dataclass
@@ -36,8 +36,7 @@ def build_ms(edges: torch.Tensor, formats: list[str], num_nodes: int) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=0.3, help="products-like's size as a share of ogbn-products")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=3)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -69,8 +68,6 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows = [Row(name, formats, statistics.median(values)) for (name, formats), values in times.items()]
     print(f"machine: {machine()}")
     print(f"products-like {args.scale}: {n} vertices, {edge_index.shape[1]} edges")
-    print(markdown_header("input", "formats built", "CPU ms"))
-    for r in rows:
-        print(markdown_row([r.input, r.formats, f"{r.cpu_ms:.0f}"]))
+    print(Table({"input": "input", "formats built": "formats", "CPU ms": "cpu_ms:.0f"})(rows))
     write_json(args.json, [asdict(r) for r in rows], scale=args.scale)
     return rows

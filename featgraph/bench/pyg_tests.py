@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .report import markdown_header, markdown_row, write_json
+from .report import Table, write_json
 
 LAYERS = (
     "AGNNConv", "APPNP", "EdgeConv", "GATConv", "GATv2Conv", "GCNConv", "GINConv", "GINEConv", "GraphConv",
@@ -36,6 +36,10 @@ if sys.argv[1] == "featgraph":
         setattr(torch_geometric.nn.conv, name, getattr(featgraph.nn, name))
 sys.exit(pytest.main(["-q", "-rA", "-p", "no:cacheprovider", *sys.argv[2:]]))
 """
+TABLE = Table({
+    "test file": "file", "PyG's layers pass": "pyg_passing", "featgraph's layers pass (of those)": "featgraph_passing",
+    "failing with featgraph only": lambda r: ", ".join(r.failing_with_featgraph_only) or "-",
+})  # fmt: skip
 OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+?\.py)(?:::(\S+))?")
 
 
@@ -83,15 +87,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     if missing:
         raise SystemExit(f"--tests: no {', '.join(missing)} (point --tests at PyG's test/nn/conv)")
     rows = compare(outcomes("pyg", files), outcomes("featgraph", files))
-    print(
-        markdown_header(
-            "test file", "PyG's layers pass", "featgraph's layers pass (of those)", "failing with featgraph only"
-        )
-    )
-    for r in rows:
-        print(
-            markdown_row([r.file, r.pyg_passing, r.featgraph_passing, ", ".join(r.failing_with_featgraph_only) or "-"])
-        )
+    print(TABLE(rows))
     total, kept = sum(r.pyg_passing for r in rows), sum(r.featgraph_passing for r in rows)
     print(f"\n{kept} of {total} tests that pass with PyG's layers pass with featgraph's ({kept / max(total, 1):.0%})")
     write_json(args.json, [asdict(r) for r in rows])

@@ -21,7 +21,7 @@ from ..graph.interop import import_dgl
 from ..native import toolchain
 from ..sampling import Block, NeighborSampler
 from ..timing import interleaved_best_ms
-from .report import machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, machine, write_json
 
 
 @dataclass
@@ -30,6 +30,12 @@ class Row:
     ms_per_batch: float
     seeds_per_s: float
     time_over_featgraph: float  # this sampler's time / the first row's (featgraph on every thread)
+
+
+TABLE = Table({
+    "sampler": "sampler", "ms / batch": "ms_per_batch:.2f", "seeds / s": "seeds_per_s:,.0f",
+    "time / featgraph's": lambda r: f"{r.time_over_featgraph:.2f}x",
+})  # fmt: skip
 
 
 class TorchSampler:
@@ -125,8 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=3)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -168,10 +173,6 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows = [
         Row(name, ms / args.batches, args.batch / (ms / args.batches) * 1e3, ms / base) for name, ms in times.items()
     ]
-    print(markdown_header("sampler", "ms / batch", "seeds / s", "time / featgraph's"))
-    for r in rows:
-        print(
-            markdown_row([r.sampler, f"{r.ms_per_batch:.2f}", f"{r.seeds_per_s:,.0f}", f"{r.time_over_featgraph:.2f}x"])
-        )
+    print(TABLE(rows))
     write_json(args.json, [asdict(r) for r in rows], graph=f"R-MAT scale {args.scale}", fanouts=args.fanouts)
     return rows

@@ -20,7 +20,7 @@ from ..native import toolchain
 from ..timing import best_ms
 from . import plots
 from .kernels import GRAPHS, op_kernel
-from .report import machine, write_json
+from .report import Table, add_common_arguments, machine, write_json
 
 GRID = (1, 2, 4, 8, 16)
 DEGREES = (5, 10, 20, 50, 100)
@@ -103,18 +103,14 @@ def density_rows(num_nodes: int, d: int, threads: int, repeat: int, degrees=DEGR
     return rows
 
 
+DENSITY_TABLE = Table({
+    "vertices": "num_nodes", "avg degree": "avg_degree", "edges": "num_edges", "density %": "density_pct:.3f",
+    "featgraph ms": "featgraph_ms:.2f", "torch.sparse ms": "torch_sparse_ms:.2f", "speedup": "speedup:.2f",
+})  # fmt: skip
+
+
 def density_markdown(rows: list[DensityRow], header: bool = True) -> str:
-    lines = (
-        ["| vertices | avg degree | edges | density % | featgraph ms | torch.sparse ms | speedup |", "|---" * 7 + "|"]
-        if header
-        else []
-    )
-    for r in rows:
-        lines.append(
-            f"| {r.num_nodes} | {r.avg_degree} | {r.num_edges} | {r.density_pct:.3f} | {r.featgraph_ms:.2f} | "
-            f"{r.torch_sparse_ms:.2f} | {r.speedup:.2f} |"
-        )
-    return "\n".join(lines)
+    return DENSITY_TABLE(rows) if header else DENSITY_TABLE.rows(rows)
 
 
 def draw_density(rows: list[DensityRow], d: int, folder: Path) -> Path | None:
@@ -132,11 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=int, default=256, help="feature length of both studies")
     parser.add_argument("--vertices", type=int, default=50_000, help="vertices of the density sweep's graphs")
     parser.add_argument("--degrees", nargs="+", type=int, default=list(DEGREES))
-    parser.add_argument("--threads", type=int, default=toolchain.num_threads())
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the heat map graph (tests)")
     parser.add_argument("--out", default="results/sensitivity", help="folder for the PNG figures")
-    parser.add_argument("--json", metavar="PATH", help="write both studies as JSON")
+    add_common_arguments(parser, 3, toolchain.num_threads(), 1.0, scale_help="shrink the heat map graph (tests)")
 
 
 def run(args: argparse.Namespace) -> tuple[Heatmap, list[DensityRow]]:

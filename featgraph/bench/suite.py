@@ -19,7 +19,7 @@ import torch
 
 from . import feasibility, kernels, plots, sensitivity, training, tuning
 from .kernels import GRAPHS
-from .report import machine
+from .report import Table, machine
 from .roofline import gather_gbps, place, traffic, triad_gbps
 
 KERNEL_OPS = ("gcn", "mlp", "attention")
@@ -50,7 +50,7 @@ def kernel_rows(args: argparse.Namespace, graphs: dict, threads: int) -> list[ke
         for op in args.ops:
             for d in args.dims:
                 batch = kernels.run_rows(graph_name, g, op, d, threads, args.repeat)
-                print(kernels.markdown_rows(batch), flush=True)
+                print(kernels.TABLE.rows(batch), flush=True)
                 rows += batch
     return rows
 
@@ -69,18 +69,15 @@ def roofline_rows(rows_by_threads: dict[int, list[kernels.Row]], graphs: dict) -
     return placed
 
 
-def roofline_markdown(rows: list[RooflineRow]) -> str:
-    lines = [
-        "| op | graph | d | threads | featgraph ms | perfect-reuse ms | no-reuse ms | gather bound ms | x perfect "
-        "| no-reuse / ms | x gather |",
-        "|---" * 11 + "|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r.op} | {r.graph} | {r.d} | {r.threads} | {r.ms:.2f} | {r.perfect_ms:.2f} | {r.no_reuse_ms:.2f} | "
-            f"{r.gather_ms:.2f} | {r.x_perfect:.1f} | {r.vs_no_reuse:.2f} | {r.x_gather:.2f} |"
-        )
-    return "\n".join(lines)
+ROOFLINE_TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "threads": "threads", "featgraph ms": "ms:.2f",
+    "perfect-reuse ms": "perfect_ms:.2f", "no-reuse ms": "no_reuse_ms:.2f", "gather bound ms": "gather_ms:.2f",
+    "x perfect": "x_perfect:.1f", "no-reuse / ms": "vs_no_reuse:.2f", "x gather": "x_gather:.2f",
+})  # fmt: skip
+SCALING_TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "implementation": "impl", "1 thread ms": "one:.2f",
+    "2 threads ms": "two:.2f", "speedup": "speedup:.2f",
+})  # fmt: skip
 
 
 def roofline_targets(rows: list[RooflineRow]) -> str:
@@ -105,19 +102,20 @@ def scaling_markdown(rows_by_threads: dict[int, list[kernels.Row]]) -> tuple[str
     """Figure 10: time at 1 thread over time at 2 threads, per implementation and row."""
     one = {(r.op, r.graph, r.d, r.impl): r.ms for r in rows_by_threads[1] if r.ms}
     two = {(r.op, r.graph, r.d, r.impl): r.ms for r in rows_by_threads[2] if r.ms}
-    lines = ["| op | graph | d | implementation | 1 thread ms | 2 threads ms | speedup |", "|---" * 7 + "|"]
-    series: dict[str, tuple[list[float], list[float]]] = {}
+    rows, series = [], {}
     for key in one:
         if key not in two:
             continue
         op, graph, d, impl = key
         speedup = one[key] / two[key]
-        lines.append(f"| {op} | {graph} | {d} | {impl} | {one[key]:.2f} | {two[key]:.2f} | {speedup:.2f} |")
+        rows.append(
+            {"op": op, "graph": graph, "d": d, "impl": impl, "one": one[key], "two": two[key], "speedup": speedup}
+        )
         if op == "gcn":
             xs, ys = series.setdefault(f"{impl} ({graph})", ([], []))
             xs.append(d)
             ys.append(speedup)
-    return "\n".join(lines), series
+    return SCALING_TABLE(rows), series
 
 
 HEADLINE_D = 128
@@ -173,10 +171,9 @@ def run(args: argparse.Namespace) -> dict:
     figures: list[Path | None] = []
 
     rows_by_threads = {t: kernel_rows(args, graphs, t) for t in THREADS}
-    table = kernels.MARKDOWN_HEADER + "\n" + kernels.markdown_rows(rows_by_threads[1])
+    table = kernels.TABLE(rows_by_threads[1])
     report.append(section("Table III: kernels, 1 thread (time / featgraph above 1: featgraph faster)", table))
-    table = kernels.MARKDOWN_HEADER + "\n" + kernels.markdown_rows(rows_by_threads[2])
-    report.append(section("Kernels, 2 threads", table))
+    report.append(section("Kernels, 2 threads", kernels.TABLE(rows_by_threads[2])))
     figures.append(draw_headline(rows_by_threads[2], folder))
     scaling, series = scaling_markdown(rows_by_threads)
     report.append(section("Figure 10: thread scaling (speedup of 2 threads over 1)", scaling))
@@ -185,14 +182,11 @@ def run(args: argparse.Namespace) -> dict:
 
     placed = roofline_rows(rows_by_threads, graphs)
     report.append(
-        section("Roofline: featgraph between the bounds", roofline_markdown(placed) + "\n\n" + roofline_targets(placed))
+        section("Roofline: featgraph between the bounds", ROOFLINE_TABLE(placed) + "\n\n" + roofline_targets(placed))
     )
     times = {(r.op, r.graph, r.d, t, r.impl): r.ms for t, rows in rows_by_threads.items() for r in rows if r.ms}
     checked = feasibility.rows_from(times, graphs)
-    report.append(
-        section("Gather-bound targets against this machine's gather rate", feasibility.HEADER + "\n"
-                + feasibility.markdown_rows(checked))
-    )  # fmt: skip
+    report.append(section("Gather-bound targets against this machine's gather rate", feasibility.TABLE(checked)))
     for graph_name in graphs:
         gcn = sorted(
             (r for r in placed if r.op == "gcn" and r.graph == graph_name and r.threads == 2), key=lambda r: r.d
@@ -226,7 +220,7 @@ def run(args: argparse.Namespace) -> dict:
         tuning.measure_row(op, name, g, d, 2, args.repeat, args.tune_budget)
         for name, g in graphs.items() for op in args.ops for d in args.dims
     ]  # fmt: skip
-    body = tuning.MARKDOWN_HEADER + "\n" + tuning.markdown_rows(tuned) + "\n\n" + tuning.summary(tuned)
+    body = tuning.TABLE(tuned) + "\n\n" + tuning.summary(tuned)
     report.append(section("Tuning: heuristic default against tuned (2 threads)", body))
 
     trained: list[training.Row] = []
@@ -234,9 +228,7 @@ def run(args: argparse.Namespace) -> dict:
         for model in args.train_models:
             trained += training.run_rows(graph_name, args.scale, model, list(training.FRAMEWORKS), args.repeat)
     if trained:
-        report.append(
-            section("Table VI: end-to-end training epochs", training.HEADER + "\n" + training.markdown_rows(trained))
-        )
+        report.append(section("Table VI: end-to-end training epochs", training.TABLE(trained)))
 
     drawn = [f.name for f in figures if f is not None]
     report.append(section("Figures", "\n".join(f"![{name}]({name})" for name in drawn) if drawn

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from ..graph.interop import import_dgl
 from ..training import NodeClassifier, preset
 from ..training.loop import MixedPrecision
 from .measure import peak_extra_mb
-from .report import cell, device_name, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_common_arguments, device_name, each_graph, machine, run_worker, write_json
 
 IN_FEATURES, CLASSES = 128, 16
 GRAPHS: dict[str, Callable[[float], Graph]] = {
@@ -171,77 +170,55 @@ class DGLLayerNet(torch.nn.Module):
         return x
 
 
-def _layer_setups(g: Graph, bench_model: str, frameworks: list[str]) -> dict[str, tuple[torch.nn.Module, object] | str]:
-    """``_setups`` for ``LAYER_MODELS``: featgraph's layers on its Graph, PyG's on ``edge_index`` and on a CSR
-    ``adj_t``, DGL's where it has the layer."""
-    edge_attr = torch.randn(g.num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(1))
-    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
-    for framework in frameworks:
-        if framework == "featgraph":
-            import featgraph.nn as fgnn
-
-            setups[framework] = (LayerNet(fgnn, bench_model, edge_attr), g)
-        elif framework in ("pyg", "pyg-csr"):
-            try:
-                import torch_geometric.nn as pyg_nn
-            except ImportError:
-                setups[framework] = "PyG not installed"
-                continue
-            if framework == "pyg-csr" and bench_model == "gine":
-                setups[framework] = "n/a: PyG's GINEConv takes no edge features with a sparse adj_t"
-                continue
-            graph = torch.stack(g.coo()) if framework == "pyg" else g.adjacency()
-            setups[framework] = (LayerNet(pyg_nn, bench_model, edge_attr), graph)
-        else:
-            dgl = import_dgl()
-            if dgl is None:
-                setups[framework] = "DGL not installed"
-            elif bench_model not in DGL_LAYERS:
-                setups[framework] = "n/a: DGL has no such layer"
-            else:
-                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
-                if bench_model in ("sgconv", "appnp", "gatv2"):  # PyG's layers add self loops
-                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
-                setups[framework] = (DGLLayerNet(dgl, bench_model, edge_attr), dg)
-    return setups
-
-
 def _setups(
     g: Graph, bench_model: str, frameworks: list[str], dropout: str | None = None
 ) -> dict[str, tuple[torch.nn.Module, object] | str]:
-    """Per framework: (model, graph argument), or why it is not run; featgraph's model with ``dropout``'s
-    dropout ("torch", or by default its own)."""
-    if bench_model in LAYER_MODELS:
-        if dropout is not None:
-            return dict.fromkeys(frameworks, "n/a: this model has no dropout")
-        return _layer_setups(g, bench_model, frameworks)
-    model, overrides = MODELS[bench_model]
-    config = preset(model, **overrides)
-    edge_index = torch.stack(g.coo())
-    setups: dict[str, tuple[torch.nn.Module, object] | str] = {}
-    for framework in frameworks:
-        if framework == "featgraph":  # its Graph, as DGL gets its DGLGraph: the derived formats still count
-            setups[framework] = (NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph", dropout), g)
-        elif framework in ("pyg", "pyg-csr"):
-            try:
-                net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
-            except ImportError:
-                setups[framework] = "PyG not installed"
-                continue
-            setups[framework] = (net, edge_index if framework == "pyg" else g.adjacency())
-        else:
-            dgl = import_dgl()
-            if dgl is None:
-                setups[framework] = "DGL not installed"
-            elif model == "sage" and config.aggr == "max":
-                setups[framework] = "DGL's SAGEConv has no plain max aggregator (see sage-pool)"
+    """Per framework: (model, graph argument), or why it is not run. featgraph's layers take its Graph (the
+    formats derived from it count, as DGL's from its DGLGraph), PyG's ``edge_index`` or a CSR ``adj_t``;
+    featgraph's model has ``dropout``'s dropout ("torch", or by default its own)."""
+    return {framework: _setup(g, bench_model, framework, dropout) for framework in frameworks}
+
+
+def _setup(g: Graph, bench_model: str, framework: str, dropout: str | None) -> tuple[torch.nn.Module, object] | str:
+    layered = bench_model in LAYER_MODELS
+    if layered and dropout is not None:
+        return "n/a: this model has no dropout"
+    model, overrides = (bench_model, {}) if layered else MODELS[bench_model]
+    config = None if layered else preset(model, **overrides)
+    edge_attr = torch.randn(g.num_edges, EDGE_DIM, generator=torch.Generator().manual_seed(1)) if layered else None
+    if framework == "featgraph":
+        if not layered:
+            return NodeClassifier(model, IN_FEATURES, CLASSES, config, "featgraph", dropout), g
+        import featgraph.nn as fgnn
+
+        return LayerNet(fgnn, bench_model, edge_attr), g
+    if framework in ("pyg", "pyg-csr"):
+        if framework == "pyg-csr" and bench_model == "gine":
+            return "n/a: PyG's GINEConv takes no edge features with a sparse adj_t"
+        try:
+            if layered:
+                import torch_geometric.nn as pyg_nn
+
+                net = LayerNet(pyg_nn, bench_model, edge_attr)
             else:
-                dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
-                if model in ("gcn", "gat"):  # self loops as edges, as DGL's examples add them
-                    dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
-                net = DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout)
-                setups[framework] = (net, dg)
-    return setups
+                net = NodeClassifier(model, IN_FEATURES, CLASSES, config, "pyg")
+        except ImportError:
+            return "PyG not installed"
+        return net, torch.stack(g.coo()) if framework == "pyg" else g.adjacency()
+    dgl = import_dgl()
+    if dgl is None:
+        return "DGL not installed"
+    if layered and bench_model not in DGL_LAYERS:
+        return "n/a: DGL has no such layer"
+    if not layered and model == "sage" and config.aggr == "max":
+        return "DGL's SAGEConv has no plain max aggregator (see sage-pool)"
+    dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
+    # self loops as edges where PyG's layer adds them (SGConv, APPNP, GATv2) and as DGL's GCN and GAT examples do
+    if model in ("sgconv", "appnp", "gatv2", "gcn", "gat"):
+        dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
+    if layered:
+        return DGLLayerNet(dgl, bench_model, edge_attr), dg
+    return DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout), dg
 
 
 def epoch_ms(
@@ -266,9 +243,7 @@ def epoch_ms(
     return times[0] * 1e3, statistics.median(times[2:]) * 1e3
 
 
-def run_one(
-    graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu"
-) -> Row:
+def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu") -> Row:
     """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
     format building and kernel loading included) above the resident size once graph, features and model
     exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would
@@ -309,43 +284,25 @@ def run_rows(
     """Each framework in its own process (clean peak memory, no allocator caches shared between them)."""
     rows = []
     for framework in frameworks:
-        spec = json.dumps([graph_name, scale, bench_model, framework, repeat, device])
-        done = subprocess.run(
-            [sys.executable, "-m", "featgraph.bench.training", spec], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            last_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            rows.append(Row(graph_name, bench_model, framework, None, note=f"worker failed: {last_line[:80]}"))
-            continue
-        rows.append(Row(**json.loads(done.stdout.strip().splitlines()[-1])))
+        row = run_worker("featgraph.bench.training", [graph_name, scale, bench_model, framework, repeat, device])
+        rows.append(Row(graph_name, bench_model, framework, None, note=row) if isinstance(row, str) else Row(**row))
     base = next((r.ms for r in rows if r.framework == "featgraph" and r.ms), None)
     for r in rows:
         r.ratio = r.ms / base if base and r.ms else None
     return rows
 
 
-HEADER = markdown_header(
-    "graph", "model", "framework", "ms/epoch", "time / featgraph", "first epoch ms", "peak MB", "note"
-)
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [r.graph, r.model, r.framework, cell(r.ms, ".1f"), cell(r.ratio, ".2f"), cell(r.first_ms, ".0f")]
-            + [cell(r.peak_mb, ".0f"), r.note]
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "graph": "graph", "model": "model", "framework": "framework", "ms/epoch": "ms:.1f", "time / featgraph": "ratio:.2f",
+    "first epoch ms": "first_ms:.0f", "peak MB": "peak_mb:.0f", "note": "note",
+})  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", nargs="+", default=list(CPU_GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=[*MODELS, *LAYER_MODELS])
     parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=list(FRAMEWORKS))
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--scale", type=float, default=1.0, help="shrink the synthetic graph (tests)")
-    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+    add_common_arguments(parser, repeat=3, scale=1.0, scale_help="shrink the synthetic graph (tests)")
     parser.add_argument("--device", default="cpu", help="where the models train: cpu (default) or cuda")
     parser.add_argument(
         "--compile", action="store_true", help="add rows for featgraph's and PyG's models under torch.compile"
@@ -368,10 +325,10 @@ def run(args: argparse.Namespace) -> list[Row]:
         frameworks += [f + BF16 for f in args.frameworks if f in ("featgraph", "pyg")]
     if args.torch_dropout and "featgraph" in args.frameworks:
         frameworks.insert(frameworks.index("featgraph") + 1, "featgraph" + TORCH_DROPOUT)
-    for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, HEADER):
+    for graph_name, _ in each_graph(args.graphs, GRAPHS, args.scale, TABLE.header):
         for bench_model in args.models:
             batch = run_rows(graph_name, args.scale, bench_model, frameworks, args.repeat, args.device)
-            print(markdown_rows(batch), flush=True)
+            print(TABLE.rows(batch), flush=True)
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], device=device_name(args.device))
     return rows

@@ -16,7 +16,7 @@ from ..graph import Graph
 from ..timing import best_ms
 from ..tuning import synthetic_inputs, tune
 from .kernels import GRAPHS, op_kernel
-from .report import add_table_arguments, each_graph, machine, markdown_header, markdown_row, write_json
+from .report import Table, add_table_arguments, machine, table_rows, write_json
 
 OPS = ("gcn", "mlp", "attention")
 TARGET_RATIO = 1.3
@@ -48,19 +48,11 @@ def measure_row(op: str, graph_name: str, g: Graph, d: int, threads: int, repeat
     )  # fmt: skip
 
 
-MARKDOWN_HEADER = markdown_header(
-    "op", "graph", "d", "default ms", "tuned ms", "default / tuned", "tuned configuration", "candidates"
-)
-
-
-def markdown_rows(rows: list[Row]) -> str:
-    return "\n".join(
-        markdown_row(
-            [r.op, r.graph, r.d, f"{r.default_ms:.2f}", f"{r.tuned_ms:.2f}", f"{r.ratio:.2f}", r.config]
-            + [f"{r.candidates}{' (stored)' if r.from_cache else ''}"]
-        )
-        for r in rows
-    )
+TABLE = Table({
+    "op": "op", "graph": "graph", "d": "d", "default ms": "default_ms:.2f", "tuned ms": "tuned_ms:.2f",
+    "default / tuned": "ratio:.2f", "tuned configuration": "config",
+    "candidates": lambda r: f"{r.candidates}{' (stored)' if r.from_cache else ''}",
+})  # fmt: skip
 
 
 def summary(rows: list[Row]) -> str:
@@ -80,13 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> list[Row]:
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}; featgraph threads: {args.threads}")
-    rows: list[Row] = []
-    for graph_name, g in each_graph(args.graphs, GRAPHS, args.scale, MARKDOWN_HEADER):
-        for op in args.ops:
-            for d in args.dims:
-                row = measure_row(op, graph_name, g, d, args.threads, args.repeat, args.budget)
-                print(markdown_rows([row]), flush=True)
-                rows.append(row)
+    rows = table_rows(
+        args,
+        GRAPHS,
+        TABLE,
+        lambda name, g, op, d: [measure_row(op, name, g, d, args.threads, args.repeat, args.budget)],
+    )
     print(summary(rows))
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,25 +36,17 @@ from ..training.minibatch import DEFAULT_BATCH_SIZE, DEFAULT_FANOUTS, SampledCla
 from ..training.models import Preset
 from .feature_store import FeatureStore, ReplicatedFeatures
 from .store import load_part
-from .trainer import EpochLoop, global_accuracies, global_sum, rank_seed
+from .trainer import EpochLoop, EpochRecord, global_accuracies, global_sum, rank_seed
 
 
 @dataclass(frozen=True)
-class MiniBatchEpoch:
+class MiniBatchEpoch(EpochRecord):
     """One epoch as every rank sees it: the mean of the batches' losses over all ranks, accuracies of the
-    sampled evaluation over the whole val and test sets, seconds of training, batches per rank and the
+    sampled evaluation over the whole val and test sets, seconds of training, then batches per rank and the
     feature bytes this rank fetched from others."""
 
-    epoch: int
-    loss: float
-    val_acc: float
-    test_acc: float
-    seconds: float
     batches: int
     feature_bytes: int
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
 
 
 SPLITS = ("train", "val", "test")

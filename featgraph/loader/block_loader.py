@@ -92,21 +92,9 @@ class BlockLoader(SeedLoader[BlockBatch]):
         y: Any = None,
     ) -> None:
         super().__init__(
-            loader_source(graph_or_data, x, y),
-            fanouts,
-            "fanouts",
-            batch_size,
-            shuffle,
-            input_nodes,
-            replace,
-            seed,
-            num_workers,
-            prefetch,
-            drop_last,
-            weight_attr,
-            self_loops,
-            pin_memory=pin_memory,
-        )
+            loader_source(graph_or_data, x, y), fanouts, "fanouts", batch_size, shuffle, input_nodes, replace, seed,
+            num_workers, prefetch, drop_last, weight_attr, self_loops, pin_memory=pin_memory,
+        )  # fmt: skip
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:
         attrs = self.source.node_attrs

@@ -97,20 +97,9 @@ class NeighborLoader(SeedLoader[Any]):
         y: Any = None,
     ) -> None:
         super().__init__(
-            loader_source(data, x, y),
-            num_neighbors,
-            "num_neighbors",
-            batch_size,
-            shuffle,
-            input_nodes,
-            replace,
-            seed,
-            num_workers,
-            prefetch,
-            drop_last,
-            weight_attr,
-            pin_memory=pin_memory,
-        )
+            loader_source(data, x, y), num_neighbors, "num_neighbors", batch_size, shuffle, input_nodes, replace, seed,
+            num_workers, prefetch, drop_last, weight_attr, pin_memory=pin_memory,
+        )  # fmt: skip
         self.batch_class = pyg_data_class() or Batch
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:

@@ -68,7 +68,19 @@ def gcn_aggregate(
 def _gcn_gradient(
     g: Graph, x, edge_weight, add_self_loops: bool, fill_value: float, tune: bool, *, outputs, grads, wants
 ) -> list[torch.Tensor | None]:
-    return list(gcn_gradients(g, x, edge_weight, add_self_loops, fill_value, grads[0], tuple(wants), tune))
+    """The gradients of the normalised ``gcn_aggregate`` in (x, edge_weight) where ``wants``: the fused
+    kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
+    records nothing inside a registered operator)."""
+    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
+    kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
+    learn = wants[1] and edge_weight is not None
+    grads = placeholder_gradients(kernel, inputs, grads[0], None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
+    if not learn:
+        return [grads.get("X"), None]
+    # norm = deg^-1/2 (0 where deg <= 0): d norm / d deg = -norm^3 / 2, and deg[v] sums the weights into v
+    degree_grad = grads["NORM"].squeeze(1) * norm.pow(3) * -0.5
+    weight_grad = grads["W"].squeeze(1) + degree_grad[base.coo()[1]]
+    return [grads.get("X"), _loop_weights_gradient(g, weight_grad) if add_self_loops else weight_grad]
 
 
 @operator(
@@ -105,25 +117,6 @@ def normalised_aggregation(
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
     return kernel, inputs
-
-
-def gcn_gradients(
-    g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float,
-    grad: torch.Tensor, wants: tuple[bool, bool], tune: bool = False,
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:  # fmt: skip
-    """The gradients of the normalised ``gcn_aggregate`` in (x, edge_weight) where ``wants``: the fused
-    kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
-    records nothing inside a registered operator)."""
-    base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
-    kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
-    learn = wants[1] and edge_weight is not None
-    grads = placeholder_gradients(kernel, inputs, grad, None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
-    if not learn:
-        return grads.get("X"), None
-    # norm = deg^-1/2 (0 where deg <= 0): d norm / d deg = -norm^3 / 2, and deg[v] sums the weights into v
-    degree_grad = grads["NORM"].squeeze(1) * norm.pow(3) * -0.5
-    weight_grad = grads["W"].squeeze(1) + degree_grad[base.coo()[1]]
-    return grads.get("X"), _loop_weights_gradient(g, weight_grad) if add_self_loops else weight_grad
 
 
 def _loop_weights_gradient(g: Graph, looped_grad: torch.Tensor) -> torch.Tensor:
@@ -274,9 +267,7 @@ def _gat_gradient(
     ]
 
 
-@operator(
-    "gat_attention", _gat_fake, _gat_gradient, saves_outputs=(1,), autocast=precision.caster("gat_attention")
-)
+@operator("gat_attention", _gat_fake, _gat_gradient, saves_outputs=(1,), autocast=precision.caster("gat_attention"))
 def _gat_attention(
     g: Graph, feat: torch.Tensor, feat_dst: torch.Tensor | None, attn_src: torch.Tensor, attn_dst: torch.Tensor,
     slope: float, p: float, seed: torch.Tensor,

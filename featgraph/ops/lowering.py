@@ -1,8 +1,8 @@
-"""One mechanism for every op and gradient: a UDF over operands, placed by where its result lives.
+"""One mechanism for the builtin ops: a UDF over operands, placed by where its result lives.
 
-A result per edge (``e``) is an SDDMM; a result per destination (``v``) is an SpMM over in-edges; a result
-per source (``u``) is an SpMM over the reversed graph (whose destinations are the sources). Kernels are
-built once per graph and signature and kept on the graph.
+A result per edge (``e``) is an SDDMM; a result per destination (``v``) is an SpMM over in-edges. Kernels
+are built once per graph and signature and kept on the graph; their gradients are their own
+(``templates.gradients``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from ..tuning import sddmm, spmm
 from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand, udf_shapes
 
-FLIP = {"u": "v", "v": "u", "e": "e"}
-
 
 def run(
     g: Graph,
@@ -28,18 +26,14 @@ def run(
     combine: Combine,
     key: str,
     reducer: str = "sum",
-    result: Sequence[int] | None = None,
-    reduce_last: bool = False,
     return_arg: bool = False,
-    strategy: str = "gar",
-    tune: bool = False,
+    **options,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Evaluate ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are read as
-    one feature) for every element of ``target`` (``u``/``v``/``e``), reducing over edges with ``reducer``;
-    ``tune`` tunes the kernel on first use (the strategy stays as given). No autograd: the ops run it inside
-    their operators, whose gradients are their own."""
-    kernel, tensors = bind(g, target, inputs, combine, key, reducer, result, reduce_last, strategy, tune)
-    out, arg = kernel.evaluate(tensors, want_arg=return_arg)  # inside an operator: autograd is the operator's
+    """Evaluate ``combine`` of the ``inputs`` for every element of ``target``: ``bind``'s kernel run, with
+    ``return_arg`` also max/min's winners. No autograd: the ops run it inside their operators, whose gradients
+    are their own."""
+    kernel, tensors = bind(g, target, inputs, combine, key, reducer, **options)
+    out, arg = kernel.evaluate(tensors, want_arg=return_arg)
     return (out, arg) if return_arg else out
 
 
@@ -50,27 +44,28 @@ def bind(
     combine: Combine,
     key: str,
     reducer: str = "sum",
-    result: Sequence[int] | None = None,
     reduce_last: bool = False,
     strategy: str = "gar",
     tune: bool = False,
 ) -> tuple[Kernel, dict[str, torch.Tensor]]:
-    """``run``'s kernel (built once per graph and signature) and the tensors it is called with, by name."""
-    if target not in ("u", "v", "e"):
-        raise ValueError(f"target must be 'u', 'v' or 'e', got {target!r}")
-    graph = g.reverse() if target == "u" else g
-    operands = [operand(name, FLIP[t] if target == "u" else t, _as_2d(x)) for name, t, x in inputs]
-    _check(graph, operands)
+    """The kernel evaluating ``combine`` of the ``inputs`` ((name, target, tensor) triples; 1-D tensors are
+    read as one feature) for every element of ``target`` (``v``/``e``), reducing over edges with
+    ``reducer`` (built once per graph and signature; ``tune`` tunes it on first use, the strategy staying as
+    given), and the tensors it is called with, by name; ``reduce_last`` as ``udfs.elementwise_udf``'s."""
+    if target not in ("v", "e"):
+        raise ValueError(f"target must be 'v' or 'e', got {target!r}")
+    operands = [operand(name, t, _as_2d(x)) for name, t, x in inputs]
+    _check(g, operands)
     if target != "e":
-        _, shape = udf_shapes(operands, result, reduce_last)
-        strategy = choose_strategy(graph, reducer, math.prod(shape), strategy)
-    signature = (key, target, reducer, tuple(operands), tuple(result) if result else None, reduce_last, strategy, tune)
+        _, shape = udf_shapes(operands, reduce_last)
+        strategy = choose_strategy(g, reducer, math.prod(shape), strategy)
+    signature = (key, target, reducer, tuple(operands), reduce_last, strategy, tune)
 
     def build():  # the UDF is made only where the kernel is not cached yet
-        udf, _ = elementwise_udf(operands, combine, result, reduce_last)
+        udf, _ = elementwise_udf(operands, combine, reduce_last)
         if target == "e":
-            return sddmm(graph, udf, tune=tune)
-        return spmm(graph, udf, reducer, tune=tune, strategy=strategy)
+            return sddmm(g, udf, tune=tune)
+        return spmm(g, udf, reducer, tune=tune, strategy=strategy)
 
     kernel = cached_kernel(g, ("op-kernel", signature), build)
     return kernel, {name: _as_2d(x) for name, _, x in inputs}

@@ -63,35 +63,19 @@ def _load(p: Placeholder, op: Operand, row: Var, index: Sequence[Expr], full: Se
 Combine = Callable[[list[Expr]], Expr]
 
 
-def udf_shapes(
-    operands: Sequence[Operand], result: Sequence[int] | None = None, reduce_last: bool = False
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def udf_shapes(operands: Sequence[Operand], reduce_last: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``elementwise_udf``'s broadcast shape and output feature shape, without building the UDF."""
-    # the result may be wider than the operands (a gradient of an operand that was broadcast), never narrower
-    full = broadcast(*[o.features for o in operands], *([result] if result is not None else []))
-    out = (*full[:-1], 1) if reduce_last else tuple(result) if result is not None else full
-    padded = (1,) * (len(full) - len(out)) + out
-    if len(full) < len(out) or any(q not in (1, f) for q, f in zip(padded, full, strict=True)):
-        raise ValueError(f"shape {out} is not a summed-down form of the broadcast shape {full}")
-    return full, out
+    full = broadcast(*[o.features for o in operands])
+    return full, (*full[:-1], 1) if reduce_last else full
 
 
 def elementwise_udf(
-    operands: Sequence[Operand],
-    combine: Combine,
-    result: Sequence[int] | None = None,
-    reduce_last: bool = False,
+    operands: Sequence[Operand], combine: Combine, reduce_last: bool = False
 ) -> tuple[Callable, tuple[int, ...]]:
-    """A UDF computing ``combine(loads)`` at every broadcast position, and its output feature shape.
-
-    ``result`` (a shape the broadcast shape reduces to by summing, NumPy's ``sum_to_size``) turns the
-    dimensions it lacks into sum-reduce axes; ``reduce_last`` sums over the last broadcast dimension and
-    keeps it as size 1 (DGL's ``dot``).
-    """
-    full, out = udf_shapes(operands, result, reduce_last)
-    lead = len(full) - len(out)
-    padded = (1,) * lead + out
-    reduce_dims = [p for p in range(len(full)) if padded[p] == 1 and full[p] > 1]
+    """A UDF computing ``combine(loads)`` at every broadcast position, and its output feature shape;
+    ``reduce_last`` sums over the last broadcast dimension and keeps it as size 1 (DGL's ``dot``)."""
+    full, out = udf_shapes(operands, reduce_last)
+    reduce_dims = [len(full) - 1] if reduce_last and full[-1] > 1 else []
     placeholders = {o.name: o.placeholder() for o in operands}
 
     def udf(src: Var, dst: Var, eid: Var):
@@ -99,9 +83,7 @@ def elementwise_udf(
         axes = {p: te.reduce_axis((0, full[p]), name=f"r{p}") for p in reduce_dims}
 
         def body(*out_index: Var) -> Expr:
-            position = [
-                axes[p] if p in axes else te.Const(0) if p < lead else out_index[p - lead] for p in range(len(full))
-            ]
+            position = [axes[p] if p in axes else out_index[p] for p in range(len(full))]
             value = combine([_load(placeholders[o.name], o, rows[o.target], position, full) for o in operands])
             return te.sum(value, axis=tuple(axes.values())) if axes else value
 

@@ -6,7 +6,7 @@ lower the tree to code. Python never runs per edge. Operators on nodes build new
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Union
@@ -27,6 +27,16 @@ def as_expr(value: ExprLike) -> Expr:
     raise TypeError(f"cannot use {type(value).__name__} in a tensor expression")
 
 
+def _binary(op: str, reverse: bool = False) -> Callable[[Expr, ExprLike], BinOp]:
+    """The operator method building ``BinOp(op, self, other)`` (``BinOp(op, other, self)`` when ``reverse``:
+    ``2 * x``)."""
+
+    def method(self: Expr, other: ExprLike) -> BinOp:
+        return BinOp(op, as_expr(other), self) if reverse else BinOp(op, self, as_expr(other))
+
+    return method
+
+
 class Expr:
     """Base of every node; arithmetic and comparison operators build ``BinOp`` nodes."""
 
@@ -43,60 +53,16 @@ class Expr:
             yield node
             stack.extend(reversed(node.children()))
 
-    def _bin(self, op: str, other: ExprLike, reverse: bool = False) -> BinOp:
-        a, b = (as_expr(other), self) if reverse else (self, as_expr(other))
-        return BinOp(op, a, b)
-
-    def __add__(self, o: ExprLike) -> BinOp:
-        return self._bin("+", o)
-
-    def __radd__(self, o: ExprLike) -> BinOp:
-        return self._bin("+", o, True)
-
-    def __sub__(self, o: ExprLike) -> BinOp:
-        return self._bin("-", o)
-
-    def __rsub__(self, o: ExprLike) -> BinOp:
-        return self._bin("-", o, True)
-
-    def __mul__(self, o: ExprLike) -> BinOp:
-        return self._bin("*", o)
-
-    def __rmul__(self, o: ExprLike) -> BinOp:
-        return self._bin("*", o, True)
-
-    def __truediv__(self, o: ExprLike) -> BinOp:
-        return self._bin("/", o)
-
-    def __rtruediv__(self, o: ExprLike) -> BinOp:
-        return self._bin("/", o, True)
-
-    def __floordiv__(self, o: ExprLike) -> BinOp:
-        return self._bin("//", o)
-
-    def __rfloordiv__(self, o: ExprLike) -> BinOp:
-        return self._bin("//", o, True)
-
-    def __mod__(self, o: ExprLike) -> BinOp:
-        return self._bin("%", o)
-
-    def __rmod__(self, o: ExprLike) -> BinOp:
-        return self._bin("%", o, True)
+    __add__, __radd__ = _binary("+"), _binary("+", reverse=True)
+    __sub__, __rsub__ = _binary("-"), _binary("-", reverse=True)
+    __mul__, __rmul__ = _binary("*"), _binary("*", reverse=True)
+    __truediv__, __rtruediv__ = _binary("/"), _binary("/", reverse=True)
+    __floordiv__, __rfloordiv__ = _binary("//"), _binary("//", reverse=True)
+    __mod__, __rmod__ = _binary("%"), _binary("%", reverse=True)
+    __lt__, __le__, __gt__, __ge__ = _binary("<"), _binary("<="), _binary(">"), _binary(">=")
 
     def __neg__(self) -> BinOp:
         return BinOp("-", Const(0), self)
-
-    def __lt__(self, o: ExprLike) -> BinOp:
-        return self._bin("<", o)
-
-    def __le__(self, o: ExprLike) -> BinOp:
-        return self._bin("<=", o)
-
-    def __gt__(self, o: ExprLike) -> BinOp:
-        return self._bin(">", o)
-
-    def __ge__(self, o: ExprLike) -> BinOp:
-        return self._bin(">=", o)
 
     def __bool__(self) -> bool:
         raise TypeError(

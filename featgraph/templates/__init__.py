@@ -2,6 +2,8 @@
 edge) and the edge sum (a UDF summed over all edges), each a compiled, differentiable kernel; the gradient
 kernels they derive include the winner template of max/min aggregations."""
 
+# ``gradients`` registers the ``featgraph::kernel`` operator that a kernel's call runs
+from . import gradients as gradients
 from .edge_sum import EdgeSumKernel, edge_sum
 from .kernel import default_target
 from .params import SDDMMParams, SpMMParams

@@ -21,15 +21,21 @@ E x features is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from .. import te
 from ..backends.cpu import buffers
 from ..graph import Graph
+from ..kernel_spec import TORCH_DTYPES
+from ..operator import operator
 from ..te.expr import GRAPH_KINDS, BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
 from ..te.grad import ZERO, add, diff, is_zero, mul, substitute, where
-from .kernel import TORCH_DTYPES, Kernel, compute_dtype, divide_by_in_degree
+from .edge_sum import edge_sum
+from .kernel import Kernel, compute_dtype, divide_by_in_degree, registered
+from .sddmm import sddmm
+from .spmm import spmm
 from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
 
 GRAD, OUT = "fg_grad", "fg_out"
@@ -197,11 +203,15 @@ def _udf(axes: tuple[Var, ...], body: Expr, swap: bool) -> Callable[[Var, Var, V
 
 
 def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tuple[str, Kernel]]:
-    """The kernels whose results add up to d(loss)/dP."""
-    from .edge_sum import edge_sum
-    from .sddmm import sddmm
-    from .spmm import spmm
+    """The kernels whose results add up to d(loss)/dP (with the role each lands in), derived from the UDF and
+    compiled on first use, then kept on ``kernel``."""
+    key = (p.name, grad_dtype)
+    if key not in kernel._gradients:
+        kernel._gradients[key] = _derive_kernels(kernel, p, grad_dtype)
+    return kernel._gradients[key]
 
+
+def _derive_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tuple[str, Kernel]]:
     graph: Graph = kernel.graph
     if kernel.spec.reducer in ("max", "min"):
         winners = winner_terms(kernel, p, grad_dtype)
@@ -212,14 +222,16 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
         ):
             return [(role, winner_scatter(graph, c, params, target)) for role, (c, params) in winners.items()]
     options = {"num_threads": kernel.spec.params.num_threads, "tuner": kernel.tuner, "target": kernel.target}
+    # an edge-centric (GAS) aggregation's gradient aggregations are edge-centric too: no CSR is built for them
+    gas = {"strategy": "gas"} if getattr(kernel.spec.params, "strategy", "gar") == "gas" else {}
     kernels = []
     for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
         if is_zero(body):
             continue  # P does not influence the output through these sites
         if role == "src":
-            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options)
+            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options, **gas)
         elif role == "dst":
-            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options)
+            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options, **gas)
         elif role == "eid":
             built = sddmm(graph, _udf(axes, body, swap=False), **options)
         else:
@@ -235,7 +247,7 @@ def gradient_reads(kernel: Kernel, wanted: list[str], grad_dtype: str) -> set[st
     for p in kernel.spec.op.placeholders:
         if p.name in wanted and p.dtype != "int64":
             try:
-                parts = kernel.gradient_kernels(p, grad_dtype)
+                parts = gradient_kernels(kernel, p, grad_dtype)
             except NotImplementedError:
                 return {q.name for q in kernel.spec.op.placeholders}
             for _, part in parts:
@@ -263,7 +275,7 @@ def placeholder_gradients(
         if p.dtype == "int64":
             continue
         total = None
-        for _, part in kernel.gradient_kernels(p, grad_dtype):
+        for _, part in gradient_kernels(kernel, p, grad_dtype):
             available = {**tensors, GRAD: grad, ARG: arg, OUT: out}
             inputs = {n: available[n] for n in part.placeholder_names}
             result = part.evaluate(inputs, want_arg=False)[0]
@@ -274,3 +286,50 @@ def placeholder_gradients(
         else:
             grads[name] = total.view(p.shape).to(x.dtype)
     return grads
+
+
+# ---- the ``featgraph::kernel`` operator: a kernel's call, differentiable by the kernels derived above -------
+def _kernel_fake(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    kernel = registered(key)
+    shape = kernel.output_shape()
+    winners = kernel.spec.kind == "spmm" and kernel.spec.reducer in ("max", "min")
+    out = inputs[0].new_empty(shape, dtype=kernel._out_dtype)
+    return out, out.new_empty(shape if winners else (0,), dtype=torch.int64)
+
+
+def _kernel_reads(args: list[Any], wants: list[bool]) -> list[bool]:
+    """The placeholders the wanted gradients read: the gradient of a linear aggregation in X reads no X, so a
+    chain of them (APPNP's K steps) keeps no input of each step."""
+    key, _ = args
+    kernel = registered(key)
+    names = kernel.placeholder_names
+    wanted = [n for n, w in zip(names, wants, strict=True) if w]
+    read = gradient_reads(kernel, wanted, TORCH_NAMES[kernel._out_dtype])
+    return [n in read for n in names]
+
+
+def _kernel_outputs(args: list[Any]) -> tuple[int, ...]:
+    """The outputs the gradients read: max/min's winners, logsumexp's output."""
+    reducer = registered(args[0]).spec.reducer
+    return {"max": (1,), "min": (1,), "logsumexp": (0,)}.get(reducer, ())
+
+
+def _kernel_gradient(key: str, inputs: list[torch.Tensor], *, outputs, grads, wants) -> list[torch.Tensor | None]:
+    """The gradients of the kernel ``key`` in its ``wants``ed placeholders."""
+    kernel = registered(key)
+    names = kernel.placeholder_names
+    out, arg = outputs
+    wanted = [n for n, w in zip(names, wants, strict=True) if w]
+    grads_by_name = placeholder_gradients(kernel, dict(zip(names, inputs, strict=True)), grads[0], arg, out, wanted)
+    return [grads_by_name.get(n) for n in names]
+
+
+@operator(
+    "kernel", _kernel_fake, _kernel_gradient, saves=_kernel_reads, saves_outputs=_kernel_outputs,
+    holds=lambda args: registered(args[0]),
+)  # fmt: skip
+def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
+    kernel = registered(key)
+    out, arg = kernel.evaluate(dict(zip(kernel.placeholder_names, inputs, strict=True)), want_arg=True)
+    return out, (out.new_empty(0, dtype=torch.int64) if arg is None else arg)

@@ -27,7 +27,6 @@ from ..kernel_spec import (
     stored_dtype,
 )
 from ..native import toolchain
-from ..operator import operator
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var
@@ -244,21 +243,13 @@ class Kernel:
     def _apply(self, tensors: dict[str, Any], want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Like ``evaluate``, differentiable: the ``featgraph::kernel`` operator."""
         self._check_tensors(tensors)
-        out, arg = _kernel_operator(self.key, [tensors[n] for n in self._names])
+        # the operator ``gradients`` registers with the gradients it derives (it sits above the templates)
+        out, arg = torch.ops.featgraph.kernel.default(self.key, [tensors[n] for n in self._names])
         return out, (arg if want_arg else None)
 
     def __call__(self, **tensors: Any) -> torch.Tensor:
         """The kernel's output; differentiable in every floating input that requires grad."""
         return self._apply(tensors, want_arg=False)[0]
-
-    def gradient_kernels(self, p, grad_dtype: str) -> list:
-        """The kernels computing d(loss)/dp, derived from the UDF and compiled on first use."""
-        from .gradients import gradient_kernels
-
-        key = (p.name, grad_dtype)
-        if key not in self._gradients:
-            self._gradients[key] = gradient_kernels(self, p, grad_dtype)
-        return self._gradients[key]
 
     def compile_for_gpu(self, arch: int = 90, **tensors: Any) -> list:
         """Compile the Triton launches this GPU kernel makes for ``tensors`` for an NVIDIA architecture
@@ -322,53 +313,3 @@ def registered(key: str) -> Kernel:
     if kernel is None:
         raise KeyError(f"no live featgraph kernel is named {key!r}: a kernel runs while its Python object lives")
     return kernel
-
-
-def _kernel_fake(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    kernel = registered(key)
-    shape = kernel.output_shape()
-    winners = kernel.spec.kind == "spmm" and kernel.spec.reducer in ("max", "min")
-    out = inputs[0].new_empty(shape, dtype=kernel._out_dtype)
-    return out, out.new_empty(shape if winners else (0,), dtype=torch.int64)
-
-
-def _kernel_reads(args: list[Any], wants: list[bool]) -> list[bool]:
-    """The placeholders the wanted gradients read: the gradient of a linear aggregation in X reads no X, so a
-    chain of them (APPNP's K steps) keeps no input of each step."""
-    from .gradients import TORCH_NAMES, gradient_reads
-
-    key, _ = args
-    kernel = registered(key)
-    names = kernel.placeholder_names
-    wanted = [n for n, w in zip(names, wants, strict=True) if w]
-    read = gradient_reads(kernel, wanted, TORCH_NAMES[kernel._out_dtype])
-    return [n in read for n in names]
-
-
-def _kernel_outputs(args: list[Any]) -> tuple[int, ...]:
-    """The outputs the gradients read: max/min's winners, logsumexp's output."""
-    reducer = registered(args[0]).spec.reducer
-    return {"max": (1,), "min": (1,), "logsumexp": (0,)}.get(reducer, ())
-
-
-def _kernel_gradient(key: str, inputs: list[torch.Tensor], *, outputs, grads, wants) -> list[torch.Tensor | None]:
-    """The gradients of the kernel ``key`` in its ``wants``ed placeholders."""
-    from .gradients import placeholder_gradients
-
-    kernel = registered(key)
-    names = kernel.placeholder_names
-    out, arg = outputs
-    wanted = [n for n, w in zip(names, wants, strict=True) if w]
-    grads_by_name = placeholder_gradients(kernel, dict(zip(names, inputs, strict=True)), grads[0], arg, out, wanted)
-    return [grads_by_name.get(n) for n in names]
-
-
-@operator(
-    "kernel", _kernel_fake, _kernel_gradient, saves=_kernel_reads, saves_outputs=_kernel_outputs,
-    holds=lambda args: registered(args[0]),
-)  # fmt: skip
-def _kernel_operator(key: str, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel ``key`` on its placeholders in order: (output, max/min's winners or an empty tensor)."""
-    kernel = registered(key)
-    out, arg = kernel.evaluate(dict(zip(kernel.placeholder_names, inputs, strict=True)), want_arg=True)
-    return out, (out.new_empty(0, dtype=torch.int64) if arg is None else arg)

@@ -17,7 +17,7 @@ def test_a_row_times_default_and_tuned_in_the_same_run(op):
     assert row.candidates >= 1 and not row.from_cache
     again = tuning.measure_row(op, "uniform", g, 12, threads=1, repeat=1, budget_s=5)
     assert again.from_cache and again.config == row.config
-    assert "| uniform | 12 |" in tuning.markdown_rows([row])
+    assert "| uniform | 12 |" in tuning.TABLE.rows([row])
 
 
 def test_summary_names_the_worst_row():

@@ -66,7 +66,7 @@ def test_against_pyg_gather_when_installed(graph):
 
 
 def test_shape_rule_and_errors(graph):
-    from featgraph.ops.gsddmm import out_shape
+    from featgraph.ops.binary import out_shape
 
     x = make("u", (2, 3), 6)
     assert ops.u_dot_v(graph, x, x).shape == out_shape(E, "dot", x, x) == (E, 2, 1)
@@ -79,7 +79,7 @@ def test_shape_rule_and_errors(graph):
 @pytest.mark.parametrize("op", list(TORCH_OPS))
 def test_scalar_features_give_a_1d_result_as_dgl(graph, op):
     """1-D operands are DGL's scalar features: (E,) out, not (E, 1); one 2-D operand keeps the feature axis."""
-    from featgraph.ops.gsddmm import out_shape
+    from featgraph.ops.binary import out_shape
 
     x, w = make("u", (), 7), make("e", (), 8)
     out = ops.gsddmm(graph, op, x, w, "u", "e")

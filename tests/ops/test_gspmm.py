@@ -88,10 +88,10 @@ def test_max_gradient_reaches_only_winning_edges(graph):
 
 
 def test_shape_rule_and_errors(graph):
-    from featgraph.ops.gspmm import out_shape
+    from featgraph.ops.binary import out_shape
 
     lhs, rhs = data("per-head-weight")
-    assert ops.gspmm(graph, "mul", "sum", lhs, rhs).shape == out_shape(N, lhs, rhs) == (N, 2, 3)
+    assert ops.gspmm(graph, "mul", "sum", lhs, rhs).shape == out_shape(N, "mul", lhs, rhs) == (N, 2, 3)
     with pytest.raises(ValueError, match="op must be one of"):
         ops.gspmm(graph, "pow", "sum", lhs, rhs)
     with pytest.raises(ValueError, match="reduce must be one of"):
@@ -109,11 +109,11 @@ def test_shape_rule_and_errors(graph):
 @pytest.mark.parametrize("reduce", ops.REDUCERS)
 def test_scalar_features_give_a_1d_result_as_dgl(graph, reduce):
     """1-D operands are DGL's scalar features: (N,) out, not (N, 1), which ``x + out`` would broadcast to N x N."""
-    from featgraph.ops.gspmm import out_shape
+    from featgraph.ops.binary import out_shape
 
     lhs, rhs = data("one-dim", seed=5)
     out = ops.gspmm(graph, "mul", reduce, lhs, rhs)
-    assert out.shape == out_shape(N, lhs, rhs) == (N,)
+    assert out.shape == out_shape(N, "mul", lhs, rhs) == (N,)
     torch.testing.assert_close(out, reference(graph, "mul", reduce, lhs.detach(), rhs.detach()))
     assert ops.SHORTCUTS[f"copy_u_{reduce}"](graph, lhs).shape == ops.SHORTCUTS[f"copy_e_{reduce}"](graph, rhs).shape
     assert ops.gspmm(graph, "mul", reduce, lhs, rhs.unsqueeze(1)).shape == (N, 1)  # a 2-D operand keeps its axis

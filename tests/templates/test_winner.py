@@ -69,7 +69,7 @@ def test_matches_dense_autograd(graph, case, reducer):
     udf, inputs, dense = CASES[case]()
     kernel = fg.spmm(graph, udf, reducer)
     for p in kernel.spec.op.placeholders:
-        assert all(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(p, "float64"))
+        assert all(isinstance(part, WinnerKernel) for _, part in gradients.gradient_kernels(kernel, p, "float64"))
     upstream = torch.randn(N, *kernel.spec.op.shape, dtype=F64)
     names = list(inputs)
     ours = torch.autograd.grad((kernel(**inputs) * upstream).sum(), [inputs[n] for n in names])
@@ -95,7 +95,11 @@ def test_same_as_the_masked_gradient(graph, monkeypatch):
     for budget in (gradients.PRIVATE_COPY_BUDGET, -1):  # -1: no winner kernel fits, every role is masked
         monkeypatch.setattr(gradients, "PRIVATE_COPY_BUDGET", budget)
         kernel = fg.spmm(graph, udf, "max")
-        kinds = {type(part) for p in kernel.spec.op.placeholders for _, part in kernel.gradient_kernels(p, "float64")}
+        kinds = {
+            type(part)
+            for p in kernel.spec.op.placeholders
+            for _, part in gradients.gradient_kernels(kernel, p, "float64")
+        }
         assert (WinnerKernel in kinds) == (budget >= 0)
         results.append(torch.autograd.grad((kernel(**inputs) * upstream).sum(), list(inputs.values())))
     for winner, masked in zip(*results, strict=True):
@@ -107,7 +111,7 @@ def test_sites_pinned_differently_fall_back_to_masking(graph):
     X = te.placeholder((N, 3), dtype="float64", name="X")
     kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i] * X[s, 0]), "max")
     assert gradients.winner_terms(kernel, X, "float64") is None
-    assert not any(isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(X, "float64"))
+    assert not any(isinstance(part, WinnerKernel) for _, part in gradients.gradient_kernels(kernel, X, "float64"))
     assert gradcheck(lambda x: kernel(X=x), (randn(N, 3),))
 
 
@@ -116,10 +120,10 @@ def test_copies_split_columns_between_threads_and_need_no_private_copies(graph):
     kernel = fg.spmm(graph, udf, "max")
     X = te.placeholder((N, 3), dtype="float64", name="X")
     copy = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
-    (_, part), *_ = copy.gradient_kernels(X, "float64")
+    (_, part), *_ = gradients.gradient_kernels(copy, X, "float64")
     assert part.spec.params.owns_columns and private_copy_bytes(part.spec.params, "float64", "cpu", 4) == 0
     xv = next(p for p in kernel.spec.op.placeholders if p.name == "XV")
-    for _, part in kernel.gradient_kernels(xv, "float64"):  # every output element adds into all of x's row
+    for _, part in gradients.gradient_kernels(kernel, xv, "float64"):  # every output element adds into all of x's row
         assert not part.spec.params.owns_columns
         assert private_copy_bytes(part.spec.params, "float64", "cpu", 4) == (
             3 * N * 4 * 8 if part.spec.params.shared else 0
@@ -151,7 +155,7 @@ def test_graph_without_edges_gets_zero_gradients():
 def test_needs_the_winners(graph):
     X = te.placeholder((N, 3), dtype="float64", name="X")
     kernel = fg.spmm(graph, lambda s, t, e: te.compute((3,), lambda i: X[s, i]), "max")
-    (_, part), *_ = kernel.gradient_kernels(X, "float64")
+    (_, part), *_ = gradients.gradient_kernels(kernel, X, "float64")
     grad = torch.ones(N, 3, dtype=F64)
     with pytest.raises(TypeError, match=ARG):
         part.evaluate({"fg_grad": grad}, want_arg=False)
@@ -166,7 +170,8 @@ def test_gpu_template_agrees_with_cpu(graph, case, gpu):
     with fg.default_target("gpu"):
         kernel = fg.spmm(graph.to(gpu), udf, "max")
     assert all(
-        isinstance(part, WinnerKernel) for _, part in kernel.gradient_kernels(kernel.spec.op.placeholders[0], "float64")
+        isinstance(part, WinnerKernel)
+        for _, part in gradients.gradient_kernels(kernel, kernel.spec.op.placeholders[0], "float64")
     )
 
     def fn(g, *xs):

@@ -13,4 +13,3 @@ __all__ = ["compile_source", "launch", "source"]
 def source(spec: KernelSpec) -> str:
     """The kernel's C++ source (``backends.source.template_source``)."""
     return template_source(spec, templates)
-
