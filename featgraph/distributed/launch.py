@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from ..graph import Graph
 from ..training.loop import node_task
 from ..training.models import Preset
 from . import minibatch
+from .checked_file import read_verified, write_atomically
 from .partition import METHODS, partition
 from .store import check_meta, load_part, read_meta, save_parts
 from .trainer import EpochRecord, PartClassifier, Trainer
@@ -186,10 +188,26 @@ def prepare_parts(directory: Path, dataset: str, world_size: int, method: str) -
     return task.num_classes
 
 
+def previous_checkpoint(path: Path) -> Path:
+    """Where the checkpoint before ``path``'s last one is kept: the fallback of a damaged one."""
+    return path.with_name(path.name + ".previous")
+
+
 def _read_checkpoint(path: Path, identity: dict) -> dict:
+    """The checkpoint at ``path``, or, where it is damaged, the one before it (with a warning). Run on rank 0
+    inside ``_agreed``: a ValueError naming the file reaches every rank."""
     if not path.is_file():
         raise FileNotFoundError(f"--resume: no checkpoint at {str(path)!r}")
-    state = torch.load(path, weights_only=True)
+    remedy = "train again without --resume"
+    try:
+        state = read_verified(path, remedy)
+    except ValueError as err:
+        previous = previous_checkpoint(path)
+        try:
+            state = read_verified(previous, remedy)
+        except (ValueError, FileNotFoundError) as fallback:
+            raise ValueError(f"--resume: {err}; the checkpoint before it cannot serve either: {fallback}") from err
+        warnings.warn(f"--resume: {err}; resuming from the checkpoint before it, {str(previous)!r}", stacklevel=2)
     for key in ("model", "dataset"):
         if state[key] != identity[key]:
             raise ValueError(f"--resume: the checkpoint is of {key} {state[key]!r}, this run's is {identity[key]!r}")
@@ -197,8 +215,9 @@ def _read_checkpoint(path: Path, identity: dict) -> dict:
 
 
 def _write_checkpoint(path: Path, state: dict) -> None:
-    """Written whole and then renamed, so a crash mid-write leaves the previous checkpoint intact."""
+    """Written whole and then renamed (``checked_file``), the one it replaces kept as the previous checkpoint,
+    so a crash mid-write or a damaged file loses at most one interval."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, path)
+    if path.is_file():
+        os.replace(path, previous_checkpoint(path))
+    write_atomically(path, state)

@@ -7,6 +7,10 @@ owner part and ascending within each. Its in-edges form a bipartite CSR (destina
 sources: own + halo), the layout of a sampled block, so featgraph's bipartite layers run on it as they are.
 ``send_index[q]`` lists the own rows part ``q``'s halo holds, in its order, and ``recv_counts[q]`` how many
 of this part's halo rows ``q`` owns: what one halo exchange sends and receives.
+
+Every file is written whole and renamed into place (``checked_file``); ``meta.json``, written last, records
+each part file's SHA-256 digest, and each part file its rank and the graph's fingerprint, so a damaged,
+truncated or swapped file is reported by name when a rank loads it.
 """
 
 from __future__ import annotations
@@ -18,10 +22,19 @@ from pathlib import Path
 import torch
 
 from ..graph import Graph
+from .checked_file import read_verified, write_atomically, write_text_atomically
 from .partition import edge_cut
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # part files carry their rank and graph fingerprint; meta.json their digests
 META_FILE = "meta.json"
+
+
+def rebuild_hint(directory: str | Path) -> str:
+    """How to replace a partition directory that cannot be used."""
+    return (
+        f"delete {str(directory)!r} and partition again (featgraph.distributed.save_parts, or featgraph train "
+        "--distributed, which partitions into a --partition-dir that holds none)"
+    )
 
 
 @dataclass(frozen=True)
@@ -114,14 +127,15 @@ def save_parts(
             "recv_counts": recv_counts, "features": features[own].contiguous(),
             "labels": None if labels is None else labels[own].contiguous(),
             "masks": {name: mask[own].contiguous() for name, mask in masks.items()},
+            "fingerprint": graph.fingerprint,
         }  # fmt: skip
-        torch.save(record, directory / f"part-{k}.pt")
-        sizes.append({"own": own.numel(), "halo": halo.numel(), "edges": edge_ids.numel()})
+        digest = write_atomically(directory / f"part-{k}.pt", record)
+        sizes.append({"own": own.numel(), "halo": halo.numel(), "edges": edge_ids.numel(), "sha256": digest})
     meta = {
         "format": FORMAT_VERSION, "fingerprint": graph.fingerprint, "num_parts": num_parts, "method": method,
         "num_nodes": n, "num_edges": graph.num_edges, "edge_cut": edge_cut(graph, parts), "parts": sizes,
     }  # fmt: skip
-    (directory / META_FILE).write_text(json.dumps(meta, indent=1))
+    write_text_atomically(directory / META_FILE, json.dumps(meta, indent=1))
     return meta
 
 
@@ -130,10 +144,15 @@ def read_meta(directory: str | Path) -> dict:
     path = Path(directory) / META_FILE
     if not path.is_file():
         raise FileNotFoundError(f"directory {str(directory)!r} holds no partition ({META_FILE} is missing)")
-    meta = json.loads(path.read_text())
-    if meta.get("format") != FORMAT_VERSION:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{str(path)!r} is damaged ({err}); {rebuild_hint(directory)}") from err
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        found = meta.get("format") if isinstance(meta, dict) else None
         raise ValueError(
-            f"directory {str(directory)!r}: partition format {meta.get('format')!r}, expected {FORMAT_VERSION}"
+            f"directory {str(directory)!r}: partition format {found!r}, expected {FORMAT_VERSION}; "
+            f"{rebuild_hint(directory)}"
         )
     return meta
 
@@ -163,7 +182,14 @@ def load_part(directory: str | Path, rank: int, world_size: int, fingerprint: st
     check_meta(meta, directory, fingerprint)
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"rank must be an int in [0, {world_size}), got {rank!r}")
-    record = torch.load(Path(directory) / f"part-{rank}.pt", weights_only=True)
+    path = Path(directory) / f"part-{rank}.pt"
+    record = read_verified(path, rebuild_hint(directory), meta["parts"][rank]["sha256"])
+    held = (record.get("rank"), record.get("fingerprint")) if isinstance(record, dict) else (None, None)
+    if held != (rank, meta["fingerprint"]):
+        raise ValueError(
+            f"{str(path)!r} holds part {held[0]!r} of graph {held[1]}, not part {rank} of graph "
+            f"{meta['fingerprint']} (files swapped or copied from another partition); {rebuild_hint(directory)}"
+        )
     return Part(**{f.name: record[f.name] for f in fields(Part)})
 
 

@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from featgraph.cli import main
-from featgraph.distributed.launch import CHECKPOINT_FILE, PeerFailure, prepare_parts
+from featgraph.distributed.launch import (
+    CHECKPOINT_FILE,
+    PeerFailure,
+    _read_checkpoint,
+    _write_checkpoint,
+    prepare_parts,
+)
 from featgraph.training import evaluate, load_model
 from tests.distributed.conftest import free_port
 
@@ -129,6 +135,24 @@ def test_bad_input(tmp_path, monkeypatch):
         [*TRAIN, *parts, "--epochs", "1", "--resume", "--checkpoint-dir", str(tmp_path / "none")], tmp_path
     )
     assert all("no checkpoint" in e for e in errors), errors
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / CHECKPOINT_FILE).write_bytes(b"PK\x03\x04 cut short")
+    errors = run_job([*TRAIN, *parts, "--epochs", "1", "--resume", "--checkpoint-dir", str(damaged)], tmp_path)
+    assert all(f"{CHECKPOINT_FILE}' is damaged" in e and "before it cannot serve" in e for e in errors), errors
+
+
+def test_a_damaged_checkpoint_falls_back_to_the_one_before_it(tmp_path):
+    path = tmp_path / CHECKPOINT_FILE
+    identity = {"model": "gcn", "dataset": "cora"}
+    _write_checkpoint(path, {**identity, "epoch": 2})
+    _write_checkpoint(path, {**identity, "epoch": 4})
+    assert _read_checkpoint(path, identity)["epoch"] == 4
+    path.write_bytes(path.read_bytes()[:-200])  # a crash or a full disk cut the latest one short
+    with pytest.warns(UserWarning, match="resuming from the checkpoint before it"):
+        assert _read_checkpoint(path, identity)["epoch"] == 2
+    with pytest.raises(ValueError, match="is of model 'gcn'"):
+        _read_checkpoint(path, {"model": "gat", "dataset": "cora"})
 
 
 def test_minibatch_job(tmp_path):

@@ -1,3 +1,6 @@
+import hashlib
+import json
+
 import pytest
 import torch
 
@@ -77,3 +80,72 @@ def test_bad_rows(tmp_path):
         save_parts(tmp_path, g, parts, x, y, {"train": torch.ones(g.num_nodes)})
     with pytest.raises(ValueError, match="parts"):
         save_parts(tmp_path, g, parts[:-1], x)
+
+
+def test_swapped_part_files_are_refused_by_name(tmp_path):
+    """part-0.pt and part-1.pt exchanged: rank 0 got rank 1's part; the rank stored in the file is checked."""
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    zero, one = tmp_path / "part-0.pt", tmp_path / "part-1.pt"
+    data = zero.read_bytes()
+    zero.write_bytes(one.read_bytes())
+    one.write_bytes(data)
+    for rank in (0, 1):
+        with pytest.raises(ValueError, match=rf"part-{rank}.pt.* is damaged|part-{rank}.pt.* holds part {1 - rank}"):
+            load_part(tmp_path, rank, 2)
+
+
+def test_a_part_file_from_another_partition_is_refused(tmp_path):
+    """A part file copied in from a partition of another graph, with meta.json's digest made to match."""
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path / "a", g, partition(g, 2, "random"), x, y, masks)
+    h, xh, yh, masks_h = labelled_graph(seed=3)
+    other = save_parts(tmp_path / "b", h, partition(h, 2, "random"), xh, yh, masks_h)
+    (tmp_path / "a" / "part-1.pt").write_bytes((tmp_path / "b" / "part-1.pt").read_bytes())
+    meta_path = tmp_path / "a" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["parts"][1]["sha256"] = other["parts"][1]["sha256"]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(
+        ValueError, match=rf"holds part 1 of graph {h.fingerprint}, not part 1 of graph {g.fingerprint}"
+    ):
+        load_part(tmp_path / "a", 1, 2)
+    assert load_part(tmp_path / "a", 0, 2).rank == 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],  # truncated
+        lambda data: b"",  # emptied
+        lambda data: bytes(range(256)) * 8,  # random bytes
+        lambda data: data[:100] + bytes([data[100] ^ 1]) + data[101:],  # one bit flipped
+    ],
+)
+def test_damaged_part_files_name_the_file_and_how_to_rebuild(tmp_path, damage):
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    path = tmp_path / "part-1.pt"
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(ValueError, match=r"part-1.pt' is damaged.*delete .* and partition again") as caught:
+        load_part(tmp_path, 1, 2)
+    assert "weights_only" not in str(caught.value)
+    assert load_part(tmp_path, 0, 2).num_own > 0  # the other part still loads
+
+
+@pytest.mark.parametrize("text", ['{"format": 2, "num_pa', "", "[1, 2]", '{"format": 1}'])
+def test_a_damaged_or_old_meta_file_is_named(tmp_path, text):
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    (tmp_path / "meta.json").write_text(text)
+    with pytest.raises(ValueError, match=r"meta.json' is damaged|partition format .*expected 2") as caught:
+        read_meta(tmp_path)
+    assert "partition again" in str(caught.value)
+
+
+def test_saving_leaves_no_partial_files_and_records_digests(tmp_path):
+    g, x, y, masks = labelled_graph()
+    meta = save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json", "part-0.pt", "part-1.pt"]
+    for k in range(2):
+        assert meta["parts"][k]["sha256"] == hashlib.sha256((tmp_path / f"part-{k}.pt").read_bytes()).hexdigest()

@@ -1,0 +1,60 @@
+"""Files a distributed job writes and reads back (partitions, checkpoints): written whole under a temporary
+name, flushed to disk and renamed, so a crash mid-write leaves the previous file; read back against the
+SHA-256 digest recorded at write time, so a truncated, damaged or foreign file is reported by name, with how
+to rebuild it, instead of as an unpickling or I/O error that names nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def write_atomically(path: Path, payload: Any) -> str:
+    """``torch.save(payload)`` to ``path`` through a temporary file in the same directory, flushed and renamed
+    over ``path``; the SHA-256 digest of the bytes written."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``text`` to ``path`` as ``write_atomically`` writes bytes."""
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+def read_verified(path: Path, remedy: str, digest: str | None = None) -> Any:
+    """What ``write_atomically`` wrote to ``path`` (tensors, lists, dicts and numbers only: ``weights_only``),
+    checked against ``digest`` where one was recorded. A missing file raises ``FileNotFoundError``; one that is
+    damaged (truncated, altered, not a torch file) a ``ValueError`` naming it and ending with ``remedy``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(path)!r} is missing; {remedy}")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"{str(path)!r} cannot be read ({err}); {remedy}") from err
+    if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+        raise ValueError(f"{str(path)!r} is damaged: its contents differ from what was written; {remedy}")
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, KeyError, AttributeError) as err:
+        raise ValueError(
+            f"{str(path)!r} is damaged: not a file featgraph wrote ({type(err).__name__}); {remedy}"
+        ) from err
