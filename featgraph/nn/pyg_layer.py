@@ -120,10 +120,8 @@ class FusedLayer:
             return "decomposed_layers > 1"
         if self.flow != "source_to_target":
             return f"flow={self.flow!r}"
-        if not self.__dict__.get("_parameters_initialised"):  # once initialised, a parameter stays so
-            if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in self.parameters()):
-                return "lazy parameters (in_channels=-1) are initialised on the first call"
-            self.__dict__["_parameters_initialised"] = True
+        if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in self.parameters()):
+            return "lazy parameters (in_channels=-1) are initialised on the first call"
         for part in x if isinstance(x, (tuple, list)) else (x,):
             if part is None:
                 continue
