@@ -92,8 +92,11 @@ def spec_key(spec: KernelSpec) -> tuple:
 
 
 def output_dtype(op: ComputeOp) -> str:
-    """The dtype of a kernel's result: its floating placeholders' dtypes promoted as torch promotes them
-    (bfloat16 with float32 gives float32, bfloat16 with float16 gives float32); float32 with none."""
+    """The dtype of a kernel's result: the compute's own where it names one, else its floating placeholders'
+    dtypes promoted as torch promotes them (bfloat16 with float32 gives float32, bfloat16 with float16 gives
+    float32); float32 with none."""
+    if op.dtype is not None:
+        return op.dtype
     floats = [TORCH_DTYPES[p.dtype] for p in op.placeholders if p.dtype != "int64"] or [torch.float32]
     out = floats[0]
     for d in floats[1:]:

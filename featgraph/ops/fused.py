@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
+from ..kernel_spec import TORCH_DTYPES
 from ..operator import operator
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
@@ -22,6 +23,13 @@ from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
 from .udfs import TORCH_TO_TE
+
+
+def factor_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the per-vertex factors a fused op weights its 16-bit features by (GCN's normalisation,
+    GAT's logits and log-sum-exp): float32 for float16/bfloat16 features, so no factor is rounded to 16 bits
+    (a destination's attention weights then sum to 1 within float32 rounding); the features' own otherwise."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _last_self_loop(g: Graph) -> torch.Tensor:
@@ -62,7 +70,7 @@ def gcn_aggregate(
     base, weight, _ = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, False, fill_value)
     if weight is None:
         return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
-    return gspmm(base, "mul", "sum", x, weight, tune=tune)
+    return gspmm(base, "mul", "sum", x, weight.to(x.dtype), tune=tune)  # the given weights, and loops' fill
 
 
 def _gcn_gradient(
@@ -80,7 +88,8 @@ def _gcn_gradient(
     # norm = deg^-1/2 (0 where deg <= 0): d norm / d deg = -norm^3 / 2, and deg[v] sums the weights into v
     degree_grad = grads["NORM"].squeeze(1) * norm.pow(3) * -0.5
     weight_grad = grads["W"].squeeze(1) + degree_grad[base.coo()[1]]
-    return [grads.get("X"), _loop_weights_gradient(g, weight_grad) if add_self_loops else weight_grad]
+    weight_grad = _loop_weights_gradient(g, weight_grad) if add_self_loops else weight_grad
+    return [grads.get("X"), weight_grad.to(edge_weight.dtype)]
 
 
 @operator(
@@ -98,8 +107,11 @@ def _gcn_aggregate(
 def _weights_and_norm(
     g: Graph, dtype: torch.dtype, edge_weight: torch.Tensor | None, loops: bool, normalize: bool, fill: float
 ) -> tuple[Graph, torch.Tensor | None, torch.Tensor | None]:
-    """The graph aggregated over (looped or not), its edge weights (None: all 1) and the normalisation."""
+    """The graph aggregated over (looped or not), its edge weights (None: all 1) and the normalisation, both in
+    ``factor_dtype(dtype)``: float32 for 16-bit features, so no factor is rounded to 16 bits."""
     base = g.with_self_loops() if loops else g
+    dtype = factor_dtype(dtype)
+    edge_weight = None if edge_weight is None else edge_weight.to(dtype)
     if edge_weight is None:  # the weights and the normalisation depend on the graph alone: kept on it
         key = ("gcn-structure", loops, normalize, fill, dtype)
         return base, *g.cached(key, lambda: _structure_norm(g, base, loops, normalize, fill, dtype))
@@ -113,6 +125,8 @@ def normalised_aggregation(
     """The fused normalised SpMM over ``base`` and its inputs by placeholder name (NORM, X, and W where
     weighted)."""
     kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None, tune)
+    factor = factor_dtype(x.dtype)
+    norm, weight = norm.to(factor), None if weight is None else weight.to(factor)
     inputs = {"NORM": norm.unsqueeze(1), "X": x}
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
@@ -165,12 +179,13 @@ def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool, tune: b
     n, d = shape
 
     def build():
-        norm, feat = te.placeholder((n, 1), dtype, "NORM"), te.placeholder((n, d), dtype, "X")
-        weight = te.placeholder((g.num_edges, 1), dtype, "W")
+        factor = TORCH_TO_TE[factor_dtype(TORCH_DTYPES[dtype])]
+        norm, feat = te.placeholder((n, 1), factor, "NORM"), te.placeholder((n, d), dtype, "X")
+        weight = te.placeholder((g.num_edges, 1), factor, "W")
 
         def message(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
             scale = norm[s, 0] * norm[t, 0] * weight[e, 0] if weighted else norm[s, 0] * norm[t, 0]
-            return te.compute((d,), lambda i: scale * feat[s, i])
+            return te.compute((d,), lambda i: scale * feat[s, i], dtype=dtype)
 
         return spmm(g, message, "sum", tune=tune)
 
@@ -232,7 +247,8 @@ def gat_attention(
 
 def _gat_fake(ref: GraphRef, feat, feat_dst, attn_src, attn_dst, slope, p, seed) -> tuple[torch.Tensor, torch.Tensor]:
     _, heads, d = feat.shape
-    return feat.new_empty((ref.num_dst_nodes, heads, d)), feat.new_empty((ref.num_dst_nodes, heads))
+    log_total = feat.new_empty((ref.num_dst_nodes, heads), dtype=factor_dtype(feat.dtype))
+    return feat.new_empty((ref.num_dst_nodes, heads, d)), log_total
 
 
 def _gat_gradient(
@@ -248,7 +264,7 @@ def _gat_gradient(
     None: the destinations are ``feat``'s first rows), so no n x heads x d product, zero-padded slice
     gradient or sum of two such tensors is made."""
     destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
-    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
+    logit_src, logit_dst = fused_logits(feat, destinations, attn_src, attn_dst)
     grad_src, grad_dst, grad_feat = attention_gradients(
         g, logit_src, logit_dst, feat, outputs[1], grads[0], slope, p, int(seed)
     )
@@ -257,12 +273,12 @@ def _gat_gradient(
         grad_feat[: g.num_dst_nodes].addcmul_(grad_dst.unsqueeze(-1), attn_dst)
         grad_feat_dst = None
     else:
-        grad_feat_dst = grad_dst.unsqueeze(-1) * attn_dst if wants[1] else None
+        grad_feat_dst = (grad_dst.unsqueeze(-1) * attn_dst).to(feat.dtype) if wants[1] else None
     return [
         grad_feat,
         grad_feat_dst,
-        attention_vector_gradient(grad_src, feat) if wants[2] else None,
-        attention_vector_gradient(grad_dst, destinations) if wants[3] else None,
+        attention_vector_gradient(grad_src.to(feat.dtype), feat) if wants[2] else None,
+        attention_vector_gradient(grad_dst.to(feat.dtype), destinations) if wants[3] else None,
         None,
     ]
 
@@ -274,8 +290,17 @@ def _gat_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``gat_attention`` fused, its inputs checked: (output, per-destination log-sum-exp of the scores)."""
     destinations = feat[: g.num_dst_nodes] if feat_dst is None else feat_dst
-    logit_src, logit_dst = vertex_logits(feat, attn_src), vertex_logits(destinations, attn_dst)
+    logit_src, logit_dst = fused_logits(feat, destinations, attn_src, attn_dst)
     return fused_attention(g, logit_src, logit_dst, feat, slope, p, int(seed))
+
+
+def fused_logits(
+    feat: torch.Tensor, destinations: torch.Tensor, attn_src: torch.Tensor, attn_dst: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-vertex logits the fused kernels read, in ``factor_dtype``: each a GEMM in the features' dtype
+    (rounded once), then widened, so the scores and log-sum-exp built from them stay in float32."""
+    dtype = factor_dtype(feat.dtype)
+    return vertex_logits(feat, attn_src).to(dtype), vertex_logits(destinations, attn_dst).to(dtype)
 
 
 def vertex_logits(feat: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
@@ -358,9 +383,10 @@ class _GatKernels:
     def _build(self, name: str):
         g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype
         (_, heads, d), ns, nd = self.shape, g.num_src_nodes, g.num_dst_nodes
-        EL, ER = te.placeholder((ns, heads), dtype, "EL"), te.placeholder((nd, heads), dtype, "ER")
-        L = te.placeholder((nd, heads), dtype, "L")
-        S = te.placeholder((nd, heads), dtype, "S")
+        factor = TORCH_TO_TE[factor_dtype(TORCH_DTYPES[dtype])]  # logits, log-sum-exp, row sums
+        EL, ER = te.placeholder((ns, heads), factor, "EL"), te.placeholder((nd, heads), factor, "ER")
+        L = te.placeholder((nd, heads), factor, "L")
+        S = te.placeholder((nd, heads), factor, "S")
         feat, grad = te.placeholder((ns, heads, d), dtype, "F"), te.placeholder((nd, heads, d), dtype, "G")
         seed = te.placeholder((1,), "int64", "SEED")
 
@@ -392,7 +418,9 @@ class _GatKernels:
             "log_total": lambda: spmm(g, per_head(lambda s, t, e, h: score(s, t, h)), "logsumexp"),
             "aggregate": lambda: spmm(
                 g,
-                lambda s, t, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i]),
+                lambda s, t, e: te.compute(
+                    (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i], dtype=dtype
+                ),
                 "sum",
             ),
             "row_sum": lambda: spmm(g, per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)), "sum"),
@@ -400,7 +428,9 @@ class _GatKernels:
             # over the reversed graph the first variable is the original destination
             "feat_grad": lambda: spmm(
                 g.reverse(),
-                lambda t, s, e: te.compute((heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i]),
+                lambda t, s, e: te.compute(
+                    (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i], dtype=dtype
+                ),
                 "sum",
             ),
         }

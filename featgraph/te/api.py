@@ -22,8 +22,14 @@ def placeholder(shape: tuple[int, ...] | list[int], dtype: str = "float32", name
     return Placeholder(dims, dtype, name)
 
 
-def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], name: str = "out") -> ComputeOp:
-    """Output of ``shape`` whose element at ``(i, j, ...)`` is ``fn(i, j, ...)``; called once, symbolically."""
+def compute(
+    shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], name: str = "out", dtype: str | None = None
+) -> ComputeOp:
+    """Output of ``shape`` whose element at ``(i, j, ...)`` is ``fn(i, j, ...)``; called once, symbolically.
+    ``dtype`` stores the output in that floating dtype (accumulated in float32 or float64 all the same, rounded
+    once): e.g. a bfloat16 aggregation weighted by float32 factors; None promotes the placeholders' dtypes."""
+    if dtype is not None and dtype not in FLOAT_DTYPES:
+        raise ValueError(f"compute dtype must be one of {FLOAT_DTYPES} or None, got {dtype!r}")
     dims = tuple(int(s) for s in shape)
     if not dims or any(s <= 0 for s in dims):
         raise ValueError(f"compute shape must be non-empty and positive, got {shape}")
@@ -33,7 +39,7 @@ def compute(shape: tuple[int, ...] | list[int], fn: Callable[..., ExprLike], nam
     if len(params) != len(dims):
         raise ValueError(f"compute of {len(dims)} dims needs a function of {len(dims)} axes, got {len(params)}")
     axes = tuple(Var(f"ax_{p}", "axis", extent) for p, extent in zip(params, dims, strict=True))
-    return ComputeOp(dims, axes, as_expr(fn(*axes)), name)
+    return ComputeOp(dims, axes, as_expr(fn(*axes)), name, dtype=dtype)
 
 
 def _parameter_names(fn: Callable) -> list[str] | None:

@@ -177,6 +177,7 @@ class ComputeOp:
     body: Expr
     name: str = "out"
     placeholders: tuple[Placeholder, ...] = field(default=())
+    dtype: str | None = None  # the output's dtype; None: the placeholders' promoted as torch promotes them
 
     def __post_init__(self) -> None:
         for v in free_vars(self.body):
@@ -259,7 +260,7 @@ def structure(op: ComputeOp) -> tuple[tuple, dict[str, str]]:
             names[v.name] = v.name if number is None else f"{v.label}#{number}"
         return ("V", v.kind, names[v.name], v.extent, v.start)
 
-    parts: list[tuple] = [(op.name, op.shape, tuple(variable(a) for a in op.axis))]
+    parts: list[tuple] = [(op.name, op.shape, op.dtype, tuple(variable(a) for a in op.axis))]
     stack: list[Expr] = [op.body]
     while stack:
         node = stack.pop()

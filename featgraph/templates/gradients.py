@@ -190,14 +190,17 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
     return result
 
 
-def _udf(axes: tuple[Var, ...], body: Expr, swap: bool) -> Callable[[Var, Var, Var], ComputeOp]:
-    """The gradient as a UDF; ``swap`` exchanges src and dst for kernels over the reversed graph."""
+def _udf(
+    axes: tuple[Var, ...], body: Expr, swap: bool, dtype: str | None = None
+) -> Callable[[Var, Var, Var], ComputeOp]:
+    """The gradient as a UDF; ``swap`` exchanges src and dst for kernels over the reversed graph; ``dtype``
+    the gradient's stored dtype (None: promoted from what it reads)."""
     kinds = {"src": "dst", "dst": "src", "eid": "eid"} if swap else {k: k for k in GRAPH_KINDS}
 
     def udf(src: Var, dst: Var, eid: Var) -> ComputeOp:
         new = {"src": src, "dst": dst, "eid": eid}
         expr = substitute(body, lambda v: new[kinds[v.kind]] if v.kind in GRAPH_KINDS else None)
-        return ComputeOp(tuple(a.extent for a in axes), axes, expr, "grad")
+        return ComputeOp(tuple(a.extent for a in axes), axes, expr, "grad", dtype=dtype)
 
     return udf
 
@@ -224,18 +227,21 @@ def _derive_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tup
     options = {"num_threads": kernel.spec.params.num_threads, "tuner": kernel.tuner, "target": kernel.target}
     # an edge-centric (GAS) aggregation's gradient aggregations are edge-centric too: no CSR is built for them
     gas = {"strategy": "gas"} if getattr(kernel.spec.params, "strategy", "gar") == "gas" else {}
+    # P does not influence the output through the sites whose term is zero
+    terms = {role: term for role, term in gradient_terms(kernel, p, grad_dtype).items() if not is_zero(term[1])}
+    # one kernel makes the whole gradient: stored in P's dtype at once (e.g. 16-bit features weighted by float32
+    # factors), not in a wider promoted dtype and cast after
+    dtype = p.dtype if len(terms) == 1 else None
     kernels = []
-    for role, (axes, body) in gradient_terms(kernel, p, grad_dtype).items():
-        if is_zero(body):
-            continue  # P does not influence the output through these sites
+    for role, (axes, body) in terms.items():
         if role == "src":
-            built = spmm(graph.reverse(), _udf(axes, body, swap=True), "sum", **options, **gas)
+            built = spmm(graph.reverse(), _udf(axes, body, True, dtype), "sum", **options, **gas)
         elif role == "dst":
-            built = spmm(graph, _udf(axes, body, swap=False), "sum", **options, **gas)
+            built = spmm(graph, _udf(axes, body, False, dtype), "sum", **options, **gas)
         elif role == "eid":
-            built = sddmm(graph, _udf(axes, body, swap=False), **options)
+            built = sddmm(graph, _udf(axes, body, False, dtype), **options)
         else:
-            built = edge_sum(graph, _udf(axes, body, swap=False), **options)
+            built = edge_sum(graph, _udf(axes, body, False, dtype), **options)
         kernels.append((role, built))
     return kernels
 

@@ -86,7 +86,7 @@ def trace_udf(udf: Udf) -> ComputeOp:
 def compute_dtype(op: ComputeOp) -> str:
     """float64 if any input is float64, else float32: float16/bfloat16 inputs are read in their own dtype
     and accumulate in float32 registers."""
-    return "float64" if any(p.dtype == "float64" for p in op.placeholders) else "float32"
+    return "float64" if op.dtype == "float64" or any(p.dtype == "float64" for p in op.placeholders) else "float32"
 
 
 def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:

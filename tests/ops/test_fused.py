@@ -236,3 +236,94 @@ def test_gat_attention_weights_under_compile_fall_back_to_eager(graph):
     expected_out, expected_alpha = attend(feat)
     torch.testing.assert_close(out, expected_out)
     torch.testing.assert_close(alpha, expected_alpha)
+
+
+def gat_reference(g, feat, attn_src, attn_dst, slope=0.2):
+    """GAT in float64 from the logits the fused op reads (its GEMMs in the features' dtype, rounded once):
+    scores, a per-destination softmax and the weighted sum, the weights summing to 1 exactly."""
+    from featgraph.ops.fused import vertex_logits
+
+    src, dst = g.coo()
+    left, right = vertex_logits(feat, attn_src).double(), vertex_logits(feat, attn_dst).double()
+    scores = torch.nn.functional.leaky_relu(left[src] + right[dst], slope)
+    top = torch.full((g.num_nodes, scores.shape[1]), -torch.inf, dtype=torch.float64)
+    top = top.scatter_reduce(0, dst.unsqueeze(1).expand_as(scores), scores, "amax")
+    weights = (scores - top[dst]).exp()
+    total = torch.zeros_like(top).index_add_(0, dst, weights)
+    alpha = weights / total[dst]
+    terms = alpha.unsqueeze(-1) * feat.double()[src]
+    out = torch.zeros(g.num_nodes, *feat.shape[1:], dtype=torch.float64).index_add_(0, dst, terms)
+    return out, torch.zeros_like(out).index_add_(0, dst, terms.abs())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["all equal", "large", "cancelling"])
+def test_gat_attention_in_half_precision_keeps_the_softmax_in_float32(dtype, case):
+    """Adversarial logits: every score 30 over all-ones features (each output exactly 1: kept in 16 bits
+    between the two passes, the log-sum-exp gave 0.945 and 1.008 in bfloat16), scores in the hundreds, and
+    terms that cancel; within the documented bound of a float64 reference from the same 16-bit inputs."""
+    src, dst = random_edges(40, 600, seed=7)
+    g = fg.Graph(src, dst, 40)
+    heads, d = 2, 6
+    gen = torch.Generator().manual_seed(3)
+    if case == "all equal":
+        feat = torch.ones(40, heads, d)
+        attn = torch.full((heads, d), 15.0 / d)
+    elif case == "large":
+        feat = torch.randn(40, heads, d, generator=gen)
+        attn = 40 * torch.randn(heads, d, generator=gen)
+    else:
+        feat = torch.where(torch.arange(40) % 2 == 0, 1.0, -1.0).view(40, 1, 1).expand(40, heads, d).clone()
+        attn = 1e-3 * torch.randn(heads, d, generator=gen)
+    feat, attn = feat.to(dtype), attn.to(dtype)
+    out = ops.gat_attention(g, feat, attn, attn)
+    ref, magnitude = gat_reference(g, feat, attn, attn)
+    u = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
+    degree = g.in_degrees().view(-1, 1, 1).double()
+    bound = 16 * (degree + 1) * 2.0**-24 * magnitude + u * ref.abs() + 1e-30
+    assert out.dtype == dtype
+    assert bool(((out.double() - ref).abs() <= bound).all()), ((out.double() - ref).abs() / bound).max()
+    if case == "all equal":
+        assert bool((out[g.in_degrees() > 0] == 1).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcn_aggregate_in_half_precision_rounds_once(dtype, weighted):
+    """Terms that cancel (alternating signs, degrees that are not powers of 4): D^-1/2 rounded to 16 bits
+    before the kernel erred 100-1000x past the accumulation bound; computed in float32, the result is the
+    float64 reference's from the same 16-bit inputs within ``k 2^-24 sum|terms| + u |result|``."""
+    src, dst = random_edges(60, 900, seed=11)
+    g = fg.Graph(src, dst, 60)
+    gen = torch.Generator().manual_seed(4)
+    sign = torch.where(torch.arange(60) % 2 == 0, 1.0, -1.0).unsqueeze(1)
+    x = (sign * (1 + 1e-2 * torch.rand(60, 5, generator=gen))).to(dtype)
+    w = (0.5 + torch.rand(g.num_edges, generator=gen)).to(dtype) if weighted else None
+    out = ops.gcn_aggregate(g, x, w)
+    ref = dense_gcn_on(g, x.double(), None if w is None else w.double())
+    magnitude = dense_gcn_on(g, x.double().abs(), None if w is None else w.double())
+    u = 2.0**-8 if dtype == torch.bfloat16 else 2.0**-11
+    degree = (g.in_degrees() + 2).double().unsqueeze(1)
+    bound = 16 * degree * 2.0**-24 * magnitude + u * ref.abs()
+    assert out.dtype == dtype
+    assert bool(((out.double() - ref).abs() <= bound).all()), ((out.double() - ref).abs() / bound).max()
+    if weighted:
+        w = w.clone().requires_grad_()
+        ops.gcn_aggregate(g, x, w).float().sum().backward()
+        assert w.grad.dtype == dtype
+
+
+def dense_gcn_on(g, x, w):
+    """``dense_gcn`` for a graph of any size (float64)."""
+    n = g.num_nodes
+    src, dst = g.coo()
+    w = torch.ones(g.num_edges, dtype=x.dtype) if w is None else w
+    keep = src != dst
+    a = torch.zeros(n, n, dtype=x.dtype).index_put_((dst[keep], src[keep]), w[keep], accumulate=True)
+    diag = torch.ones(n, dtype=x.dtype)
+    for e in (~keep).nonzero().flatten().tolist():
+        diag[src[e]] = w[e]
+    a = a + torch.diag(diag)
+    deg = a.sum(1)
+    dinv = deg.pow(-0.5).masked_fill(deg == 0, 0)
+    return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))

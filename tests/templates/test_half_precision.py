@@ -268,3 +268,25 @@ def test_short_bfloat16_rows_widened_before_the_loop_are_within_the_bound(heads)
     ref = torch.zeros(n, heads, dtype=torch.float64).index_add_(0, dst, a * b + a)
     terms = torch.zeros(n, heads, dtype=torch.float64).index_add_(0, dst, (a * b).abs() + a.abs())
     assert_within_bound(got, ref, terms, 2 * (g.in_degrees() + 1))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_a_compute_dtype_stores_a_16_bit_result_of_float32_factors(dtype):
+    """``te.compute(..., dtype=)``: 16-bit features weighted by float32 per-edge factors accumulate in float32
+    and are stored once in the features' dtype (promotion alone would give float32), within the bound."""
+    g = hub_graph()
+    x, _ = half_inputs(g, 9, dtype)
+    w = torch.rand(g.num_edges, 1, generator=torch.Generator().manual_seed(5)) * 3
+    X = te.placeholder((g.num_nodes, 9), TE_NAMES[dtype], "X")
+    W = te.placeholder((g.num_edges, 1), "float32", "W")
+    kernel = fg.templates.spmm(
+        g, lambda s, t, e: te.compute((9,), lambda i: W[e, 0] * X[s, i], dtype=TE_NAMES[dtype]), "sum"
+    )
+    got = kernel(X=x, W=w)
+    src, dst = g.coo()
+    terms = w.double() * x.double()[src]
+    ref = torch.zeros(g.num_nodes, 9, dtype=torch.float64).index_add_(0, dst, terms)
+    assert got.dtype == dtype
+    assert_within_bound(got, ref, torch.zeros_like(ref).index_add_(0, dst, terms.abs()), g.in_degrees() + 1)
+    with pytest.raises(ValueError, match="compute dtype must be one of"):
+        te.compute((9,), lambda i: X[0, i], dtype="int64")
