@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
         ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
+        ("hetero", __import__("featgraph.bench.hetero", fromlist=["run"]), "RGCNConv forward + backward: vs PyG's two"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("overhead", overhead, "one op or layer call on 1k-100k edges: featgraph's kernels, fixed cost, PyG"),
         ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),

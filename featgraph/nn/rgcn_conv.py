@@ -31,9 +31,12 @@ class RGCNConv(FusedLayer, torch_geometric.nn.RGCNConv):
     ``edge_index`` may also be a ``Graph`` (bipartite too) or a ``HeteroGraph`` (its own edge types; ``x``
     then holds all node types' rows, ``hg.stack``). ``is_sorted`` is PyG's hint that the edges come sorted by
     type: featgraph sorts once per graph and keeps the result, so sorted or not, the hint changes nothing.
-    PyG's path runs featureless input (``x`` None or node indices), ``aggr="max"``, torch_sparse's
-    ``SparseTensor`` and 16-bit features.
+    ``strategy`` (an attribute, ``"auto"`` unless set) is ``relational_aggregate``'s: ``"transform_first"``,
+    ``"aggregate_first"`` or ``"fused"`` fix the way. PyG's path runs featureless input (``x`` None or node
+    indices), ``aggr="max"``, torch_sparse's ``SparseTensor`` and 16-bit features.
     """
+
+    strategy: str = "auto"
 
     def forward(
         self, x: PairTensor | None, edge_index: GraphLike | HeteroGraph, edge_type: torch.Tensor | None = None
@@ -46,7 +49,9 @@ class RGCNConv(FusedLayer, torch_geometric.nn.RGCNConv):
         if reason is not None:
             return self.fallback(reason, x, edge_index, edge_type)
         x_src, x_dst, graph = self.split(x, edge_index, None)
-        out = relational_aggregate(graph, x_src, self.relation_weights(), edge_type, _REDUCE[self.aggr])
+        out = relational_aggregate(
+            graph, x_src, self.relation_weights(), edge_type, _REDUCE[self.aggr], strategy=self.strategy
+        )
         if self.root is not None:
             out = torch.addmm(out, x_dst, self.root)
         return out if self.bias is None else out + self.bias

@@ -20,7 +20,7 @@ weight). The pair structures are built once per graph and edge types, kept on th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -65,6 +65,7 @@ class Plan:
     etype: torch.Tensor
     sources: Pairs
     destinations: Pairs
+    shares: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)  # mean's 1 / |N_r(v)| per edge
 
 
 def _pairs(vertex: torch.Tensor, etype: torch.Tensor, count: int, relations: int, other: torch.Tensor,
@@ -119,8 +120,10 @@ def _coefficients(
     """``c_e``: the edge's weight, divided by its destination's in-edges of its relation for ``mean``."""
     if reduce == "sum":
         return edge_weight
-    counts = pairs.destinations.graph.in_degrees().to(dtype)
-    share = counts.reciprocal()[pairs.destinations.of_edge]
+    share = pairs.shares.get(dtype)
+    if share is None:
+        share = pairs.destinations.graph.in_degrees().to(dtype).reciprocal()[pairs.destinations.of_edge]
+        pairs.shares[dtype] = share
     return share if edge_weight is None else share * edge_weight
 
 
