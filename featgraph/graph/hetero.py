@@ -196,14 +196,17 @@ class HeteroGraph:
     # ---- structure ----------------------------------------------------------------------------
     @property
     def num_edges(self) -> int:
+        """All edge types' edges."""
         return self.graph.num_edges
 
     @property
     def num_relations(self) -> int:
+        """How many edge types."""
         return len(self.edge_types)
 
     @property
     def device(self) -> torch.device:
+        """Where the edges live."""
         return self.graph.device
 
     def __repr__(self) -> str:
@@ -230,6 +233,7 @@ class HeteroGraph:
         return self.edge_types.index(self.edge_type(edge_type))
 
     def node_type_id(self, node_type: str) -> int:
+        """The node type's id: its index in ``node_types`` and its value in ``ntype``."""
         if node_type not in self._node_offset:
             raise KeyError(f"node_type: unknown node type {node_type!r} (node types: {list(self.node_types)})")
         return self.node_types.index(node_type)
@@ -239,6 +243,7 @@ class HeteroGraph:
         return int(self.node_offsets[self.node_type_id(node_type)])
 
     def num_edges_of(self, edge_type: EdgeType | str) -> int:
+        """How many edges the edge type has."""
         r = self.relation_id(edge_type)
         return int(self.edge_offsets[r + 1] - self.edge_offsets[r])
 
