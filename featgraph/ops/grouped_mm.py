@@ -132,7 +132,13 @@ def _gather_gradient(a, b, idx_b, *, outputs, grads, wants) -> list[torch.Tensor
 
 @operator("gather_mm", lambda a, b, idx_b: a.new_empty((a.shape[0], b.shape[2])), _gather_gradient)
 def _gather_mm(a: torch.Tensor, b: torch.Tensor, idx_b: torch.Tensor) -> torch.Tensor:
-    """``gather_mm`` with its arguments checked."""
+    """``gather_mm`` with its arguments checked, but for the values of ``idx_b``: checked here, where they are
+    known (compiled code traces the call without them)."""
+    if idx_b.numel() and (int(idx_b.min()) < 0 or int(idx_b.max()) >= b.shape[0]):
+        raise IndexError(
+            f"idx_b: type ids must lie in [0, {b.shape[0]}) (b's first dimension), got "
+            f"[{int(idx_b.min())}, {int(idx_b.max())}]"
+        )
     return _gathered(a, b, idx_b)
 
 
@@ -141,9 +147,4 @@ def gather_mm(a: torch.Tensor, b: torch.Tensor, idx_b: torch.Tensor) -> torch.Te
     id per row, without the (N, D1, D2) tensor ``b[idx_b]`` would be. Differentiable in ``a`` and ``b``."""
     _check_operands(a, b)
     idx_b = _integer_vector("idx_b", torch.as_tensor(idx_b, device=a.device), a.shape[0]).to(torch.int64)
-    if idx_b.numel() and (int(idx_b.min()) < 0 or int(idx_b.max()) >= b.shape[0]):
-        raise IndexError(
-            f"idx_b: type ids must lie in [0, {b.shape[0]}) (b's first dimension), got "
-            f"[{int(idx_b.min())}, {int(idx_b.max())}]"
-        )
     return _gather_mm(a, b, idx_b)

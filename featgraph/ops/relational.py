@@ -216,7 +216,11 @@ def _relational_aggregate(
     reduce: str,
     strategy: str,
 ) -> torch.Tensor:
-    """``relational_aggregate`` with its arguments checked."""
+    """``relational_aggregate`` with its arguments checked, but for the values of ``etype``: checked here, where
+    they are known (compiled code traces the call without them)."""
+    if etype.numel() and (int(etype.min()) < 0 or int(etype.max()) >= relations):
+        raise IndexError(f"etype: relation ids must lie in [0, {relations}) (weight's first dimension), got "
+                         f"[{int(etype.min())}, {int(etype.max())}]")  # fmt: skip
     pairs = plan(g, etype, relations)
     way = choose(g, pairs, weight.shape[1], weight.shape[2], strategy)
     coefficient = _coefficients(pairs, edge_weight, reduce, x.dtype)
@@ -274,9 +278,6 @@ def relational_aggregate(
     if edges is not None and etype.numel() != edges:
         raise ValueError(f"etype: expected {edges} entries (one per edge), got {etype.numel()}")
     relations = weight.shape[0]
-    if etype.numel() and (int(etype.min()) < 0 or int(etype.max()) >= relations):
-        raise IndexError(f"etype: relation ids must lie in [0, {relations}) (weight's first dimension), got "
-                         f"[{int(etype.min())}, {int(etype.max())}]")  # fmt: skip
     if edge_weight is not None:
         check_tensor("edge_weight", edge_weight, dims=1, rows=etype.numel(), rows_are="one per edge", like=x)
         if edge_weight.requires_grad:

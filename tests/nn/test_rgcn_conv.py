@@ -156,3 +156,16 @@ def test_accelerate_swaps_both_layers():
     edge_type = edge_types(edge_index.shape[1], 7)
     x = torch.randn(N, 4)
     torch.testing.assert_close(model(x, edge_index, edge_type), reference(x, edge_index, edge_type))
+
+
+def test_compiles_whole():
+    torch.manual_seed(8)
+    conv = RGCNConv(4, 3, R, num_bases=2)
+    edge_index = edges(8)
+    edge_type = edge_types(edge_index.shape[1], 8)
+    x = torch.randn(N, 4, requires_grad=True)
+    compiled = torch.compile(conv, backend="eager", fullgraph=True)
+    got = compiled(x, edge_index, edge_type)
+    torch.testing.assert_close(got, conv(x, edge_index, edge_type))
+    (grad,) = torch.autograd.grad(got.sum(), x)
+    torch.testing.assert_close(grad, torch.autograd.grad(conv(x, edge_index, edge_type).sum(), x)[0])

@@ -151,3 +151,13 @@ def test_the_operator_passes_opcheck(strategy):
     args = (*graph_args(hg.graph), x, weight, hg.etype, None, 4, "mean", strategy)
     result = torch.library.opcheck(torch.ops.featgraph.relational_aggregate.default, args)
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+def test_compiled_graphs_call_the_operator_whole():
+    hg = typed_graph()
+    x = torch.randn(hg.num_nodes, 3, requires_grad=True)
+    weight = torch.randn(4, 3, 2, requires_grad=True)
+    etype = hg.etype
+    compiled = torch.compile(lambda x, w: relational_aggregate(hg.graph, x, w, etype, "mean"), fullgraph=True,
+                             backend="eager")  # fmt: skip
+    torch.testing.assert_close(compiled(x, weight), relational_aggregate(hg.graph, x, weight, etype, "mean"))
