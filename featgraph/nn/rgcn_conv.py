@@ -25,9 +25,9 @@ class RGCNConv(FusedLayer, torch_geometric.nn.RGCNConv):
     fused ``relational_aggregate`` (``c_{v,r}`` is ``1 / |N_r(v)|`` for ``aggr="mean"``, 1 for ``"add"``/
     ``"sum"``).
 
-    The relation weights are formed as PyG forms them (``comp @ weight`` for bases; for blocks the
-    block-diagonal (relations, in, out) matrices, a per-relation tensor, never per edge), then the op takes the
-    cheaper of transforming each (relation, source) pair or each (relation, destination) pair's aggregate.
+    The relation weights are formed as PyG forms them (``comp @ weight`` for bases; for blocks, each
+    relation's diagonal blocks, multiplied block by block), then the op takes the cheaper of transforming each
+    (relation, source) pair or each (relation, destination) pair's aggregate; no per-edge weight exists.
     ``edge_index`` may also be a ``Graph`` (bipartite too) or a ``HeteroGraph`` (its own edge types; ``x``
     then holds all node types' rows, ``hg.stack``). ``is_sorted`` is PyG's hint that the edges come sorted by
     type: featgraph sorts once per graph and keeps the result, so sorted or not, the hint changes nothing.
@@ -75,17 +75,14 @@ class RGCNConv(FusedLayer, torch_geometric.nn.RGCNConv):
         return None
 
     def relation_weights(self) -> torch.Tensor:
-        """Each relation's (in, out) weight: PyG's basis combination, or its blocks on the diagonal."""
+        """Each relation's (in, out) weight (PyG's basis combination for bases), or for ``num_blocks`` its
+        (blocks, in / blocks, out / blocks) diagonal blocks, which ``relational_aggregate`` takes as they are."""
         weight = self.weight
         if self.num_bases is not None:
             return (self.comp @ weight.view(self.num_bases, -1)).view(
                 self.num_relations, self.in_channels_l, self.out_channels
             )
-        if self.num_blocks is not None:
-            relations, blocks, rows, cols = weight.shape
-            eye = torch.eye(blocks, dtype=weight.dtype, device=weight.device)
-            return torch.einsum("rbio,bc->rbico", weight, eye).reshape(relations, blocks * rows, blocks * cols)
-        return weight
+        return weight  # (relations, blocks, in / blocks, out / blocks) for blocks: the op multiplies only those
 
     def fallback(self, reason: str, x: Any, edge_index: Any, *args: Any, **kwargs: Any) -> Any:
         """PyG's forward; a ``Graph`` goes as its ``edge_index`` (PyG's RGCNConv takes no ``size``, so a

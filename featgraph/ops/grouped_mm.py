@@ -45,7 +45,18 @@ def _integer_vector(name: str, x: torch.Tensor, length: int | None = None) -> to
 
 def segment_products(a: torch.Tensor, b: torch.Tensor, lengths: list[int]) -> torch.Tensor:
     """``a``'s consecutive segments of ``lengths`` rows, segment ``k`` times ``b[k]``, each one ``torch.mm``
-    into its slice of the output."""
+    into its slice of the output. A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal: column block
+    ``j`` of the result is ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per segment)."""
+    if b.dim() == 4:
+        blocks, rows_in, cols = b.shape[1:]
+        out = a.new_empty((a.shape[0], blocks * cols))
+        start = 0
+        for k, rows in enumerate(lengths):
+            if rows:
+                part = torch.bmm(a[start : start + rows].view(rows, blocks, rows_in).transpose(0, 1), b[k])
+                out[start : start + rows].view(rows, blocks, cols).copy_(part.transpose(0, 1))
+            start += rows
+        return out
     out = a.new_empty((a.shape[0], b.shape[2]))
     start = 0
     for k, rows in enumerate(lengths):
@@ -55,8 +66,22 @@ def segment_products(a: torch.Tensor, b: torch.Tensor, lengths: list[int]) -> to
     return out
 
 
-def segment_weight_gradient(a: torch.Tensor, grad: torch.Tensor, lengths: list[int], num_types: int) -> torch.Tensor:
-    """``sum over segment k's rows of a_i^T grad_i`` per type (zero for empty segments): ``b``'s gradient."""
+def segment_weight_gradient(
+    a: torch.Tensor, grad: torch.Tensor, lengths: list[int], num_types: int, blocks: int | None = None
+) -> torch.Tensor:
+    """``sum over segment k's rows of a_i^T grad_i`` per type (zero for empty segments): ``b``'s gradient; with
+    ``blocks``, only the diagonal blocks (a 4-D ``b``'s gradient)."""
+    if blocks is not None:
+        rows_in, cols = a.shape[1] // blocks, grad.shape[1] // blocks
+        out = a.new_zeros((num_types, blocks, rows_in, cols))
+        start = 0
+        for k, rows in enumerate(lengths):
+            if rows:
+                left = a[start : start + rows].view(rows, blocks, rows_in).permute(1, 2, 0)
+                right = grad[start : start + rows].view(rows, blocks, cols).transpose(0, 1)
+                torch.bmm(left, right, out=out[k])
+            start += rows
+        return out
     out = a.new_zeros((num_types, a.shape[1], grad.shape[1]))
     start = 0
     for k, rows in enumerate(lengths):

@@ -101,21 +101,23 @@ def plan(g: Graph, etype: torch.Tensor, relations: int) -> Plan:
     return built
 
 
-def costs(g: Graph | GraphRef, pairs: Plan, in_channels: int, out_channels: int) -> dict[str, int]:
-    """Multiply-adds of each way (forward; the backward's are in proportion)."""
-    edges = g.num_edges or 0
+def costs(g: Graph | GraphRef, pairs: Plan, weight: torch.Tensor) -> dict[str, int]:
+    """Multiply-adds of each way (forward; the backward's are in proportion): a row's product costs a
+    relation's weight elements (a block-diagonal weight's blocks only; the fused way multiplies full
+    matrices), an SpMM the edges times its rows' width."""
+    edges, per_row = g.num_edges or 0, weight[0].numel()
     return {
-        "transform_first": pairs.sources.count * in_channels * out_channels + edges * out_channels,
-        "aggregate_first": edges * in_channels + pairs.destinations.count * in_channels * out_channels,
-        "fused": edges * in_channels * out_channels,
+        "transform_first": pairs.sources.count * per_row + edges * out_channels(weight),
+        "aggregate_first": edges * in_channels(weight) + pairs.destinations.count * per_row,
+        "fused": edges * in_channels(weight) * out_channels(weight),
     }
 
 
-def choose(g: Graph, pairs: Plan, in_channels: int, out_channels: int, strategy: str) -> str:
+def choose(g: Graph, pairs: Plan, weight: torch.Tensor, strategy: str) -> str:
     """``strategy``, or for ``"auto"`` the cheaper of transform-first and aggregate-first."""
     if strategy != "auto":
         return strategy
-    cost = costs(g, pairs, in_channels, out_channels)
+    cost = costs(g, pairs, weight)
     return min(("transform_first", "aggregate_first"), key=cost.__getitem__)
 
 
@@ -132,30 +134,54 @@ def _coefficients(
     return share if edge_weight is None else share * edge_weight
 
 
+def _blocks(weight: torch.Tensor) -> int | None:
+    """A block-diagonal weight's block count (None: full matrices)."""
+    return weight.shape[1] if weight.dim() == 4 else None
+
+
+def out_channels(weight: torch.Tensor) -> int:
+    """The output width: a full weight's columns, a block-diagonal one's blocks times their columns."""
+    return weight.shape[1] * weight.shape[3] if weight.dim() == 4 else weight.shape[2]
+
+
+def in_channels(weight: torch.Tensor) -> int:
+    """The input width: a full weight's rows, a block-diagonal one's blocks times their rows."""
+    return weight.shape[1] * weight.shape[2] if weight.dim() == 4 else weight.shape[1]
+
+
+def block_diagonal(weight: torch.Tensor) -> torch.Tensor:
+    """(relations, in, out) matrices: a 4-D (relations, blocks, i, o) weight's blocks on their diagonals."""
+    if weight.dim() == 3:
+        return weight
+    relations, blocks, rows, cols = weight.shape
+    eye = torch.eye(blocks, dtype=weight.dtype, device=weight.device)
+    return torch.einsum("rbio,bc->rbico", weight, eye).reshape(relations, blocks * rows, blocks * cols)
+
+
 def _spmm_op(weight: torch.Tensor | None) -> str:
     return "copy_lhs" if weight is None else "mul"
 
 
 def _fused_kernel(g: Graph, x: torch.Tensor, weight: torch.Tensor, weighted: bool) -> Kernel:
     """The SpMM reading ``W[ET[e], k, j]``: one kernel per graph, shapes, dtype and weighting."""
-    relations, in_channels, out_channels = weight.shape
+    relations, rows, cols = weight.shape  # block-diagonal weights arrive as full matrices
     dtype = TORCH_TO_TE[x.dtype]
 
     def build() -> Kernel:
-        X = te.placeholder((g.num_src_nodes, in_channels), dtype=dtype, name="X")
-        W = te.placeholder((relations, in_channels, out_channels), dtype=dtype, name="W")
+        X = te.placeholder((g.num_src_nodes, rows), dtype=dtype, name="X")
+        W = te.placeholder((relations, rows, cols), dtype=dtype, name="W")
         ET = te.placeholder((g.num_edges,), dtype="int64", name="ET")
         C = te.placeholder((g.num_edges, 1), dtype=dtype, name="C")
 
         def udf(src, dst, eid):
-            k = te.reduce_axis((0, in_channels), name="k")
+            k = te.reduce_axis((0, rows), name="k")
             if weighted:
-                return te.compute((out_channels,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k) * C[eid, 0])
-            return te.compute((out_channels,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k))
+                return te.compute((cols,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k) * C[eid, 0])
+            return te.compute((cols,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k))
 
         return spmm(g, udf, "sum")
 
-    key = ("relational-fused", relations, in_channels, out_channels, dtype, weighted)
+    key = ("relational-fused", relations, rows, cols, dtype, weighted)
     return cached_kernel(g, key, build)
 
 
@@ -167,7 +193,7 @@ def _fused_inputs(x, weight, etype, coefficient) -> dict[str, torch.Tensor]:
 
 
 def _fake(ref: GraphRef, x, weight, etype, edge_weight, relations: int, reduce: str, strategy: str) -> torch.Tensor:
-    return x.new_empty((ref.num_dst_nodes, weight.shape[2]))
+    return x.new_empty((ref.num_dst_nodes, out_channels(weight)))
 
 
 def _gradient(g: Graph, x, weight, etype, edge_weight, relations: int, reduce: str, strategy: str, *, outputs, grads,
@@ -175,31 +201,32 @@ def _gradient(g: Graph, x, weight, etype, edge_weight, relations: int, reduce: s
     """The gradients of (x, weight) by the way the forward took."""
     (grad,) = grads
     pairs = plan(g, etype, relations)
-    way = choose(g, pairs, weight.shape[1], weight.shape[2], strategy)
+    way = choose(g, pairs, weight, strategy)
     coefficient = _coefficients(pairs, edge_weight, reduce, x.dtype)
     grad_x = grad_w = None
     if way == "transform_first":
         sources = pairs.sources
-        rows = x.new_empty(()).expand(sources.count, weight.shape[2])  # shape only
+        rows = x.new_empty(()).expand(sources.count, out_channels(weight))  # shape only
         grad_rows = spmm_gradients(sources.graph, _spmm_op(coefficient), "sum", rows, coefficient, grad,
                                    (True, False), "gar")[0]  # fmt: skip
         if wants[0]:
-            grad_pairs = segment_products(grad_rows, weight.transpose(1, 2), sources.lengths)
+            grad_pairs = segment_products(grad_rows, weight.transpose(-1, -2), sources.lengths)
             grad_x = gspmm(sources.to_vertex, "copy_lhs", "sum", grad_pairs, None)
         if wants[1]:
-            grad_w = segment_weight_gradient(x[sources.vertex], grad_rows, sources.lengths, relations)
+            grad_w = segment_weight_gradient(x[sources.vertex], grad_rows, sources.lengths, relations, _blocks(weight))
         return [grad_x, grad_w, None, None]
     destinations = pairs.destinations
     grad_pairs = grad[destinations.vertex]
     if wants[1]:
         summed = gspmm(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight)
-        grad_w = segment_weight_gradient(summed, grad_pairs, destinations.lengths, relations)
+        grad_w = segment_weight_gradient(summed, grad_pairs, destinations.lengths, relations, _blocks(weight))
     if wants[0] and way == "fused":
-        kernel = _fused_kernel(g, x, weight, coefficient is not None)
-        inputs = _fused_inputs(x, weight, etype, coefficient)
+        full = block_diagonal(weight)
+        kernel = _fused_kernel(g, x, full, coefficient is not None)
+        inputs = _fused_inputs(x, full, etype, coefficient)
         grad_x = placeholder_gradients(kernel, inputs, grad, None, None, ["X"])["X"]
     elif wants[0]:
-        grad_summed = segment_products(grad_pairs, weight.transpose(1, 2), destinations.lengths)
+        grad_summed = segment_products(grad_pairs, weight.transpose(-1, -2), destinations.lengths)
         grad_x = spmm_gradients(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight, grad_summed,
                                 (True, False), "gar")[0]  # fmt: skip
     return [grad_x, grad_w, None, None]
@@ -222,15 +249,16 @@ def _relational_aggregate(
         raise IndexError(f"etype: relation ids must lie in [0, {relations}) (weight's first dimension), got "
                          f"[{int(etype.min())}, {int(etype.max())}]")  # fmt: skip
     pairs = plan(g, etype, relations)
-    way = choose(g, pairs, weight.shape[1], weight.shape[2], strategy)
+    way = choose(g, pairs, weight, strategy)
     coefficient = _coefficients(pairs, edge_weight, reduce, x.dtype)
     if way == "transform_first":
         sources = pairs.sources
         rows = segment_products(x[sources.vertex], weight, sources.lengths)
         return gspmm(sources.graph, _spmm_op(coefficient), "sum", rows, coefficient)
     if way == "fused":
-        kernel = _fused_kernel(g, x, weight, coefficient is not None)
-        return kernel.evaluate(_fused_inputs(x, weight, etype, coefficient), want_arg=False)[0]
+        full = block_diagonal(weight)
+        kernel = _fused_kernel(g, x, full, coefficient is not None)
+        return kernel.evaluate(_fused_inputs(x, full, etype, coefficient), want_arg=False)[0]
     destinations = pairs.destinations
     summed = gspmm(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight)
     transformed = segment_products(summed, weight, destinations.lengths)
@@ -250,8 +278,11 @@ def relational_aggregate(
 
     ``g``: a ``Graph`` (bipartite too) with ``etype``, one relation id per edge in ``g``'s edge order, or a
     ``HeteroGraph`` (its own ``etype``; ``x`` then holds all node types' rows, ``hg.stack``). ``weight``:
-    (relations, in, out). ``reduce``: ``"sum"`` or ``"mean"`` (R-GCN's: each relation's messages averaged over
-    the destination's in-edges of that relation). ``edge_weight``: a constant factor per edge (no gradient).
+    (relations, in, out), or block-diagonal (relations, blocks, in / blocks, out / blocks) as R-GCN's
+    ``num_blocks`` (each relation's matrix has these blocks on its diagonal and zeros elsewhere; only the
+    blocks are multiplied, except by the fused way, which multiplies the full matrices). ``reduce``: ``"sum"``
+    or ``"mean"`` (R-GCN's: each relation's messages averaged over the destination's in-edges of that
+    relation). ``edge_weight``: a constant factor per edge (no gradient).
     ``strategy``: ``"auto"``, ``"transform_first"``, ``"aggregate_first"`` or ``"fused"``. Differentiable in
     ``x`` and ``weight``.
     """
@@ -265,10 +296,11 @@ def relational_aggregate(
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     check_tensor("x", x, dims=2, rows=g.num_src_nodes, rows_are="the graph's source nodes", device=g.device)
-    check_tensor("weight", weight, dims=3, like=x)
-    if weight.shape[1] != x.shape[1]:
-        raise ValueError(f"weight: x has {x.shape[1]} columns, so weight must be (relations, {x.shape[1]}, out), "
-                         f"got {tuple(weight.shape)}")  # fmt: skip
+    check_tensor("weight", weight, min_dims=3, like=x)
+    if weight.dim() > 4 or in_channels(weight) != x.shape[1]:
+        raise ValueError(f"weight: x has {x.shape[1]} columns, so weight must be (relations, {x.shape[1]}, out) or "
+                         f"block-diagonal (relations, blocks, {x.shape[1]} / blocks, out / blocks), got "
+                         f"{tuple(weight.shape)}")  # fmt: skip
     if etype is None:
         raise ValueError("etype: a Graph needs its edges' relation ids (one per edge)")
     integer = isinstance(etype, torch.Tensor) and not etype.is_floating_point() and etype.dtype != torch.bool

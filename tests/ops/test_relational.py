@@ -82,11 +82,13 @@ def test_auto_takes_the_cheaper_way_and_the_plan_is_kept():
     assert plan(g, etype, 3) is pairs
     assert plan(g, etype.flip(0), 3) is not pairs
     pairs = plan(g, etype, 3)
-    cost = costs(g, pairs, 64, 16)
-    assert choose(g, pairs, 64, 16, "auto") == min(("transform_first", "aggregate_first"), key=cost.__getitem__)
+    weight = torch.zeros(3, 64, 16)
+    cost = costs(g, pairs, weight)
+    assert choose(g, pairs, weight, "auto") == min(("transform_first", "aggregate_first"), key=cost.__getitem__)
     assert pairs.sources.count == torch.unique(etype * 50 + src).numel()
     assert sum(pairs.sources.lengths) == pairs.sources.count
-    assert choose(g, pairs, 64, 16, "fused") == "fused"
+    assert choose(g, pairs, weight, "fused") == "fused"
+    assert costs(g, pairs, torch.zeros(3, 4, 16, 4))["transform_first"] == pairs.sources.count * 256 + 400 * 16
 
 
 def test_no_edges_gives_zeros():
@@ -161,3 +163,27 @@ def test_compiled_graphs_call_the_operator_whole():
     compiled = torch.compile(lambda x, w: relational_aggregate(hg.graph, x, w, etype, "mean"), fullgraph=True,
                              backend="eager")  # fmt: skip
     torch.testing.assert_close(compiled(x, weight), relational_aggregate(hg.graph, x, weight, etype, "mean"))
+
+
+@pytest.mark.parametrize(("strategy", "reduce"), list(itertools.product(WAYS, ["sum", "mean"])))
+def test_block_diagonal_weights_are_their_full_matrices(strategy, reduce):
+    hg = typed_graph()
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(hg.num_nodes, 6, generator=gen, dtype=torch.float64, requires_grad=True)
+    blocks = torch.randn(hg.num_relations, 3, 2, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    full = torch.zeros(hg.num_relations, 6, 9, dtype=torch.float64)
+    for b in range(3):
+        full[:, 2 * b : 2 * b + 2, 3 * b : 3 * b + 3] = blocks[:, b]
+    got = relational_aggregate(hg, x, blocks, reduce=reduce, strategy=strategy)
+    src, dst = hg.graph.coo()
+    want = dense_reference(src, dst, hg.etype, x, full, hg.num_nodes, reduce)
+    torch.testing.assert_close(got, want)
+    grad = torch.randn(got.shape, generator=gen, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(got, (x, blocks), grad), torch.autograd.grad(want, (x, blocks), grad),
+                    strict=True):  # fmt: skip
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(
+        lambda x, w: relational_aggregate(hg, x, w, reduce=reduce, strategy=strategy), (x, blocks)
+    )
+    with pytest.raises(ValueError, match="weight: x has 6 columns"):
+        relational_aggregate(hg, x, blocks[:, :, :1], reduce=reduce, strategy=strategy)
