@@ -169,3 +169,37 @@ def test_compiles_whole():
     torch.testing.assert_close(got, conv(x, edge_index, edge_type))
     (grad,) = torch.autograd.grad(got.sum(), x)
     torch.testing.assert_close(grad, torch.autograd.grad(conv(x, edge_index, edge_type).sum(), x)[0])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_graphs_and_options_match_pyg(seed):
+    """Random sizes, relation counts (some relations empty), bipartite or not, decompositions and aggregations."""
+    gen = torch.Generator().manual_seed(100 + seed)
+
+    def draw(low: int, high: int) -> int:
+        return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+    relations, blocks = draw(1, 12), draw(1, 3)
+    num_src, num_dst = draw(1, 30), draw(1, 30)
+    bipartite = seed % 2 == 1
+    num_dst = num_dst if bipartite else num_src
+    channels_in, channels_out = blocks * draw(1, 5), blocks * draw(1, 5)
+    edges_count = draw(0, 120)
+    edge_index = torch.stack([torch.randint(0, num_src, (edges_count,), generator=gen),
+                              torch.randint(0, num_dst, (edges_count,), generator=gen)])  # fmt: skip
+    edge_type = torch.randint(0, relations, (edges_count,), generator=gen)
+    kwargs = [{}, {"num_bases": draw(1, 4)}, {"num_blocks": blocks}][seed % 3]
+    kwargs["aggr"] = ["mean", "add", "sum"][seed % 3 - 1]
+    name = ["RGCNConv", "FastRGCNConv"][seed // 4]
+    in_channels = (channels_in, draw(1, 6)) if bipartite else channels_in
+    torch.manual_seed(seed)
+    theirs = getattr(pyg_nn, name)(in_channels, channels_out, relations, **kwargs)
+    ours = {"RGCNConv": RGCNConv, "FastRGCNConv": FastRGCNConv}[name](in_channels, channels_out, relations, **kwargs)
+    x_src = torch.randn(num_src, channels_in, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        if bipartite:
+            x_dst = torch.randn(num_dst, in_channels[1], dtype=torch.float64, requires_grad=True)
+            assert_same_as_pyg(ours, theirs, (x_src, x_dst), (x_src, x_dst), edge_index, edge_type)
+        else:
+            assert_same_as_pyg(ours, theirs, (x_src,), x_src, edge_index, edge_type)
