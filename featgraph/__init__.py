@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from . import datasets, loader, ops, sampling, te
-from .graph import Graph
+from .graph import Graph, HeteroGraph
 from .schedule import Schedule
 from .templates import SDDMMParams, SpMMParams, default_target
 from .tuning import sddmm, spmm, tune
@@ -22,6 +22,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "Graph",
+    "HeteroGraph",
     "Schedule",
     "SDDMMParams",
     "SpMMParams",

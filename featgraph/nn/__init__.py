@@ -18,6 +18,7 @@ from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .pyg_layer import FallbackWarning
+from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage import SAGEConv
 from .sg_conv import SGConv
 from .transformer_conv import TransformerConv
@@ -41,4 +42,6 @@ __all__ = [
     "GINEConv",
     "GATv2Conv",
     "TransformerConv",
+    "RGCNConv",
+    "FastRGCNConv",
 ]

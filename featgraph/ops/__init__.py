@@ -1,6 +1,7 @@
 """Differentiable graph ops with DGL's names, all lowered through featgraph's templates.
 
-``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, ``dropout``, and the named shortcuts
+``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, ``dropout``, the grouped products
+``gather_mm``/``segment_mm`` and R-GCN's ``relational_aggregate``, and the named shortcuts
 (``copy_u_sum``, ``u_mul_e_max``, ``u_add_v``, ``u_dot_v``, ``e_div_v``, ...) generated from one table.
 """
 
@@ -13,6 +14,7 @@ import torch
 from ..graph import Graph
 from .dropout import dropout
 from .edge_softmax import edge_softmax
+from .grouped_mm import gather_mm, segment_matmul, segment_mm
 from .gsddmm import gsddmm
 from .gspmm import REDUCERS, gspmm
 from .segment import segment_reduce
@@ -75,15 +77,20 @@ SHORTCUTS = _shortcuts()
 globals().update(SHORTCUTS)
 
 from .fused import gat_attention, gcn_aggregate  # noqa: E402 - built on the shortcuts above
+from .relational import relational_aggregate  # noqa: E402 - built on gspmm
 
 __all__ = [
     "SHORTCUTS",
     "dropout",
     "edge_softmax",
     "gat_attention",
+    "gather_mm",
     "gcn_aggregate",
     "gsddmm",
     "gspmm",
+    "relational_aggregate",
+    "segment_matmul",
+    "segment_mm",
     "segment_reduce",
     "tc_sddmm",
     "tc_spmm",

@@ -12,6 +12,7 @@ X, W, S = torch.randn(N, 3), torch.randn(E, 3), torch.randn(E)
 INT = torch.ones(N, 3, dtype=torch.int64)
 META = torch.empty(N, 3, device="meta")  # a device the graph is not on
 ATTN = torch.randn(2, 3)
+REL, ET = torch.randn(3, 3, 2), torch.tensor([0, 2, 2, 1])  # relational ops: weights, edge types
 
 
 def graph() -> fg.Graph:
@@ -72,6 +73,17 @@ CASES = [
     ("tc_spmm", lambda g: ops.tc_spmm(g, X, S[:3]), ValueError, "^edge_weight: expected 4 rows"),
     ("tc_sddmm", lambda g: ops.tc_sddmm(g, X, INT), TypeError, "^x_dst: expected a floating"),
     ("tc_sddmm", lambda g: ops.tc_sddmm(g, X, torch.randn(N, 4)), ValueError, "x_src and x_dst must match"),
+    ("gather_mm", lambda g: ops.gather_mm(X, REL, torch.tensor([0, 1, 0, 3, 0])), IndexError, "^idx_b: type ids"),
+    ("gather_mm", lambda g: ops.gather_mm(INT, REL, torch.zeros(N, dtype=torch.int64)), TypeError, "^a: expected a f"),
+    ("segment_mm", lambda g: ops.segment_mm(X, REL, [2, 2, 2]), ValueError, "^seglen_a: sums to 6, but a has 5"),
+    ("segment_mm", lambda g: ops.segment_mm(X, REL.double(), [2, 2, 1]), TypeError, "^b: expected torch.float32"),
+    ("segment_matmul", lambda g: ops.segment_matmul(X, [0, 2, 5], REL), ValueError, "^ptr: expected 4 offsets"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(None, X, REL, ET), TypeError, "^g: expected a f"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(g, X[:4], REL, ET), ValueError, "^x: expected 5 rows"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(g, META, REL, ET), ValueError, "^x: .* on meta"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(g, X, REL, ET[:3]), ValueError, "^etype: expected 4"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(g, X, REL[:1], ET), IndexError, "^etype: relation ids"),
+    ("relational_aggregate", lambda g: ops.relational_aggregate(g, X, REL, ET, "max"), ValueError, "^reduce must be"),
     ("copy_u_sum", lambda g: ops.copy_u_sum(g), TypeError, "^copy_u_sum takes the graph and 1 tensor, got 0"),
     ("u_mul_e_max", lambda g: ops.u_mul_e_max(g, X), TypeError, "^u_mul_e_max takes the graph and 2 tensors"),
     ("u_dot_v", lambda g: ops.u_dot_v(g, X, X, X), TypeError, "^u_dot_v takes the graph and 2 tensors, got 3"),

@@ -1,0 +1,134 @@
+"""``featgraph bench hetero``: an ``RGCNConv`` layer's forward + backward on typed graphs, featgraph's layer
+(its ``relational_aggregate`` choosing transform-first or aggregate-first) and its fused-UDF way against PyG's
+``RGCNConv`` (a loop over relations) and ``FastRGCNConv`` (an (E, in, out) weight per edge), in the same run
+with the same weights.
+
+Graphs: synthetic typed graphs of 3 node types and 10 or 50 relations (relation sizes skewed, as real
+knowledge graphs' are), and an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts).
+``FastRGCNConv``'s per-edge weight is skipped where it would exceed ``--fast-max-gb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..graph import HeteroGraph
+from ..timing import interleaved_best_ms
+from .report import machine, markdown_header, markdown_row, write_json
+
+# name: (node types' counts, relations, edges) at scale 1
+GRAPHS = {
+    "3 types, 10 relations": ((20_000, 20_000, 10_000), 10, 100_000),
+    "3 types, 50 relations": ((20_000, 20_000, 10_000), 50, 100_000),
+    "AIFB-like, 90 relations": ((8_285,), 90, 58_086),
+}
+IMPLEMENTATIONS = ("featgraph", "featgraph fused", "PyG RGCNConv", "PyG FastRGCNConv")
+
+
+@dataclass
+class Row:
+    graph: str
+    nodes: int
+    edges: int
+    relations: int
+    channels: int
+    featgraph_ms: float
+    featgraph_fused_ms: float
+    pyg_rgcn_ms: float
+    pyg_fast_rgcn_ms: float | None  # None: skipped (its per-edge weight over --fast-max-gb)
+    rgcn_over_featgraph: float
+    fast_rgcn_over_featgraph: float | None
+
+
+def typed_graph(counts: tuple[int, ...], relations: int, edges: int, seed: int = 0) -> HeteroGraph:
+    """A seeded typed graph: relation ``r`` joins two random node types, its share of the edges falling off
+    as ``1 / (r + 1)`` (a few large relations, many small ones), endpoints uniform within their types."""
+    gen = torch.Generator().manual_seed(seed)
+    types = [f"t{i}" for i in range(len(counts))]
+    share = 1.0 / torch.arange(1, relations + 1, dtype=torch.float64)
+    sizes = (share / share.sum() * edges).floor().to(torch.int64)
+    sizes[0] += edges - int(sizes.sum())
+    data = {}
+    for r, size in enumerate(sizes.tolist()):
+        src_type, dst_type = (int(t) for t in torch.randint(0, len(counts), (2,), generator=gen))
+        src = torch.randint(0, counts[src_type], (size,), generator=gen)
+        dst = torch.randint(0, counts[dst_type], (size,), generator=gen)
+        data[(types[src_type], f"r{r}", types[dst_type])] = (src, dst)
+    return HeteroGraph(data, dict(zip(types, counts, strict=True)))
+
+
+def forward_backward(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> Callable[[], None]:
+    """One training step of ``layer``: forward, then backward into ``x`` and the parameters."""
+
+    def step() -> None:
+        x.grad = None
+        layer.zero_grad(set_to_none=True)
+        layer(x, *args).sum().backward()
+
+    return step
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--channels", type=int, default=64, help="input and output feature width")
+    parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' node and edge counts (tests)")
+    parser.add_argument("--fast-max-gb", type=float, default=2.0, help="skip FastRGCNConv above this per-edge weight")
+    parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    from torch_geometric.nn import FastRGCNConv as PygFastRGCNConv
+    from torch_geometric.nn import RGCNConv as PygRGCNConv
+
+    from ..nn import RGCNConv
+
+    print(f"machine: {machine()}")
+    titles = ("graph", "featgraph ms", "featgraph fused ms", "PyG RGCNConv ms", "PyG FastRGCNConv ms")
+    print(markdown_header(*titles, "RGCNConv / featgraph", "FastRGCNConv / featgraph"), flush=True)
+    d = args.channels
+    rows = []
+    for name, (counts, relations, edges) in GRAPHS.items():
+        counts = tuple(max(1, int(n * args.scale)) for n in counts)
+        hg = typed_graph(counts, relations, max(1, int(edges * args.scale)))
+        torch.manual_seed(0)
+        pyg = PygRGCNConv(d, d, relations)
+        ours = RGCNConv(d, d, relations)
+        ours.load_state_dict(pyg.state_dict())
+        fused = RGCNConv(d, d, relations)
+        fused.load_state_dict(pyg.state_dict())
+        fused.strategy = "fused"
+        fast = PygFastRGCNConv(d, d, relations)
+        fast.load_state_dict(pyg.state_dict())
+        x = torch.randn(hg.num_nodes, d, requires_grad=True)
+        edge_index, edge_type = hg.graph.edge_index, hg.etype
+
+        steps = {
+            "featgraph": forward_backward(ours, x, edge_index, edge_type),
+            "featgraph fused": forward_backward(fused, x, edge_index, edge_type),
+            "PyG RGCNConv": forward_backward(pyg, x, edge_index, edge_type),
+        }
+        fast_gb = hg.num_edges * d * d * x.element_size() / 2**30
+        if fast_gb <= args.fast_max_gb:
+            steps["PyG FastRGCNConv"] = forward_backward(fast, x, edge_index, edge_type)
+        times = interleaved_best_ms(steps, args.repeat)
+        fast_ms = times.get("PyG FastRGCNConv")
+        row = Row(
+            name, hg.num_nodes, hg.num_edges, relations, d, times["featgraph"], times["featgraph fused"],
+            times["PyG RGCNConv"], fast_ms, times["PyG RGCNConv"] / times["featgraph"],
+            None if fast_ms is None else fast_ms / times["featgraph"],
+        )  # fmt: skip
+        rows.append(row)
+        label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={d})"
+        fast_cells = (
+            [f"skipped ({fast_gb:.1f} GB per-edge weight)", "-"]
+            if fast_ms is None
+            else [f"{fast_ms:.1f}", f"{row.fast_rgcn_over_featgraph:.1f}x"]
+        )
+        cells = [label, f"{row.featgraph_ms:.1f}", f"{row.featgraph_fused_ms:.1f}", f"{row.pyg_rgcn_ms:.1f}"]
+        print(markdown_row([*cells, fast_cells[0], f"{row.rgcn_over_featgraph:.1f}x", fast_cells[1]]), flush=True)
+    write_json(args.json, [asdict(r) for r in rows])
+    return rows

@@ -1,0 +1,164 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import featgraph as fg
+from featgraph.graph.hetero import HeteroGraph
+
+EDGES = {
+    ("paper", "cites", "paper"): torch.tensor([[0, 1, 1, 2, 2], [1, 2, 2, 2, 0]]),  # duplicate edge, self loop
+    ("author", "writes", "paper"): torch.tensor([[0, 1, 3], [0, 0, 2]]),  # bipartite
+    ("paper", "written_by", "author"): torch.zeros(2, 0, dtype=torch.int64),  # empty relation
+    ("author", "knows", "author"): torch.tensor([[3], [0]]),
+}
+COUNTS = {"paper": 3, "author": 5, "venue": 2}  # author 2, 4 and both venues are isolated
+
+
+@pytest.fixture
+def hg():
+    return HeteroGraph(EDGES, COUNTS)
+
+
+def test_node_types_get_offsets_and_edges_are_sorted_by_relation(hg):
+    assert hg.node_types == ("paper", "author", "venue")
+    assert hg.edge_types == tuple(EDGES)
+    assert hg.node_offsets.tolist() == [0, 3, 8, 10]
+    assert hg.edge_offsets.tolist() == [0, 5, 8, 8, 9]
+    assert hg.num_nodes == 10 and hg.num_edges == 9 and hg.num_relations == 4
+    assert hg.ntype.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 2, 2]
+    assert hg.etype.tolist() == [0] * 5 + [1] * 3 + [3]
+    src, dst = hg.graph.coo()
+    want_src = [0, 1, 1, 2, 2, 3 + 0, 3 + 1, 3 + 3, 3 + 3]
+    want_dst = [1, 2, 2, 2, 0, 0, 0, 2, 3 + 0]
+    assert src.tolist() == want_src and dst.tolist() == want_dst
+    assert hg.perm.tolist() == list(range(9))
+    assert hg.node_offset("author") == 3
+
+
+def test_relation_views_are_local_and_bipartite_where_types_differ(hg):
+    writes = hg.relation("writes")
+    assert (writes.num_src_nodes, writes.num_dst_nodes) == (5, 3)
+    assert torch.equal(torch.stack(writes.coo()), EDGES[("author", "writes", "paper")])
+    cites = hg.relation(("paper", "cites", "paper"))
+    assert not cites.is_bipartite and cites.num_nodes == 3
+    empty = hg.relation("written_by")
+    assert empty.num_edges == 0 and (empty.num_src_nodes, empty.num_dst_nodes) == (3, 5)
+    assert hg.num_edges_of("cites") == 5 and hg.edge_slice("writes") == slice(5, 8)
+
+
+def test_edge_index_dict_round_trips(hg):
+    back = hg.to_edge_index_dict()
+    assert list(back) == list(EDGES)
+    for key, edges in EDGES.items():
+        assert torch.equal(back[key], edges)
+    again = HeteroGraph(back, hg.num_nodes_dict)
+    assert torch.equal(again.graph.edge_index, hg.graph.edge_index)
+
+
+def test_features_stack_and_split(hg):
+    features = {t: torch.randn(n, 7) for t, n in COUNTS.items()}
+    x = hg.stack(features)
+    assert x.shape == (10, 7)
+    assert torch.equal(x[3:8], features["author"])
+    parts = hg.split(x)
+    assert list(parts) == list(COUNTS) and all(torch.equal(parts[t], features[t]) for t in COUNTS)
+    graph, ntype, etype, stacked = hg.to_homogeneous(features)
+    assert graph is hg.graph and torch.equal(stacked, x) and ntype is hg.ntype and etype is hg.etype
+    values = torch.arange(9.0)
+    assert hg.edge_split(values)[("author", "writes", "paper")].tolist() == [5.0, 6.0, 7.0]
+
+
+def test_from_dgl_dicts_and_inferred_counts():
+    data = {
+        ("user", "follows", "user"): (torch.tensor([0, 1]), torch.tensor([1, 2])),
+        ("user", "plays", "game"): ([0, 3], [1, 0]),
+    }
+    hg = fg.HeteroGraph.from_dgl(data)
+    assert hg.num_nodes_dict == {"user": 4, "game": 2}
+    assert hg.to_edge_index_dict()[("user", "plays", "game")].tolist() == [[0, 3], [1, 0]]
+    hg = fg.HeteroGraph.from_dgl(data, {"user": 6, "game": 3})
+    assert hg.num_nodes == 9
+
+
+def test_from_pyg_hetero_data(hg):
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    for node_type, count in COUNTS.items():
+        data[node_type].num_nodes = count
+    data["paper"].x = torch.randn(3, 4)
+    for key, edges in EDGES.items():
+        data[key].edge_index = edges
+    got = fg.HeteroGraph.from_pyg(data)
+    assert got.node_types == hg.node_types and got.edge_types == hg.edge_types
+    assert torch.equal(got.graph.edge_index, hg.graph.edge_index)
+    assert torch.equal(got.etype, hg.etype)
+    with pytest.raises(TypeError, match="data: expected a PyG HeteroData"):
+        fg.HeteroGraph.from_pyg(torch.zeros(2, 2))
+
+
+def test_from_typed_edges_sorts_stably_and_keeps_the_permutation():
+    edge_index = torch.tensor([[0, 1, 2, 3, 0, 1], [1, 2, 3, 0, 2, 3]])
+    edge_type = torch.tensor([2, 0, 2, 1, 0, 2])
+    before = (edge_index.clone(), edge_type.clone())
+    hg = fg.HeteroGraph.from_typed_edges(edge_index, edge_type, num_nodes=5, num_relations=4)
+    assert hg.perm.tolist() == [1, 4, 3, 0, 2, 5]
+    assert hg.etype.tolist() == [0, 0, 1, 2, 2, 2]
+    assert torch.equal(hg.graph.edge_index, edge_index[:, hg.perm])
+    assert hg.edge_offsets.tolist() == [0, 2, 3, 6, 6] and hg.num_edges_of("3") == 0
+    assert torch.equal(edge_index, before[0]) and torch.equal(edge_type, before[1])
+    with pytest.raises(ValueError, match=r"edge_type: ids must lie in \[0, 2\)"):
+        fg.HeteroGraph.from_typed_edges(edge_index, edge_type, num_nodes=5, num_relations=2)
+    with pytest.raises(ValueError, match="edge_type: expected 6 entries"):
+        fg.HeteroGraph.from_typed_edges(edge_index, edge_type[:3], num_nodes=5)
+
+
+def test_the_callers_tensors_are_not_modified_or_aliased():
+    edges = {key: value.clone() for key, value in EDGES.items()}
+    hg = HeteroGraph(edges, COUNTS)
+    for key in EDGES:
+        assert torch.equal(edges[key], EDGES[key])
+    assert hg.graph.edge_index.data_ptr() != edges[("paper", "cites", "paper")].data_ptr()
+
+
+@pytest.mark.parametrize(
+    ("edges", "counts", "error", "match"),
+    [
+        ({("paper", "cites", "paper"): torch.tensor([[0], [3]])}, {"paper": 3}, ValueError,
+         r"edges\[\('paper', 'cites', 'paper'\)\]: destination id 3 out of range for node type 'paper' of 3"),
+        ({("paper", "cites", "paper"): torch.tensor([[-1], [0]])}, {"paper": 3}, ValueError, "source id -1"),
+        ({("paper", "cites", "venue"): torch.tensor([[0], [0]])}, {"paper": 3}, ValueError,
+         "names the destination node type 'venue', which num_nodes_dict does not have"),
+        ({("paper", "cites"): torch.tensor([[0], [0]])}, {"paper": 3}, TypeError, "string triples"),
+        ({("paper", "cites", "paper"): torch.tensor([0, 1])}, {"paper": 3}, ValueError, r"shape \(2, E\)"),
+        ({("paper", "cites", "paper"): torch.tensor([[0.0], [1.0]])}, {"paper": 3}, TypeError, "integer ids"),
+        ({("paper", "cites", "paper"): ([0, 1], [1])}, {"paper": 3}, ValueError, "differ in length"),
+        ({}, {"paper": -1}, ValueError, r"num_nodes_dict\['paper'\]"),
+        ([], None, TypeError, "edges: expected a dict"),
+    ],
+)  # fmt: skip
+def test_bad_input_names_the_argument(edges, counts, error, match):
+    with pytest.raises(error, match=match):
+        HeteroGraph(edges, counts)
+
+
+def test_bad_lookups_name_the_argument(hg):
+    with pytest.raises(KeyError, match="edge_type: no edge type with the relation 'likes'"):
+        hg.relation("likes")
+    with pytest.raises(KeyError, match="unknown edge type"):
+        hg.relation(("paper", "likes", "paper"))
+    with pytest.raises(KeyError, match=r"features: no tensor for node type\(s\) \['venue'\]"):
+        hg.stack({"paper": torch.zeros(3, 2), "author": torch.zeros(5, 2)})
+    with pytest.raises(ValueError, match=r"features\['paper'\]: expected 3 rows"):
+        hg.stack({"paper": torch.zeros(4, 2), "author": torch.zeros(5, 2), "venue": torch.zeros(2, 2)})
+    with pytest.raises(ValueError, match="feature shapes differ"):
+        hg.stack({"paper": torch.zeros(3, 2), "author": torch.zeros(5, 3), "venue": torch.zeros(2, 2)})
+    with pytest.raises(ValueError, match="x: expected a tensor of 10 rows"):
+        hg.split(torch.zeros(9, 2))
+
+
+def test_importing_featgraph_does_not_import_pyg():
+    code = "import sys, featgraph; featgraph.HeteroGraph; assert 'torch_geometric' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
