@@ -136,10 +136,10 @@ def _reference(edges: torch.Tensor, graph: Graph) -> tuple[torch.Tensor, ...]:
 
 def _holds(edges: torch.Tensor, reference: tuple[torch.Tensor, ...]) -> bool:
     parts = _parts(edges)
-    return len(parts) == len(reference) and all(_equal(a, b) for a, b in zip(parts, reference, strict=True))
+    return len(parts) == len(reference) and all(same_values(a, b) for a, b in zip(parts, reference, strict=True))
 
 
-def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Same values: ``memcmp`` where both are contiguous CPU tensors of one dtype with their own storage, else
     ``torch.equal`` (a wrapper subclass such as PyG's ``EdgeIndex`` reports data pointer 0)."""
     if a.shape != b.shape:

@@ -26,15 +26,15 @@ import torch
 
 from .. import te
 from ..graph import Graph, HeteroGraph
-from ..graph.conversion import _equal as same_values  # memcmp on the CPU: torch.equal takes 9 ms on 100k ids
+from ..graph.conversion import same_values
 from ..graph.graph import GraphRef
 from ..operator import operator
 from ..templates.gradients import placeholder_gradients
 from ..templates.kernel import Kernel, cached_kernel
 from ..tuning import spmm
+from . import binary
 from .checks import check_graph, check_tensor
 from .grouped_mm import segment_products, segment_weight_gradient
-from .gspmm import gradients as spmm_gradients
 from .gspmm import gspmm
 from .udfs import TORCH_TO_TE
 
@@ -207,8 +207,7 @@ def _gradient(g: Graph, x, weight, etype, edge_weight, relations: int, reduce: s
     if way == "transform_first":
         sources = pairs.sources
         rows = x.new_empty(()).expand(sources.count, out_channels(weight))  # shape only
-        grad_rows = spmm_gradients(sources.graph, _spmm_op(coefficient), "sum", rows, coefficient, grad,
-                                   (True, False), "gar")[0]  # fmt: skip
+        grad_rows = _lhs_gradient(sources.graph, _spmm_op(coefficient), "sum", rows, coefficient, grad)
         if wants[0]:
             grad_pairs = segment_products(grad_rows, weight.transpose(-1, -2), sources.lengths)
             grad_x = gspmm(sources.to_vertex, "copy_lhs", "sum", grad_pairs, None)
@@ -227,9 +226,15 @@ def _gradient(g: Graph, x, weight, etype, edge_weight, relations: int, reduce: s
         grad_x = placeholder_gradients(kernel, inputs, grad, None, None, ["X"])["X"]
     elif wants[0]:
         grad_summed = segment_products(grad_pairs, weight.transpose(-1, -2), destinations.lengths)
-        grad_x = spmm_gradients(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight, grad_summed,
-                                (True, False), "gar")[0]  # fmt: skip
+        grad_x = _lhs_gradient(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight, grad_summed)
     return [grad_x, grad_w, None, None]
+
+
+def _lhs_gradient(g: Graph, op: str, reduce: str, lhs: torch.Tensor, rhs, grad: torch.Tensor) -> torch.Tensor:
+    """The gradient in ``lhs`` of ``gspmm(g, op, reduce, lhs, rhs)`` given its output's ``grad``: the op's kernel's
+    own gradient (``lhs`` may stand in by its shape alone: the gradient does not read it)."""
+    kernel, tensors = binary.kernel(g, "v", op, "u", "e", lhs, rhs, reduce)
+    return binary.kernel_gradients(kernel, tensors, grad, None, lhs, rhs, [True, False])[0]
 
 
 @operator("relational_aggregate", _fake, _gradient)

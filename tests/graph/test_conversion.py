@@ -120,3 +120,13 @@ def test_sparse_adj_t_is_transposed_and_keeps_weights():
     learnable = torch.sparse_coo_tensor(edge_index.flip(0), weight.requires_grad_(), (3, 3))
     with pytest.raises(ValueError, match="adj_t: its values require grad"):
         as_graph(learnable, 3)
+
+
+def test_same_values_compares_contents_whatever_the_layout():
+    from featgraph.graph.conversion import same_values
+
+    a = torch.arange(12)
+    assert same_values(a, a.clone()) and not same_values(a, a.flip(0)) and not same_values(a, a[:11])
+    b = torch.stack([a, a], 1)[:, 0]  # a non-contiguous view holding a's values
+    assert not b.is_contiguous() and same_values(a, b) and same_values(b, a)
+    assert not same_values(a, a.to(torch.int32) + 1) and same_values(a.to(torch.int32), a.to(torch.int32))
