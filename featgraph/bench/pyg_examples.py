@@ -68,10 +68,6 @@ EXAMPLES = (
     Example("jit/gat.py", "Cora", "../../data/Cora", timer=None, note="torch.jit.script of the model"),
     Example("compile/gcn.py", "Cora", "../../data/Planetoid", note="torch.compile of the model"),
     Example(
-        "explain/gnn_explainer.py", "Cora", "../data/Planetoid", timer=None, metric=None,
-        note="trains a GCN, explains one node (GNNExplainer, 200 epochs), writes two plots",
-    ),
-    Example(
         "explain/graphmask_explainer.py", "Cora", "data/Planetoid", timer=None, metric=None,
         note="trains a GCN and a GAT, explains nodes with GraphMaskExplainer",
     ),
@@ -90,6 +86,7 @@ SKIPPED = {
     "graph_sage_unsup.py": "needs scikit-learn, and pyg-lib or torch-sparse for LinkNeighborLoader",
     "tensorboard_logging.py": "needs tensorboard",
     "explain/captum_explainer.py": "needs captum",
+    "explain/gnn_explainer.py": "needs pandas (Explanation.visualize_feature_importance)",
     "explain/gnn_explainer_link_pred.py": "needs scikit-learn",
     "contrib/pgm_explainer_node_classification.py": "needs pgmpy",
     "contrib/rbcd_attack_poisoning.py": "needs higher",
@@ -110,7 +107,7 @@ SKIPPED = {
 
 # Runs in the child: argv = mode, seed, the script, the path its __file__ takes, then the script's arguments.
 RUN = """
-import functools, os, sys, torch
+import functools, linecache, os, sys, torch
 mode, seed, script, file, args = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 torch.manual_seed(seed)
 from torch_geometric.nn.conv import MessagePassing
@@ -158,7 +155,9 @@ if mode == "featgraph+dropout":
 sys.argv = [file, *args]
 sys.path.insert(0, os.path.dirname(script))
 with open(script) as f:
-    code = compile(f.read(), file, "exec")
+    source = f.read()
+linecache.cache[file] = (len(source), None, source.splitlines(True), file)  # inspect.getsource finds the code
+code = compile(source, file, "exec")
 try:
     exec(code, {{"__name__": "__main__", "__file__": file, "__builtins__": __builtins__}})
 finally:
@@ -177,6 +176,7 @@ class Run:
     timer_s: float | None
     metric: float | None
     layers: list[str]
+    fallbacks: list[str]  # featgraph's FallbackWarnings: calls its layers left to PyG's forward, and why
     error: str | None  # the tail of stderr when the process failed
 
 
@@ -193,6 +193,7 @@ class Row:
     metric_min: float | None
     metric_max: float | None
     seeds: int
+    fallbacks: list[str] = field(default_factory=list)
     speedup_timer: float | None = None
     speedup_wall: float | None = None
     error: str | None = None
@@ -217,6 +218,12 @@ def parse_layers(stdout: str) -> list[str]:
         if line.startswith(LAYERS_BUILT):
             return [name for name in line[len(LAYERS_BUILT) :].split(",") if name]
     return []
+
+
+def parse_fallbacks(stderr: str) -> list[str]:
+    """The distinct ``FallbackWarning`` messages a run printed (featgraph's layer ran PyG's forward)."""
+    found = re.findall(r"FallbackWarning: (.+)", stderr)
+    return sorted(set(found))
 
 
 def prepare(root: Path, example: Example, planetoid: Path) -> Path:
@@ -264,7 +271,8 @@ def run_once(example: Example, mode: str, seed: int, examples: Path, file: Path,
     stdout, stderr, wall, failed = run_script(example, mode, seed, examples, file, timeout)
     layers = parse_layers(stdout)
     timer, metric = parse_timer(example, stdout), parse_metric(example, stdout)
-    return Run(example.path, mode, seed, wall, timer, metric, layers, error_tail(stderr) if failed else None)
+    error = error_tail(stderr) if failed else None
+    return Run(example.path, mode, seed, wall, timer, metric, layers, parse_fallbacks(stderr), error)
 
 
 def error_tail(stderr: str, lines: int = 25) -> str:
@@ -287,6 +295,7 @@ def summarise(example: Example, mode: str, runs: list[Run]) -> Row:
         min(metrics) if metrics else None,
         max(metrics) if metrics else None,
         len(runs),
+        sorted({message for r in runs for message in r.fallbacks}),
         error=errors[0] if errors else None,
         runs=[asdict(r) for r in runs],
     )
@@ -369,6 +378,8 @@ def run(args: argparse.Namespace) -> list[Row]:
                     f"timer {cell(r.timer_ms, '.2f')} ms, {example.metric_name} {metric_cell(r)}",
                     flush=True,
                 )
+                for message in r.fallbacks:
+                    print(f"    FallbackWarning: {message}", flush=True)
                 if r.error:
                     print("    " + r.error.replace("\n", "\n    "), flush=True)
             rows += example_rows
@@ -378,7 +389,8 @@ def run(args: argparse.Namespace) -> list[Row]:
         example = notes[r.example]
         print(
             markdown_row([
-                r.example, r.mode, layer_cell(r.layers),
+                r.example, r.mode,
+                layer_cell(r.layers) + "".join(f"; FallbackWarning: {message}" for message in r.fallbacks),
                 cell(r.timer_ms, ".2f") if example.timer else "none printed",
                 f"{r.wall_s:.1f}",
                 "failed" if r.error else (f"{example.metric_name} {metric_cell(r)}" if example.metric else "-"),

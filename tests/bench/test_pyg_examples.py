@@ -32,12 +32,14 @@ Clean accuracy: 0.804
 PRBCD: Accuracy dropped from 0.804 to 0.741
 """
 # a synthetic example: prints the class torch_geometric.nn's GCNConv name is bound to, and builds one
-BINDING = """import torch_geometric.nn
+BINDING = """import inspect
+import torch_geometric.nn
 print("bound:", torch_geometric.nn.GCNConv.__module__, torch_geometric.nn.models.basic_gnn.GCNConv.__module__)
 torch_geometric.nn.GCNConv(4, 2)
 import torch
 print("dropout:", torch.nn.functional.dropout.__module__, torch.nn.Dropout.__module__)
 print("Test: 0.5")
+print("source:", inspect.getsource(inspect.currentframe()).splitlines()[0])
 """
 
 
@@ -52,7 +54,16 @@ def test_the_final_metric_is_the_last_one_the_script_prints():
     assert pyg_examples.parse_metric(EXAMPLES["glnn.py"], GLNN_OUTPUT) == 0.6140
     assert pyg_examples.parse_metric(EXAMPLES["sgc.py"], SGC_OUTPUT) == 0.8100
     assert pyg_examples.parse_metric(EXAMPLES["contrib/rbcd_attack.py"], RBCD_OUTPUT) == 0.804
-    assert pyg_examples.parse_metric(EXAMPLES["explain/gnn_explainer.py"], GCN_OUTPUT) is None
+    assert pyg_examples.parse_metric(EXAMPLES["explain/graphmask_explainer.py"], GCN_OUTPUT) is None
+
+
+def test_fallback_warnings_are_read_from_stderr_once_each():
+    stderr = (
+        "/tmp/x/examples/explain/gnn_explainer.py:23: FallbackWarning: GCNConv: explain mode; running PyG's "
+        "implementation\n  x = F.relu(self.conv1(x, edge_index))\n"
+    )
+    assert pyg_examples.parse_fallbacks(stderr * 2) == ["GCNConv: explain mode; running PyG's implementation"]
+    assert pyg_examples.parse_fallbacks("UserWarning: something else\n") == []
 
 
 def test_speedups_are_over_the_pyg_run_of_the_same_example_by_timer_and_by_wall():
@@ -80,6 +91,7 @@ def test_the_prelude_binds_featgraphs_classes_before_the_script_imports_them(tmp
     bound = stdout.split("bound: ")[1].split("\n")[0].split()
     dropout = stdout.split("dropout: ")[1].split("\n")[0].split()
     layers = pyg_examples.parse_layers(stdout)
+    assert "source: import inspect" in stdout  # torch.jit.script reads the source of the script's classes
     if mode == "pyg":
         assert bound == ["torch_geometric.nn.conv.gcn_conv"] * 2
         assert layers == ["torch_geometric.nn.conv.gcn_conv.GCNConv"]
