@@ -68,10 +68,6 @@ EXAMPLES = (
     Example("jit/gat.py", "Cora", "../../data/Cora", timer=None, note="torch.jit.script of the model"),
     Example("compile/gcn.py", "Cora", "../../data/Planetoid", note="torch.compile of the model"),
     Example(
-        "explain/graphmask_explainer.py", "Cora", "data/Planetoid", timer=None, metric=None,
-        note="trains a GCN and a GAT, explains nodes with GraphMaskExplainer",
-    ),
-    Example(
         "contrib/rbcd_attack.py", "Cora", "data/Planetoid", timer=None, metric=r"Clean accuracy: ([0-9.]+)",
         metric_name="GCN clean test acc", note="GRBCD/PRBCD attacks on a GCN and a GATConv subclass",
     ),
@@ -88,6 +84,11 @@ SKIPPED = {
     "explain/captum_explainer.py": "needs captum",
     "explain/gnn_explainer.py": "needs pandas (Explanation.visualize_feature_importance)",
     "explain/gnn_explainer_link_pred.py": "needs scikit-learn",
+    "explain/graphmask_explainer.py": (
+        "fails with PyG's own layers (torch_geometric 2.8.1: GraphMaskExplainer on the multi-head GATConv, "
+        "'RuntimeError: Sizes of tensors must match except in dimension 0. Expected size 8 but got size 1'); "
+        "featgraph's layers run PyG's forward in explain mode"
+    ),
     "contrib/pgm_explainer_node_classification.py": "needs pgmpy",
     "contrib/rbcd_attack_poisoning.py": "needs higher",
     "multi_gpu/model_parallel.py": "needs two GPUs",
