@@ -106,6 +106,12 @@ SKIPPED = {
     "tagcn.py": "no layer featgraph.nn replaces (TAGConv)",
 }
 
+# Runs RUN under a file name in linecache, so torch.jit.script can read the source of the functions it binds
+BOOT = """import linecache, sys
+source, name = sys.argv.pop(1), "<pyg-examples prelude>"
+linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+exec(compile(source, name, "exec"))
+"""
 # Runs in the child: argv = mode, seed, the script, the path its __file__ takes, then the script's arguments.
 RUN = """
 import functools, linecache, os, sys, torch
@@ -134,7 +140,7 @@ if mode == "featgraph+dropout":
     except ImportError:  # featgraph without the functional module: torch's signature on featgraph.ops.dropout
         import featgraph.ops
 
-        def dropout(input, p=0.5, training=True, inplace=False):
+        def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
             out = featgraph.ops.dropout(input, p, training)
             return input.copy_(out) if inplace and out is not input else out
 
@@ -146,7 +152,8 @@ if mode == "featgraph+dropout":
 
     torch_dropout = torch.nn.functional.dropout
 
-    def cpu_dropout(input, p=0.5, training=True, inplace=False):  # torch's own elsewhere: no recursion into it
+    def cpu_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+        # torch's own off the CPU, where featgraph's calls torch.nn.functional.dropout: no recursion into it
         if input.device.type != "cpu":
             return torch_dropout(input, p, training, inplace)
         return dropout(input, p, training, inplace)
@@ -255,7 +262,7 @@ def run_script(
     package_root = str(Path(featgraph.__file__).resolve().parents[1])  # the child imports this featgraph
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     script = (examples / example.path).resolve()
-    argv = [sys.executable, "-c", code, mode, str(seed), str(script), str(file), *example.args]
+    argv = [sys.executable, "-c", BOOT, code, mode, str(seed), str(script), str(file), *example.args]
     with tempfile.TemporaryDirectory(prefix="pyg-example-") as cwd:
         start = time.perf_counter()
         try:
