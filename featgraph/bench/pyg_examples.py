@@ -65,7 +65,6 @@ EXAMPLES = (
         note="own timer: the GCN teacher's epochs; the metric is the distilled MLP's",
     ),
     Example("jit/gcn.py", "Cora", "data/Planetoid", timer=None, note="torch.jit.script of the model"),
-    Example("jit/gat.py", "Cora", "../../data/Cora", timer=None, note="torch.jit.script of the model"),
     Example("compile/gcn.py", "Cora", "../../data/Planetoid", note="torch.compile of the model"),
     Example(
         "contrib/rbcd_attack.py", "Cora", "data/Planetoid", timer=None, metric=r"Clean accuracy: ([0-9.]+)",
@@ -92,6 +91,10 @@ SKIPPED = {
     "contrib/pgm_explainer_node_classification.py": "needs pgmpy",
     "contrib/rbcd_attack_poisoning.py": "needs higher",
     "multi_gpu/model_parallel.py": "needs two GPUs",
+    "jit/gat.py": (
+        "fails with PyG's own GATConv under torch.jit.script (torch 2.13, torch_geometric 2.8.1: "
+        "'Could not cast value of type Optional[Tensor] to bool')"
+    ),
     "arma.py": "no layer featgraph.nn replaces (ARMAConv)",
     "cora.py": "no layer featgraph.nn replaces (SplineConv)",
     "dna.py": "no layer featgraph.nn replaces (DNAConv); needs scikit-learn",
