@@ -137,32 +137,8 @@ if mode != "pyg":
                 setattr(module, name, getattr(featgraph.nn, name))
 if mode == "featgraph+dropout":
     import featgraph.nn, torch.nn.functional
-    try:
-        import featgraph.nn.functional
-        dropout = featgraph.nn.functional.dropout
-    except ImportError:  # featgraph without the functional module: torch's signature on featgraph.ops.dropout
-        import featgraph.ops
-
-        def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
-            out = featgraph.ops.dropout(input, p, training)
-            return input.copy_(out) if inplace and out is not input else out
-
-    Dropout = getattr(featgraph.nn, "Dropout", None)
-    if Dropout is None:
-        class Dropout(torch.nn.Dropout):
-            def forward(self, input):
-                return dropout(input, self.p, self.training, self.inplace)
-
-    torch_dropout = torch.nn.functional.dropout
-
-    def cpu_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
-        # torch's own off the CPU, where featgraph's calls torch.nn.functional.dropout: no recursion into it
-        if input.device.type != "cpu":
-            return torch_dropout(input, p, training, inplace)
-        return dropout(input, p, training, inplace)
-
-    torch.nn.functional.dropout = cpu_dropout
-    torch.nn.Dropout = Dropout
+    torch.nn.functional.dropout = featgraph.nn.functional.dropout
+    torch.nn.Dropout = featgraph.nn.Dropout
 sys.argv = [file, *args]
 sys.path.insert(0, os.path.dirname(script))
 with open(script) as f:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..ops import dropout as hashed_dropout
+from ..ops.dropout import TORCH_DROPOUT
 
 
 def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
@@ -14,7 +15,16 @@ def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace:
     by ``1 / (1 - p)``, so the expectation and variance are torch's; the random stream differs (masks come
     from a hash of one seed drawn from torch's generator, so ``torch.manual_seed`` reproduces them, and the
     backward recomputes the mask instead of storing it). On the CPU in float16, bfloat16, float32 and float64;
-    elsewhere it is torch's dropout. ``inplace`` writes the result into ``input`` and returns it, as torch's."""
+    elsewhere, and in TorchScript (``torch.jit.script`` of a model calling it), it is torch's dropout.
+    ``inplace`` writes the result into ``input`` and returns it, as torch's."""
+    if torch.jit.is_scripting():
+        return TORCH_DROPOUT(input, p, training, inplace)
+    return _hashed(input, p, training, inplace)
+
+
+@torch.jit.unused
+def _hashed(input: torch.Tensor, p: float, training: bool, inplace: bool) -> torch.Tensor:
+    """``dropout`` outside TorchScript, which does not compile featgraph's operator or its checks."""
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input: expected a torch.Tensor, got {type(input).__name__}")
     out = hashed_dropout(input, p, training)

@@ -46,6 +46,8 @@ FUSED_AGGREGATIONS = {
     pyg_aggr.MinAggregation: "min",
 }
 _warned: set[tuple[str, str]] = set()
+# MessagePassing's steps a fused forward computes itself: a user's subclass that overrides one runs PyG's path
+_STEPS = ("propagate", "message", "aggregate", "message_and_aggregate", "update", "edge_updater", "edge_update")
 
 
 def pyg_base(cls: type) -> type[MessagePassing]:
@@ -105,13 +107,18 @@ class FusedLayer:
                 continue
             params = inspector.get_params_from_method_call(method, exclude=[0, "edge_index", "size"])
             setattr(cls, f"{method}_type", {name: param.type for name, param in params.items()})
+        layer = next(c for c in cls.__mro__ if c.__module__.startswith("featgraph."))
+        cls._overridden_steps = tuple(name for name in _STEPS if getattr(cls, name) is not getattr(layer, name))
 
     def fused_blocker(self, x: Any, edge_index: Any) -> str | None:
         """Why the fused path cannot run ``forward(x, edge_index, ...)``, or None. Checked here: message-passing
         hooks, explain mode, decomposed layers, ``flow="target_to_source"``, lazy parameters not yet
         initialised, ``x`` (a tensor or pair) that is not dense 2-d float32/float64, a ``SparseTensor`` or
-        other non-tensor graph, and a sparse adjacency whose values require grad."""
+        other non-tensor graph, a sparse adjacency whose values require grad, and a subclass (a user's, of
+        featgraph's layer) that overrides a message-passing step the fused kernels would skip."""
         assert isinstance(self, MessagePassing)
+        if self._overridden_steps:
+            return f"{type(self).__name__} overrides {', '.join(self._overridden_steps)}"
         if any(getattr(self, name) for name in _HOOKS):
             return "hooks registered on message passing"
         if self.explain:

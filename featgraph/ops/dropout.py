@@ -25,6 +25,8 @@ from ..operator import operator
 from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
+TORCH_DROPOUT = F.dropout  # torch's own, kept at import: a user may bind featgraph's in its place afterwards
+
 
 def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool = False) -> torch.Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity when not
@@ -39,7 +41,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool =
         return x * 0.0
     dtype = TORCH_TO_TE.get(x.dtype)
     if x.device.type != "cpu" or dtype not in CTYPES:
-        return F.dropout(F.relu(x) if relu else x, p, training)
+        return TORCH_DROPOUT(F.relu(x) if relu else x, p, training)
     return _dropout(x, p, torch.randint(0, 2**62, (1,)), relu)
 
 

@@ -67,10 +67,11 @@ def gcn_aggregate(
         check_tensor("edge_weight", edge_weight, dims=1, rows=g.num_edges, rows_are="one per edge", like=x)
     if normalize:
         return _gcn_aggregate(g, x, edge_weight, add_self_loops, fill_value, tune)
-    base, weight, _ = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, False, fill_value)
-    if weight is None:
-        return gspmm(base, "copy_lhs", "sum", x, None, tune=tune)
-    return gspmm(base, "mul", "sum", x, weight.to(x.dtype), tune=tune)  # the given weights, and loops' fill
+    if add_self_loops:
+        g, edge_weight, _ = _weights_and_norm(g, x.dtype, edge_weight, True, False, fill_value)
+    if edge_weight is None:  # (a GraphRef under torch.compile: nothing to build or cache)
+        return gspmm(g, "copy_lhs", "sum", x, None, tune=tune)
+    return gspmm(g, "mul", "sum", x, edge_weight.to(x.dtype), tune=tune)  # the given weights, and loops' fill
 
 
 def _gcn_gradient(

@@ -117,11 +117,14 @@ def layer_case(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
         "edge-conv-max": (fg.nn.EdgeConv(mlp, aggr="max"), ()),  # reads in-degrees
         "gatv2-looped": (fg.nn.GATv2Conv(FEATURES, 3, heads=2), ()),
         "agnn": (fg.nn.AGNNConv(), ()),
+        "gcn-unnormalized": (fg.nn.GCNConv(FEATURES, 3, normalize=False), ()),  # as in PyG's compile/gcn.py
     }[name]
 
 
 EDGE_FEATURE_LAYERS = ("gine", "gatv2-edge-features", "transformer")
-OTHER_LAYERS = ("graph-conv", "sg-conv", "appnp", "edge-conv-sum", "edge-conv-mean", "edge-conv-max")
+OTHER_LAYERS = (
+    "graph-conv", "sg-conv", "appnp", "edge-conv-sum", "edge-conv-mean", "edge-conv-max", "gcn-unnormalized",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(

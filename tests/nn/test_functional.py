@@ -52,3 +52,25 @@ def test_dropout_eval_inplace_and_bad_input():
     with pytest.raises(TypeError, match="^input: "):
         functional.dropout([1.0], 0.5)
     assert out.shape == x.shape
+
+
+class Scripted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return functional.dropout(self.lin(x), p=0.5, training=self.training)
+
+
+def test_dropout_scripts_as_torchs_and_survives_being_bound_in_its_place(monkeypatch):
+    """torch.jit.script compiles torch's dropout in its place (featgraph's operator does not script); bound as
+    torch.nn.functional.dropout, it still reaches torch's own off the CPU instead of itself."""
+    scripted = torch.jit.script(Scripted())
+    x = torch.randn(400, 6)
+    assert torch.equal(scripted.eval()(x), scripted.lin(x))
+    kept = (scripted.train()(x) != 0).double().mean().item()
+    assert abs(kept - 0.5) < 0.05
+    monkeypatch.setattr(torch.nn.functional, "dropout", functional.dropout)
+    out = functional.dropout(torch.empty(3, 4, device="meta"), 0.5)
+    assert out.device.type == "meta" and out.shape == (3, 4)

@@ -9,7 +9,7 @@ import torch
 import featgraph.nn as fg_nn
 from featgraph import Graph
 from featgraph.nn import GATConv, GCNConv, SAGEConv
-from featgraph.nn.pyg_layer import linear_first
+from featgraph.nn.pyg_layer import FallbackWarning, linear_first
 from tests.nn.reference import NUM_DST, NUM_SRC, N, bipartite_edges, edges, expect_fallback
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -147,3 +147,27 @@ def test_linear_first_picks_the_cheaper_order(sizes, num_edges, in_channels, out
     lin_then_aggregate = sizes[0] * in_channels * out_channels + num_edges * out_channels
     aggregate_then_lin = num_edges * in_channels + sizes[1] * in_channels * out_channels
     assert linear_first(graph, in_channels, out_channels) == expected == (lin_then_aggregate < aggregate_then_lin)
+
+
+class DoubledGCN(fg_nn.GCNConv):
+    """A user's subclass of featgraph's layer overriding a message-passing step the fused kernels skip."""
+
+    def message(self, x_j, edge_weight):
+        return 2 * super().message(x_j, edge_weight)
+
+
+class DoubledPyGGCN(pyg_nn.GCNConv):
+    def message(self, x_j, edge_weight):
+        return 2 * super().message(x_j, edge_weight)
+
+
+def test_a_subclass_overriding_a_step_runs_pygs_path_with_its_override():
+    """As PyG's contrib WeightedGATConv(GATConv) does with edge_update: the fused path would skip the override."""
+    torch.manual_seed(0)
+    ours, theirs = DoubledGCN(8, 4), DoubledPyGGCN(8, 4)
+    ours.load_state_dict(theirs.state_dict())
+    x, edge_index = torch.randn(N, 8), edges()
+    with pytest.warns(FallbackWarning, match="DoubledGCN overrides message"):
+        out = ours(x, edge_index)
+    torch.testing.assert_close(out, theirs(x, edge_index))
+    assert fg_nn.GCNConv._overridden_steps == () and DoubledGCN._overridden_steps == ("message",)
