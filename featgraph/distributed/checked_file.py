@@ -58,3 +58,20 @@ def read_verified(path: Path, remedy: str, digest: str | None = None) -> Any:
         raise ValueError(
             f"{str(path)!r} is damaged: not a file featgraph wrote ({type(err).__name__}); {remedy}"
         ) from err
+
+
+def digest_file(path: Path) -> Path:
+    """Where ``write_with_digest`` keeps ``path``'s digest."""
+    return path.with_name(path.name + ".sha256")
+
+
+def write_with_digest(path: Path, payload: Any) -> None:
+    """``write_atomically``, its digest then written beside it (``digest_file``): for a file with no index of
+    its own to record the digest in, such as a checkpoint."""
+    write_text_atomically(digest_file(path), write_atomically(path, payload))
+
+
+def read_with_digest(path: Path, remedy: str) -> Any:
+    """``read_verified`` against the digest beside ``path``, where there is one."""
+    digest = digest_file(path)
+    return read_verified(path, remedy, digest.read_text().strip() if digest.is_file() else None)

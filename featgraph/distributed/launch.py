@@ -25,7 +25,7 @@ from ..graph import Graph
 from ..training.loop import node_task
 from ..training.models import Preset
 from . import minibatch
-from .checked_file import read_verified, write_atomically
+from .checked_file import digest_file, read_with_digest, write_with_digest
 from .partition import METHODS, partition
 from .store import check_meta, load_part, read_meta, save_parts
 from .trainer import EpochRecord, PartClassifier, Trainer
@@ -200,11 +200,11 @@ def _read_checkpoint(path: Path, identity: dict) -> dict:
         raise FileNotFoundError(f"--resume: no checkpoint at {str(path)!r}")
     remedy = "train again without --resume"
     try:
-        state = read_verified(path, remedy)
+        state = read_with_digest(path, remedy)
     except ValueError as err:
         previous = previous_checkpoint(path)
         try:
-            state = read_verified(previous, remedy)
+            state = read_with_digest(previous, remedy)
         except (ValueError, FileNotFoundError) as fallback:
             raise ValueError(f"--resume: {err}; the checkpoint before it cannot serve either: {fallback}") from err
         warnings.warn(f"--resume: {err}; resuming from the checkpoint before it, {str(previous)!r}", stacklevel=2)
@@ -215,9 +215,12 @@ def _read_checkpoint(path: Path, identity: dict) -> dict:
 
 
 def _write_checkpoint(path: Path, state: dict) -> None:
-    """Written whole and then renamed (``checked_file``), the one it replaces kept as the previous checkpoint,
-    so a crash mid-write or a damaged file loses at most one interval."""
+    """Written whole and then renamed, with its SHA-256 digest beside it (``checked_file``), the one it
+    replaces kept as the previous checkpoint, so a crash mid-write or a damaged file loses at most one
+    interval."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_file():
-        os.replace(path, previous_checkpoint(path))
-    write_atomically(path, state)
+    previous = previous_checkpoint(path)
+    for source, target in ((path, previous), (digest_file(path), digest_file(previous))):
+        if source.is_file():
+            os.replace(source, target)
+    write_with_digest(path, state)

@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from featgraph.distributed.checked_file import read_verified, write_atomically, write_text_atomically
+from featgraph.distributed.checked_file import (
+    digest_file,
+    read_verified,
+    read_with_digest,
+    write_atomically,
+    write_text_atomically,
+    write_with_digest,
+)
 
 
 def test_round_trip_with_its_digest(tmp_path):
@@ -49,3 +56,16 @@ def test_text_is_written_whole(tmp_path):
     write_text_atomically(path, "{}")
     write_text_atomically(path, '{"a": 1}')
     assert path.read_text() == '{"a": 1}' and [p.name for p in tmp_path.iterdir()] == ["meta.json"]
+
+
+def test_a_digest_beside_the_file_catches_what_loading_would_not(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    write_with_digest(path, {"w": torch.arange(64.0)})
+    assert digest_file(path).is_file() and torch.equal(read_with_digest(path, "x")["w"], torch.arange(64.0))
+    data = bytearray(path.read_bytes())
+    data[-300] ^= 1  # inside the tensor's bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="contents differ from what was written; x"):
+        read_with_digest(path, "x")
+    digest_file(path).unlink()  # no digest recorded: read as it is
+    assert read_with_digest(path, "x")["w"].numel() == 64

@@ -148,8 +148,12 @@ def test_a_damaged_checkpoint_falls_back_to_the_one_before_it(tmp_path):
     _write_checkpoint(path, {**identity, "epoch": 2})
     _write_checkpoint(path, {**identity, "epoch": 4})
     assert _read_checkpoint(path, identity)["epoch"] == 4
-    path.write_bytes(path.read_bytes()[:-200])  # a crash or a full disk cut the latest one short
+    data = path.read_bytes()
+    path.write_bytes(data[:-200])  # a crash or a full disk cut the latest one short
     with pytest.warns(UserWarning, match="resuming from the checkpoint before it"):
+        assert _read_checkpoint(path, identity)["epoch"] == 2
+    path.write_bytes(data[:300] + bytes([data[300] ^ 1]) + data[301:])  # one bit flipped: its digest differs
+    with pytest.warns(UserWarning, match="contents differ from what was written"):
         assert _read_checkpoint(path, identity)["epoch"] == 2
     with pytest.raises(ValueError, match="is of model 'gcn'"):
         _read_checkpoint(path, {"model": "gat", "dataset": "cora"})
