@@ -21,20 +21,20 @@ def write_atomically(path: Path, payload: Any) -> str:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     data = buffer.getvalue()
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
+    _replace(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
 def write_text_atomically(path: Path, text: str) -> None:
     """``text`` to ``path`` as ``write_atomically`` writes bytes."""
+    _replace(path, text.encode())
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """``data`` written whole under a temporary name beside ``path``, flushed to disk, then renamed over it."""
     partial = path.with_name(path.name + ".partial")
-    with open(partial, "w") as f:
-        f.write(text)
+    with open(partial, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(partial, path)
