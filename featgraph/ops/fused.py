@@ -124,10 +124,8 @@ def normalised_aggregation(
     base: Graph, x: torch.Tensor, weight: torch.Tensor | None, norm: torch.Tensor, tune: bool = False
 ) -> tuple[Kernel, dict[str, torch.Tensor]]:
     """The fused normalised SpMM over ``base`` and its inputs by placeholder name (NORM, X, and W where
-    weighted)."""
+    weighted; ``weight`` and ``norm`` in ``factor_dtype``, as ``_weights_and_norm`` gives them)."""
     kernel = _gcn_kernel(base, x.shape, TORCH_TO_TE[x.dtype], weight is not None, tune)
-    factor = factor_dtype(x.dtype)
-    norm, weight = norm.to(factor), None if weight is None else weight.to(factor)
     inputs = {"NORM": norm.unsqueeze(1), "X": x}
     if weight is not None:
         inputs["W"] = weight.unsqueeze(1)
