@@ -408,7 +408,7 @@ class Graph:
         """The adjacency as a torch sparse CSR matrix (row = destination, column = source; 1 per edge, or
         ``edge_values`` in user edge order), so ``adjacency() @ x`` sums in-neighbour features."""
         indptr, indices, edge_ids = self.csr()
-        data = torch.ones(self.num_edges) if edge_values is None else edge_values[edge_ids]
+        data = torch.ones(self.num_edges, device=indptr.device) if edge_values is None else edge_values[edge_ids]
         with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             return torch.sparse_csr_tensor(indptr, indices, data, (self._num_dst, self._num_src))

@@ -6,8 +6,8 @@ gradient by recomputing it, so no mask is stored. With ``relu=True`` it is dropo
 whose gradient reads the output (positive exactly where the input was positive and kept), as ReLU's own
 gradient would: under ``torch.compile`` Inductor then stores no boolean ReLU mask, which its CPU code writes
 slowly. The masks differ from ``torch.nn.functional.dropout``'s (a different random stream); the
-distribution is the same. On the CPU float16/bfloat16 data is scaled in float32 and rounded once; other
-devices use torch's dropout.
+distribution is the same. The CPU and CUDA kernels draw the same mask for a seed (a run moved to the GPU keeps
+its masks); float16/bfloat16 data is scaled in float32 and rounded once; other devices use torch's dropout.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ..backends.cpu import buffers
 from ..backends.cpu.dropout import CTYPES, KEEP_BITS, dropout_source
 from ..native import toolchain
 from ..operator import operator
+from ..templates.kernel import device_target
 from .checks import check_tensor
 from .udfs import TORCH_TO_TE
 
@@ -40,7 +41,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool =
     if p == 1.0:
         return x * 0.0
     dtype = TORCH_TO_TE.get(x.dtype)
-    if x.device.type != "cpu" or dtype not in CTYPES:
+    if x.device.type not in ("cpu", "cuda") or dtype not in CTYPES:
         return TORCH_DROPOUT(F.relu(x) if relu else x, p, training)
     return _dropout(x, p, torch.randint(0, 2**62, (1,)), relu)
 
@@ -48,7 +49,7 @@ def dropout(x: torch.Tensor, p: float = 0.5, training: bool = True, relu: bool =
 def dropout_with_seed(x: torch.Tensor, p: float, seed: int | torch.Tensor, relu: bool = False) -> torch.Tensor:
     """``dropout`` in training with a given seed (an int or a one-element int64 tensor, which traced code keeps
     as a tensor): the mask ``te.keep(seed, element, p)`` draws in fused kernels, so a recomputation reproduces
-    a fused kernel's dropout exactly. CPU float16/bfloat16/float32/float64 only."""
+    a fused kernel's dropout exactly. float16/bfloat16/float32/float64 on the CPU or a CUDA device."""
     return _dropout(x, p, seed if isinstance(seed, torch.Tensor) else torch.tensor([seed]), relu)
 
 
@@ -56,13 +57,18 @@ def masked(
     x: torch.Tensor, p: float, seed: int, form: str = "dropout", gate: torch.Tensor | None = None
 ) -> torch.Tensor:
     """One pass of ``dropout_source``'s ``form`` over ``x`` with the mask of ``seed`` and scale ``1 / (1 - p)``
-    (forward and backward alike; ``gate``: the forward's output, for "relu_grad")."""
+    (forward and backward alike; ``gate``: the forward's output, for "relu_grad"), by the Triton kernel where
+    the target is "gpu" (a CUDA tensor, or ``default_target("gpu")`` under Triton's interpreter)."""
     x = x.contiguous()
+    threshold = round(p * (1 << KEEP_BITS))
+    gate = None if gate is None else gate.contiguous()
+    if device_target(x.device) == "gpu":
+        from ..backends.gpu.dropout import masked as gpu_masked  # imports triton, which only the GPU needs
+
+        return gpu_masked(x, seed, threshold, 1.0 / (1.0 - p), form, gate)
     out = buffers.empty(x.shape, x.dtype)  # pooled: fresh pages would cost a fault each
     kernel = cpu.compile_source(dropout_source(TORCH_TO_TE[x.dtype], form))
     (scale_bits,) = struct.unpack("<q", struct.pack("<d", 1.0 / (1.0 - p)))
-    threshold = round(p * (1 << KEEP_BITS))
-    gate = None if gate is None else gate.contiguous()
     cpu.launch(kernel, [x, out, gate], [x.numel(), seed, threshold, toolchain.num_threads(), scale_bits])
     return out
 

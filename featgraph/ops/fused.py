@@ -329,7 +329,7 @@ def fused_attention(
     log_total = kernels.run("log_total", EL=logit_src, ER=logit_dst)
     inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat}
     if p > 0:
-        inputs["SEED"] = torch.tensor([seed])
+        inputs["SEED"] = torch.tensor([seed], device=feat.device)
     return kernels.run("aggregate", **inputs), log_total
 
 
@@ -352,7 +352,7 @@ def attention_gradients(
     kernels = _GatKernels(g, feat.shape, TORCH_TO_TE[feat.dtype], slope, p)
     inputs = {"EL": logit_src, "ER": logit_dst, "L": log_total, "F": feat, "G": grad.contiguous()}
     if p > 0:
-        inputs["SEED"] = torch.tensor([seed])
+        inputs["SEED"] = torch.tensor([seed], device=feat.device)
     row_sum = kernels.run("row_sum", **inputs)
     score_grad = kernels.run("score_grad", **inputs, S=row_sum)  # (E, heads)
     grad_src = SHORTCUTS["copy_e_sum"](g.reverse(), score_grad)

@@ -53,9 +53,12 @@ def default_target(target: str) -> Iterator[None]:
 def resolve_target(graph: Graph, target: str | None) -> str:
     """``None`` takes the ``default_target`` in force, else follows the graph: "gpu" for a graph on a CUDA
     device, "cpu" otherwise."""
-    if target is None:
-        target = _DEFAULT_TARGET.get() or ("gpu" if graph.device.type == "cuda" else "cpu")
-    return target
+    return device_target(graph.device) if target is None else target
+
+
+def device_target(device: torch.device) -> str:
+    """The ``default_target`` in force, else "gpu" for a CUDA device and "cpu" otherwise."""
+    return _DEFAULT_TARGET.get() or ("gpu" if device.type == "cuda" else "cpu")
 
 
 def in_dtype(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

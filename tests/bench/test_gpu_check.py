@@ -16,7 +16,7 @@ def test_each_step_runs_the_suite_or_bench_it_names(tmp_path):
     assert kernels[3:5] == ["bench", "gpu"] and "--scale" not in kernels  # the paper's sizes, every graph
     assert kernels[kernels.index("--dims") + 1 :][:5] == ["32", "64", "128", "256", "512"]
     train = gpu_check.step_command("train", check)
-    assert train[train.index("--device") + 1] == "cuda" and train[train.index("--graphs") + 1] == "reddit-sized"
+    assert train[train.index("--device") + 1] == "cuda" and "reddit-sized" in train[train.index("--graphs") + 1 :]
     assert "--compile" in gpu_check.step_command("compile", check)
     dry = gpu_check.Check(tmp_path, dry_run=True, budget=480)
     assert gpu_check.step_command("train", dry)[train.index("--device") + 1] == "cpu"

@@ -192,6 +192,14 @@ def test_adjacency_is_torch_sparse_and_matches_scipy(graph_case):
     assert torch.equal(g.adjacency().to_dense(), torch.from_numpy(adjacency(src, dst, g.num_nodes).toarray()).float())
 
 
+def test_adjacency_lies_on_the_graphs_device(gpu):
+    """cuSPARSE baselines build the matrix of a graph on the GPU: every part of it on the graph's device."""
+    src, dst = random_edges(40, 200, seed=2)
+    matrix = Graph(src.to(gpu), dst.to(gpu), 40).adjacency()
+    assert matrix.device == gpu and matrix.values().device == gpu
+    assert torch.equal(matrix.to_dense().cpu(), torch.from_numpy(adjacency(src, dst, 40).toarray()).float())
+
+
 def _resident_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
