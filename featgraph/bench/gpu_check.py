@@ -13,7 +13,7 @@ Steps, in the order a short lease needs them, each in its own process under a ti
   against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
   d = 64, with peak memory;
-- ``train``: ``featgraph bench train --device cuda`` on the reddit-sized graph against PyG's layers;
+- ``train``: ``featgraph bench train --device cuda`` on rand100k-2.9M and the reddit-sized graph against PyG's layers;
 - ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager.
 
 Writes ``check.json`` (facts, each step's command, status, seconds and the end of its output, the benchmarks'
