@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         pyg_inputs,
         pyg_tests,
         sensitivity,
+        sparse_features,
         suite,
     )
     from ..bench import distributed as distributed_bench
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
         ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
+        ("sparse-features", sparse_features, "ops.linear over bag-of-words features' nonzeros against F.linear"),
         ("hetero", hetero, "RGCNConv forward + backward on typed graphs: featgraph against PyG's two paths"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("overhead", overhead, "one op or layer call on 1k-100k edges: featgraph's kernels, fixed cost, PyG"),

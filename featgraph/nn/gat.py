@@ -11,7 +11,7 @@ from ..graph.conversion import GraphLike
 from ..ops import SHORTCUTS, edge_softmax, gat_attention, gsddmm
 from ..ops.precision import with_bias
 from .graph_input import PairTensor
-from .pyg_layer import FusedLayer
+from .pyg_layer import FusedLayer, project
 
 # fill_value strings whose loop edge term is linear in the incoming edges' terms: PyG's reduction of them
 _LINEAR_FILLS = {"mean": "mean", "add": "sum", "sum": "sum"}
@@ -58,13 +58,13 @@ class GATConv(FusedLayer, torch_geometric.nn.GATConv):
             g = g.with_self_loops()
         shape = (-1, self.heads, self.out_channels)
         lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
-        feat = lin_src(x_src).view(shape)
+        feat = project(lin_src, x_src).view(shape)
         if x_dst is None:  # PyG's (x_src, None): the destinations add no logit of their own
             feat_dst = torch.zeros(g.num_dst_nodes, *shape[1:], dtype=feat.dtype, device=feat.device)
         elif lin_dst is lin_src and not pair:
             feat_dst = None  # the destinations are the sources' first rows: their features are feat's
         else:
-            feat_dst = lin_dst(x_dst).view(shape)
+            feat_dst = project(lin_dst, x_dst).view(shape)
         weights, dropped = bool(return_attention_weights), self.training and self.dropout > 0
         if edge_logit is None and not (weights and dropped):
             # the fused passes give the output whether or not the weights are asked for, so both calls agree

@@ -9,7 +9,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..graph import Graph
 from ..graph.conversion import GraphLike, as_graph
-from ..ops import gcn_aggregate
+from ..ops import gcn_aggregate, linear
 from ..ops.precision import with_bias
 from .pyg_layer import FusedLayer, linear_first
 
@@ -44,7 +44,7 @@ class GCNConv(FusedLayer, torch_geometric.nn.GCNConv):
             return gcn_aggregate(graph, h, weight, self.add_self_loops, self.normalize, fill)
 
         lin = self.lin.weight
-        out = aggregate(F.linear(x, lin)) if linear_first(graph, *lin.shape[::-1]) else F.linear(aggregate(x), lin)
+        out = aggregate(linear(x, lin)) if linear_first(graph, *lin.shape[::-1]) else F.linear(aggregate(x), lin)
         return with_bias(out, self.bias)
 
     def _plan(self, x: torch.Tensor, edge_index: GraphLike, edge_weight: torch.Tensor | None) -> _Plan | str:

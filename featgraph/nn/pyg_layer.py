@@ -26,8 +26,10 @@ from torch_geometric import EdgeIndex
 from torch_geometric.inspector import Inspector
 from torch_geometric.nn import aggr as pyg_aggr
 from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.nn.dense.linear import Linear as PygLinear
 
 from ..graph import Graph
+from ..ops import linear
 from .graph_input import split_input
 
 _HOOKS = (
@@ -85,6 +87,18 @@ def linear_first(graph: Graph, in_channels: int, out_channels: int) -> bool:
     before = graph.num_src_nodes * in_channels * out_channels + edges * out_channels
     after = edges * in_channels + graph.num_dst_nodes * in_channels * out_channels
     return before < after
+
+
+def project(lin: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``lin(x)`` through ``ops.linear``, which skips the zeros of a mostly-zero input (bag-of-words features),
+    where ``lin`` is an initialised torch or PyG ``Linear`` without hooks; any other module is called."""
+    weight = getattr(lin, "weight", None)
+    plain = type(lin).forward in (torch.nn.Linear.forward, PygLinear.forward)
+    if not plain or lin._forward_hooks or lin._forward_pre_hooks or not isinstance(weight, torch.Tensor):
+        return lin(x)
+    if isinstance(weight, torch.nn.parameter.UninitializedParameter):
+        return lin(x)
+    return linear(x, weight, lin.bias)
 
 
 class FallbackWarning(UserWarning):

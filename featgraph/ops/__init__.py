@@ -1,7 +1,8 @@
 """Differentiable graph ops with DGL's names, all lowered through featgraph's templates.
 
 ``gspmm``/``gsddmm`` with broadcasting, ``edge_softmax``, ``segment_reduce``, ``dropout``, the grouped products
-``gather_mm``/``segment_mm`` and R-GCN's ``relational_aggregate``, and the named shortcuts
+``gather_mm``/``segment_mm`` and R-GCN's ``relational_aggregate``, ``linear`` (which skips a mostly-zero
+input's zeros), and the named shortcuts
 (``copy_u_sum``, ``u_mul_e_max``, ``u_add_v``, ``u_dot_v``, ``e_div_v``, ...) generated from one table.
 """
 
@@ -17,6 +18,7 @@ from .edge_softmax import edge_softmax
 from .grouped_mm import gather_mm, segment_matmul, segment_mm
 from .gsddmm import gsddmm
 from .gspmm import REDUCERS, gspmm
+from .linear import linear
 from .segment import segment_reduce
 from .tensor_core import tc_sddmm, tc_spmm
 
@@ -88,6 +90,7 @@ __all__ = [
     "gcn_aggregate",
     "gsddmm",
     "gspmm",
+    "linear",
     "relational_aggregate",
     "segment_matmul",
     "segment_mm",

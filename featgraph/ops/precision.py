@@ -35,6 +35,7 @@ RULES: dict[str, str] = {
     "projected_relu_edge_sum": AUTOCAST,
     "edge_conv_messages": AUTOCAST,
     "linear_sum": AUTOCAST,
+    "linear": AUTOCAST,
     "edge_softmax": FLOAT32,
 }
 

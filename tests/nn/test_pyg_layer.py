@@ -9,7 +9,7 @@ import torch
 import featgraph.nn as fg_nn
 from featgraph import Graph
 from featgraph.nn import GATConv, GCNConv, SAGEConv
-from featgraph.nn.pyg_layer import FallbackWarning, linear_first
+from featgraph.nn.pyg_layer import FallbackWarning, linear_first, project
 from tests.nn.reference import NUM_DST, NUM_SRC, N, bipartite_edges, edges, expect_fallback
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -171,3 +171,39 @@ def test_a_subclass_overriding_a_step_runs_pygs_path_with_its_override():
         out = ours(x, edge_index)
     torch.testing.assert_close(out, theirs(x, edge_index))
     assert fg_nn.GCNConv._overridden_steps == () and DoubledGCN._overridden_steps == ("message",)
+
+
+@pytest.mark.parametrize("layer", ["GCNConv", "GATConv"])
+def test_bag_of_words_features_give_pygs_output_and_gradients(layer):
+    """Cora-like features (1% nonzero, wide enough for the compressed first product): PyG's output and the
+    gradients of every parameter."""
+    torch.manual_seed(0)
+    n, width = 300, 400
+    x = torch.where(torch.rand(n, width) < 0.01, torch.rand(n, width), 0.0)
+    edge_index = torch.randint(0, n, (2, 2000))
+    kwargs = {"heads": 2} if layer == "GATConv" else {}
+    theirs = getattr(pyg_nn, layer)(width, 16, **kwargs)
+    ours = getattr(fg_nn, layer)(width, 16, **kwargs)
+    ours.load_state_dict(theirs.state_dict())
+    grad = torch.randn(n, 16 * kwargs.get("heads", 1))
+    got, want = _no_warning(lambda: ours(x, edge_index)), theirs(x, edge_index)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    got.backward(grad)
+    want.backward(grad)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_project_calls_linears_with_hooks_or_lazy_weights():
+    """A Linear with a forward hook, or not yet initialised, is called as a module (its hook runs, it
+    initialises); a plain one gives its own output."""
+    calls = []
+    hooked = torch.nn.Linear(400, 16)
+    hooked.register_forward_hook(lambda module, args, out: calls.append(out.shape))
+    x = torch.where(torch.rand(300, 400) < 0.01, 1.0, 0.0)
+    torch.testing.assert_close(project(hooked, x), torch.nn.functional.linear(x, hooked.weight, hooked.bias))
+    assert calls == [torch.Size([300, 16])]
+    lazy = pyg_nn.Linear(-1, 16)
+    assert project(lazy, x).shape == (300, 16) and lazy.weight.shape == (16, 400)
+    plain = torch.nn.Linear(400, 16)
+    torch.testing.assert_close(project(plain, x), plain(x))
