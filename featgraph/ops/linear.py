@@ -4,9 +4,9 @@ and shape rule side by side.
 Bag-of-words node features (Planetoid's Cora, Citeseer and PubMed; Amazon and Coauthor) are 1-10% nonzero,
 and a GNN's first layer multiplies them, after dropout, by its weight every epoch: with Cora's 2,708 x 1,433
 features and 64 outputs a dense product is most of featgraph's training epoch. Where a CPU float32/float64
-matrix of at least ``MIN_ELEMENTS`` is at most ``MAX_DENSITY`` nonzero, the product and the weight's gradient
-run over its nonzeros as compressed rows (``backends.cpu.sparse_rows``): one pass to find them, then a
-fiftieth of the multiply-adds for Cora. The result equals the dense product up to summation order; a weight
+matrix of at least ``MIN_ELEMENTS`` has few enough nonzeros for its output width (``density_limit``: 3% for 16
+outputs, 5% for 64), the product and the weight's gradient run over its nonzeros as compressed rows
+(``backends.cpu.sparse_rows``): one pass to find them, then a fiftieth of the multiply-adds for Cora. The result equals the dense product up to summation order; a weight
 holding inf or NaN (or whose sum overflows), whose products with zeros the dense product would carry, takes
 the dense path. Every other
 input (dense, small, on a GPU, 16-bit, not 2-D) runs ``F.linear``. Under autocast it runs in the autocast
@@ -27,9 +27,15 @@ from . import precision
 from .checks import check_tensor
 
 MIN_ELEMENTS = 1 << 16  # below it the dense product costs microseconds
-MIN_OUTPUTS = 8  # narrower outputs leave the compressed product little to save
-MAX_DENSITY = 0.1  # the share of nonzeros up to which the compressed product is faster on the CPU
 SAMPLE = 1024  # elements an input's density is first estimated from, so a dense input pays no full pass
+
+
+def density_limit(outputs: int) -> float:
+    """The share of nonzeros up to which the compressed path is faster for ``outputs`` outputs, with a margin:
+    finding the nonzeros costs about what a dense product of 8 outputs does, and each nonzero then costs about
+    16 dense multiply-adds per output (forward and weight gradient, 2-core Xeon and Zen 4 alike), so the
+    compressed path wins below about ``0.12 (1 - 8 / outputs)``; half of that leaves room for other CPUs."""
+    return max(0.0, 0.06 * (1.0 - 8.0 / outputs))
 
 # forwards' compressed rows for their gradients, by id(x): (a weak reference to x, _key(x), rows)
 _kept: dict[int, tuple[weakref.ref, tuple, Rows]] = {}
@@ -44,13 +50,14 @@ def compressed_rows(x: torch.Tensor, weight: torch.Tensor, keep: bool = False) -
     None. With ``keep`` the result is kept for the gradient, which takes it back (``kept_rows``)."""
     if (
         x.device.type != "cpu" or x.dim() != 2 or x.dtype not in CTYPES or weight.dtype != x.dtype
-        or x.numel() < MIN_ELEMENTS or weight.shape[0] < MIN_OUTPUTS or not x.is_contiguous()
+        or x.numel() < MIN_ELEMENTS or not x.is_contiguous()
     ):  # fmt: skip
         return None
+    limit = density_limit(weight.shape[0])
     sample = x.view(-1)[:: max(1, x.numel() // SAMPLE)]
-    if int(torch.count_nonzero(sample)) > MAX_DENSITY * sample.numel() or not bool(torch.isfinite(weight.sum())):
+    if int(torch.count_nonzero(sample)) > limit * sample.numel() or not bool(torch.isfinite(weight.sum())):
         return None
-    rows = sparse_rows.compress(x, MAX_DENSITY)
+    rows = sparse_rows.compress(x, limit)
     if rows is not None and keep:
         for gone in [k for k, (ref, _, _) in _kept.items() if ref() is None]:
             del _kept[gone]  # inputs freed without a backward

@@ -37,10 +37,10 @@ def compressions(monkeypatch) -> list[bool]:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize(("density", "compressed"), [(0.0, True), (0.013, True), (0.08, True), (0.5, False)])
+@pytest.mark.parametrize(("density", "compressed"), [(0.0, True), (0.013, True), (0.04, True), (0.5, False)])
 def test_forward_and_gradients_equal_f_linear(compressions, dtype, bias, density, compressed):
     """Cora-shaped bag-of-words features (odd widths): output and the gradients of x, weight and bias; the
-    caller's tensors are left alone; inputs dense beyond ``MAX_DENSITY`` take the dense product."""
+    caller's tensors are left alone; inputs denser than ``density_limit`` take the dense product."""
     x = features(301, 1433, density, dtype)
     gen = torch.Generator().manual_seed(1)
     weight = torch.randn(37, 1433, generator=gen, dtype=dtype)
@@ -60,12 +60,18 @@ def test_forward_and_gradients_equal_f_linear(compressions, dtype, bias, density
 
 def test_gradcheck_on_the_compressed_path(compressions, monkeypatch):
     monkeypatch.setattr(linear_module, "MIN_ELEMENTS", 0)  # a matrix small enough for numerical gradients
-    monkeypatch.setattr(linear_module, "MIN_OUTPUTS", 1)
+    monkeypatch.setattr(linear_module, "density_limit", lambda outputs: 0.5)
     x = features(23, 41, 0.06, torch.float64, seed=3).requires_grad_()
     weight = torch.randn(5, 41, dtype=torch.float64, requires_grad=True)
     bias = torch.randn(5, dtype=torch.float64, requires_grad=True)
     assert gradcheck(lambda a, w, c: ops.linear(a, w, c), (x, weight, bias), nondet_tol=1e-12)
     assert compressions and all(compressions)
+
+
+def test_density_limit_grows_with_the_outputs():
+    """Narrow outputs leave the compressed path nothing to win; it never exceeds 6%."""
+    limits = [linear_module.density_limit(m) for m in (1, 8, 16, 64, 4096)]
+    assert limits[:2] == [0.0, 0.0] and 0.0 < limits[2] < limits[3] < limits[4] <= 0.06
 
 
 def test_weights_with_infinities_take_the_dense_product(compressions):

@@ -74,5 +74,6 @@ def product(rows: Rows, wt: torch.Tensor) -> torch.Tensor:
 def weight_gradient(rows: Rows, g: torch.Tensor, k: int) -> torch.Tensor:
     """``x^T @ g`` (k x m) for ``x`` (n x k) given by its ``rows`` and contiguous ``g`` (n x m)."""
     out = torch.zeros(k, g.shape[1], dtype=g.dtype)
-    _run(g.dtype, "weight_gradient", [rows.row_ptr, rows.cols, rows.vals, g, out], [g.shape[0], g.shape[1]])
+    scratch = torch.zeros(max(0, toolchain.num_threads() - 1), k, g.shape[1], dtype=g.dtype)  # the other threads'
+    _run(g.dtype, "weight_gradient", [rows.row_ptr, rows.cols, rows.vals, g, out, scratch], [g.shape[0], g.shape[1], k])
     return out

@@ -4,7 +4,8 @@
 #define FG_COMPRESS 0        // the nonzeros of x (n x k), row by row in column order, and each row's count
 #define FG_PRODUCT 1         // out[r, :] = sum over row r's nonzeros (c, v) of v * wt[c, :]   (x @ wt, wt k x m)
 #define FG_WEIGHT_GRADIENT 2 // dwt[c, :] = sum over the nonzeros (r, c, v) of v * g[r, :]     (x^T @ g, g n x m)
-// arg: rows n, width (k for COMPRESS, m for the products), threads (and COMPRESS's capacity per thread).
+// arg: rows n, width (k for COMPRESS, m for the products), threads, then COMPRESS's capacity per thread or
+// WEIGHT_GRADIENT's k.
 // NaN counts as nonzero.
 #include <immintrin.h>
 #include <omp.h>
@@ -22,8 +23,7 @@ static inline int64_t fg_compress_row(const T* __restrict__ row, int64_t width, 
       const __mmask16 inside = left >= FG_CHUNK ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
       const __m512 v = _mm512_maskz_loadu_ps(inside, row + start);
       const __mmask16 nonzero = _mm512_mask_cmp_ps_mask(inside, v, _mm512_setzero_ps(), _CMP_NEQ_UQ);  // NaN too
-      if (!nonzero) continue;
-      if (at + FG_CHUNK > capacity) return -1;
+      if (at + FG_CHUNK > capacity) return -1;  // no branch on the mask: which chunks hold nonzeros is random
       _mm512_storeu_ps(vals + at, _mm512_maskz_compress_ps(nonzero, v));
       const __m512i columns = _mm512_add_epi32(lanes, _mm512_set1_epi32((int32_t)start));
       _mm512_storeu_si512(cols + at, _mm512_maskz_compress_epi32(nonzero, columns));
@@ -94,24 +94,34 @@ extern "C" void run(void** ptr, const int64_t* arg) {
     }
   }
 #else
-  // threads split the m outputs of each column, so no two write the same element; dwt starts zeroed
+  // thread t sums its rows' share into dwt (t = 0) or its own zeroed k x m slice of scratch, then every thread
+  // adds the slices' part of the k x m elements it owns into dwt
   const int64_t* __restrict__ row_ptr = (const int64_t*)ptr[0];
   const int32_t* __restrict__ cols = (const int32_t*)ptr[1];
   const T* __restrict__ vals = (const T*)ptr[2];
   const T* __restrict__ g = (const T*)ptr[3];
   T* __restrict__ dwt = (T*)ptr[4];
+  T* __restrict__ scratch = (T*)ptr[5];
+  const int64_t total = arg[3] * width;  // k x m
   #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t lo = width * t / nt, hi = width * (t + 1) / nt;
-    for (int64_t r = 0; r < n; ++r) {
+    T* __restrict__ acc = t == 0 ? dwt : scratch + (t - 1) * total;
+    for (int64_t r = n * t / nt; r < n * (t + 1) / nt; ++r) {
       const T* __restrict__ gr = g + r * width;
       for (int64_t j = row_ptr[r]; j < row_ptr[r + 1]; ++j) {
         const T v = vals[j];
-        T* __restrict__ d = dwt + (int64_t)cols[j] * width;
+        T* __restrict__ d = acc + (int64_t)cols[j] * width;
         #pragma omp simd
-        for (int64_t f = lo; f < hi; ++f) d[f] += v * gr[f];
+        for (int64_t f = 0; f < width; ++f) d[f] += v * gr[f];
       }
+    }
+    #pragma omp barrier
+    const int64_t lo = total * t / nt, hi = total * (t + 1) / nt;
+    for (int64_t s = 1; s < nt; ++s) {
+      const T* __restrict__ part = scratch + (s - 1) * total;
+      #pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) dwt[i] += part[i];
     }
   }
 #endif
