@@ -26,6 +26,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates.kernel import default_target
 from ..timing import best_ms
+from ..tuning import synthetic_inputs, tune
 from ..tuning.space import hub_threshold_candidate
 from .kernels import MLP_INPUT_WIDTH, TABLE, ForwardBackward, Row, _optional, gather_bytes, op_kernel
 from .measure import copy_gbps, peak_extra_mb
@@ -38,6 +39,7 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "reddit-sized": reddit_sized,  # 233k / 115M
 }
 OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train")
+TUNABLE = ("gcn", "mlp", "attention")  # single kernels, which the tuner searches
 
 Impls = dict[str, Callable[[], object] | str]
 
@@ -138,9 +140,22 @@ BENCHES = {
 }
 
 
-def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int) -> list[Row]:
+def tuned_impl(g: Graph, op: str, d: int, budget_s: float) -> tuple[str, Callable[[], object]]:
+    """The row of featgraph's kernel for ``op`` as the tuner configures it within ``budget_s`` seconds of search
+    on this device: its name (with the configuration chosen) and its call."""
+    tuned = tune(op_kernel(op, g, d, 1), budget_s=budget_s)
+    inputs = synthetic_inputs(tuned)
+    return f"featgraph tuned ({tuned.tuning.config.describe() or 'the default'})", lambda: tuned.evaluate(
+        inputs, want_arg=False
+    )
+
+
+def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int, tune_s: float = 0.0) -> list[Row]:
     rows = []
-    for name, fn in BENCHES[op](g, d).items():
+    impls = BENCHES[op](g, d)
+    if tune_s > 0:
+        impls.update([tuned_impl(g, op, d, tune_s)])
+    for name, fn in impls.items():
         if isinstance(fn, str):
             rows.append(Row(op, graph_name, d, name, None, note=fn))
             continue
@@ -180,6 +195,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_table_arguments(parser, GRAPHS, OPS, [32, 64, 128, 256, 512], repeat=10, threads=False)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
+        "--tune", type=float, default=0.0, metavar="SECONDS",
+        help=f"add a row of the tuner's configuration, searched for at most SECONDS per row ({', '.join(TUNABLE)})",
+    )  # fmt: skip
+    parser.add_argument(
         "--compile-only",
         type=int,
         metavar="ARCH",
@@ -189,6 +208,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row] | list[dict]:
+    untunable = [op for op in args.ops if op not in TUNABLE]
+    if args.tune > 0 and untunable:
+        raise SystemExit(f"--tune: the tuner configures {', '.join(TUNABLE)}, not {', '.join(untunable)}")
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (Triton interpreter)"
     print(f"machine: {machine()}; device: {name}")
@@ -203,7 +225,8 @@ def _builders(device: torch.device) -> dict[str, Callable[[float], Graph]]:
 def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Row]:
     bandwidth = copy_gbps(device, 1024 if device.type == "cuda" else 16)
     print(f"device copy bandwidth: {bandwidth:.0f} GB/s (read + write; the GB/s column's bound)", flush=True)
-    rows = table_rows(args, _builders(device), TABLE, lambda name, g, op, d: run_rows(name, g, op, d, args.repeat))
+    measure = lambda name, g, op, d: run_rows(name, g, op, d, args.repeat, args.tune)  # noqa: E731
+    rows = table_rows(args, _builders(device), TABLE, measure)
     write_json(args.json, [asdict(r) for r in rows], device=name, copy_gbps=bandwidth)
     return rows
 

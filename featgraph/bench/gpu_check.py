@@ -13,11 +13,13 @@ Steps, in the order a short lease needs them, each in its own process under a ti
   against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
   d = 64, with peak memory;
+- ``tune``: the tuner's configuration of dot attention and the MLP aggregation on this GPU (``bench gpu
+  --tune``), next to the defaults and cuSPARSE, at d = 64 and 256 on rand100k and the reddit-sized graph;
 - ``train``: ``featgraph bench train --device cuda`` on rand100k-2.9M and the reddit-sized graph against PyG's layers;
 - ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager.
 
 Writes ``check.json`` (facts, each step's command, status, seconds and the end of its output, the benchmarks'
-rows) and ``check.md`` into ``--out``, with each step's whole output as ``STEP.log``. ``--steps`` runs some of
+rows) and ``check.md`` into ``--out``, with every step's whole output in ``steps.log``. ``--steps`` runs some of
 them (a rerun after a fix); ``--dry-run`` runs the same steps on the CPU through Triton's interpreter at tiny
 sizes, which is how the check itself is tested without a GPU.
 """
@@ -43,9 +45,10 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-STEPS = ("facts", "smoke", "tests", "kernels", "layers", "train", "compile")
+STEPS = ("facts", "smoke", "tests", "kernels", "layers", "tune", "train", "compile")
 # seconds each step may take: the first three, which find what is broken, come first and get the most
-CAPS = {"smoke": 60, "tests": 180, "kernels": 120, "layers": 60, "train": 120, "compile": 90}
+CAPS = {"smoke": 60, "tests": 180, "kernels": 120, "layers": 60, "tune": 150, "train": 120, "compile": 90}
+LOG = "steps.log"  # every step's whole output, one after another: the device sends back few files
 MIN_STEP_SECONDS = 20  # a step that would get less is skipped, not started
 TAIL_CHARS = 4000
 SMOKE_TESTS = "reducers_match_reference or sddmm_dot_attention or gradients_of_a_udf_gradcheck"
@@ -135,12 +138,18 @@ def step_command(name: str, check: Check) -> list[str]:
         workers = ["-n", str(min(8, os.cpu_count() or 1))] if _version("xdist")[0].isdigit() else []
         return [*pytest, "-m", "gpu", *workers, "tests"]
     featgraph = [python, "-m", "featgraph", "bench"]
-    if name in ("kernels", "layers"):
-        ops = ["gcn", "attention"] if name == "kernels" else ["mlp", "gcn-train", "gat-train"]
-        dims = ["32", "64", "128", "256", "512"] if name == "kernels" else ["64"]
+    if name in ("kernels", "layers", "tune"):
+        ops = {
+            "kernels": ["gcn", "attention"],
+            "layers": ["mlp", "gcn-train", "gat-train"],
+            "tune": ["attention", "mlp"],
+        }
+        dims = {"kernels": ["32", "64", "128", "256", "512"], "layers": ["64"], "tune": ["64", "256"]}
         tiny = ["--scale", "0.001", "--dims", "8", "--repeat", "1", "--graphs", "uniform"]
-        sizes = tiny if dry else ["--dims", *dims]
-        return [*featgraph, "gpu", "--ops", *ops, *sizes, "--json", str(out / f"{name}.json")]
+        sizes = tiny if dry else ["--dims", *dims[name]]
+        tuning = ["--tune", "1" if dry else "10"] if name == "tune" else []
+        graphs = ["--graphs", "rand100k", "reddit-sized"] if name == "tune" and not dry else []
+        return [*featgraph, "gpu", "--ops", *ops[name], *sizes, *graphs, *tuning, "--json", str(out / f"{name}.json")]
     models = ["--models", "gcn", "sage-mean", "gat"]
     frameworks = ["--frameworks", "featgraph", "pyg"]
     if name == "train":
@@ -156,8 +165,8 @@ def step_command(name: str, check: Check) -> list[str]:
 
 
 def run_step(name: str, check: Check) -> StepResult:
-    """Run one step's command in a process group of its own, killed whole at its time limit; its output goes to
-    ``STEP.log``."""
+    """Run one step's command in a process group of its own, killed whole at its time limit; its output is
+    appended to ``steps.log`` under the command line."""
     command = step_command(name, check)
     limit = min(CAPS[name], check.remaining())
     if limit < MIN_STEP_SECONDS:
@@ -165,11 +174,12 @@ def run_step(name: str, check: Check) -> StepResult:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if check.dry_run:
         env["TRITON_INTERPRET"] = "1"
-    log_path = check.out / f"{name}.log"
+    log_path = check.out / LOG
     start = time.monotonic()
-    with open(log_path, "w") as log:
-        log.write("$ " + " ".join(command) + "\n")
+    with open(log_path, "a") as log:
+        log.write(f"\n===== {name}\n$ " + " ".join(command) + "\n")
         log.flush()
+        offset = log.tell()
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
             returncode = process.wait(timeout=limit)
@@ -177,7 +187,9 @@ def run_step(name: str, check: Check) -> StepResult:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             returncode, status = process.wait(), "timed out"
-    tail = log_path.read_text(errors="replace")[-TAIL_CHARS:]
+    with open(log_path, "rb") as log:
+        log.seek(offset)
+        tail = log.read().decode(errors="replace")[-TAIL_CHARS:]
     data_path = check.out / f"{name}.json"
     data = json.loads(data_path.read_text()) if data_path.exists() else None
     if data_path.exists():

@@ -6,10 +6,10 @@ and a GNN's first layer multiplies them, after dropout, by its weight every epoc
 features and 64 outputs a dense product is most of featgraph's training epoch. Where a CPU float32/float64
 matrix of at least ``MIN_ELEMENTS`` has few enough nonzeros for its output width (``density_limit``: 3% for 16
 outputs, 5% for 64), the product and the weight's gradient run over its nonzeros as compressed rows
-(``backends.cpu.sparse_rows``): one pass to find them, then a fiftieth of the multiply-adds for Cora. The result equals the dense product up to summation order; a weight
-holding inf or NaN (or whose sum overflows), whose products with zeros the dense product would carry, takes
-the dense path. Every other
-input (dense, small, on a GPU, 16-bit, not 2-D) runs ``F.linear``. Under autocast it runs in the autocast
+(``backends.cpu.sparse_rows``): one pass to find them, then a fiftieth of the multiply-adds for Cora. The
+result equals the dense product up to summation order; a weight holding inf or NaN (or whose sum overflows),
+whose products with zeros the dense product would carry, takes the dense path. Every other input (dense,
+small, on a GPU, 16-bit, not 2-D) runs ``F.linear``. Under autocast it runs in the autocast
 dtype, as ``F.linear`` does (``precision``).
 """
 

@@ -33,12 +33,12 @@ def test_a_step_past_its_limit_is_killed_with_its_children(tmp_path, monkeypatch
     monkeypatch.setattr(gpu_check, "MIN_STEP_SECONDS", 1)
     result = gpu_check.run_step("smoke", gpu_check.Check(tmp_path, dry_run=True, budget=60))
     assert result.status == "timed out" and result.seconds < 30 and "started" in result.tail
-    assert (tmp_path / "smoke.log").read_text().startswith("$ ")
+    assert (tmp_path / "steps.log").read_text().startswith("\n===== smoke\n$ ")
 
 
 def test_a_step_the_budget_cannot_hold_is_skipped(tmp_path):
     result = gpu_check.run_step("tests", gpu_check.Check(tmp_path, dry_run=True, budget=5))
-    assert result.status == "skipped" and not (tmp_path / "tests.log").exists()
+    assert result.status == "skipped" and not (tmp_path / "steps.log").exists()
 
 
 def test_dry_run_writes_facts_steps_and_tables(tmp_path, capsys):
