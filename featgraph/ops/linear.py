@@ -37,6 +37,7 @@ def density_limit(outputs: int) -> float:
     compressed path wins below about ``0.12 (1 - 8 / outputs)``; half of that leaves room for other CPUs."""
     return max(0.0, 0.06 * (1.0 - 8.0 / outputs))
 
+
 # forwards' compressed rows for their gradients, by id(x): (a weak reference to x, _key(x), rows)
 _kept: dict[int, tuple[weakref.ref, tuple, Rows]] = {}
 
