@@ -47,3 +47,14 @@ def test_compile_only_reports_every_featgraph_launch_for_hopper(interpreted_gpu,
     assert {r["kernel"] for r in rows} >= {"spmm_kernel", "_block_spmm", "edge_kernel"}
     assert all(0 < r["registers"] <= 255 and r["spills"] >= 0 for r in rows)
     assert "| gcn | uniform | 16 | featgraph | spmm_kernel |" in capsys.readouterr().out
+
+
+def test_tune_adds_the_tuners_row_and_refuses_ops_it_cannot_tune(interpreted_gpu, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    main(["bench", "gpu", "--ops", "attention", "--graphs", "uniform", "--scale", "0.001", "--dims", "8",
+          "--repeat", "1", "--tune", "1", "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    tuned = [r for r in rows if r["impl"].startswith("featgraph tuned (")]
+    assert len(tuned) == 1 and tuned[0]["ms"] > 0 and tuned[0]["ratio"] > 0
+    with pytest.raises(SystemExit, match="--tune: the tuner configures gcn, mlp, attention, not gat-train"):
+        main(["bench", "gpu", "--ops", "attention", "gat-train", "--tune", "1"])
