@@ -1,4 +1,5 @@
-"""A graph of ogbn-products' shape with labels planted for a GNN to find: for mini-batch training at scale.
+"""Graphs with labels planted for a GNN to find: ogbn-products' shape for mini-batch training at scale, and
+the RGCN entity datasets' typed shapes (``entity_like``) for relational models.
 
 ogbn-products (Hu et al., NeurIPS 2020; Amazon co-purchases) has 2,449,029 vertices, 61,859,140 edges,
 100 features, 47 classes, power-law degrees and a sales-rank split of 8% / 1.6% / 90.4%. Its data cannot be
@@ -12,9 +13,11 @@ GNN uses. Same arguments, same dataset, on every machine.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..graph import Graph
+from ..graph import Graph, HeteroGraph
 from .dataset import Dataset
 
 PRODUCTS_NODES = 2_449_029
@@ -74,3 +77,68 @@ def products_like(scale: float = 1.0, seed: int = 0, homophily: float = 0.8) -> 
         val_idx=order[train : train + val].sort().values,
         test_idx=order[train + val :].sort().values,
     )
+
+
+# the RGCN entity-classification datasets (Schlichtkrull et al., 2018): nodes, edges, relations, classes
+ENTITY_SHAPES = {
+    "aifb": (8_285, 58_086, 90, 4),
+    "mutag": (23_644, 148_454, 46, 2),
+    "bgs": (333_845, 1_832_398, 206, 2),
+    "am": (1_666_764, 11_976_642, 266, 11),
+}
+ENTITY_FEATURES = 16
+ENTITY_LABELLED = 0.1  # the share of nodes with a label, half of them for training
+ENTITY_SIGNAL = 0.5  # the share of a relation's edges whose source follows the planted rule
+
+
+@dataclass
+class EntityDataset:
+    """A typed graph (one node type, ``relations`` edge types) with node features, labels and split."""
+
+    name: str
+    graph: HeteroGraph
+    x: torch.Tensor
+    y: torch.Tensor
+    num_classes: int
+    train_idx: torch.Tensor
+    test_idx: torch.Tensor
+
+
+def entity_like(shape: str, scale: float = 1.0, seed: int = 0) -> EntityDataset:
+    """A graph of the RGCN entity dataset ``shape`` ("aifb", "mutag", "bgs", "am") times ``scale`` (nodes and
+    edges; the relations stay), with labels a relational model can find. Relation ``r`` holds a share of the
+    edges falling off as ``1 / (r + 1)`` (a few large relations, many small ones, as in the real ones); a
+    node's class is planted in its in-edges: along relation ``r`` half of its in-neighbours come from class
+    ``(class + r) % classes``, so which relations bring which classes tells its class, while its 16 features
+    (the class's centroid under noise) say little on their own."""
+    if shape not in ENTITY_SHAPES:
+        raise ValueError(f"shape must be one of {tuple(ENTITY_SHAPES)}, got {shape!r}")
+    if not 0 < scale <= 1:
+        raise ValueError(f"scale must be in (0, 1], got {scale}")
+    nodes, edges, relations, classes = ENTITY_SHAPES[shape]
+    gen = torch.Generator().manual_seed(seed)
+    n, e = max(classes, round(nodes * scale)), max(relations, round(edges * scale))
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    labels[:classes] = torch.arange(classes)  # every class present
+    by_class = torch.sort(labels, stable=True).indices
+    starts = torch.zeros(classes + 1, dtype=torch.int64)
+    starts[1:] = torch.cumsum(torch.bincount(labels, minlength=classes), 0)
+    share = 1.0 / torch.arange(1, relations + 1, dtype=torch.float64)
+    sizes = (share / share.sum() * e).floor().to(torch.int64).clamp_(min=1)
+    sizes[0] += e - int(sizes.sum())
+    relation = torch.repeat_interleave(torch.arange(relations), sizes)
+    dst = torch.randint(0, n, (e,), generator=gen)
+    src = torch.randint(0, n, (e,), generator=gen)
+    planted = torch.rand(e, generator=gen) < ENTITY_SIGNAL
+    source_class = (labels[dst[planted]] + relation[planted]) % classes
+    lo, size = starts[source_class], starts[source_class + 1] - starts[source_class]
+    src[planted] = by_class[lo + (torch.rand(int(planted.sum()), generator=gen) * size).long()]
+    data = {("entity", f"r{r}", "entity"): (src[relation == r], dst[relation == r]) for r in range(relations)}
+    centroids = torch.randn(classes, ENTITY_FEATURES, generator=gen)
+    features = centroids[labels] + 3.0 * torch.randn(n, ENTITY_FEATURES, generator=gen)
+    labelled = torch.randperm(n, generator=gen)[: max(2, round(ENTITY_LABELLED * n))]
+    half = labelled.numel() // 2
+    return EntityDataset(
+        f"{shape}-like-{scale:g}" if scale != 1 else f"{shape}-like", HeteroGraph(data, {"entity": n}), features,
+        labels, classes, labelled[:half].sort().values, labelled[half:].sort().values,
+    )  # fmt: skip

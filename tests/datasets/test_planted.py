@@ -2,10 +2,13 @@ import pytest
 import torch
 
 from featgraph.datasets.planted import (
+    ENTITY_FEATURES,
+    ENTITY_SHAPES,
     PRODUCTS_CLASSES,
     PRODUCTS_EDGES,
     PRODUCTS_FEATURES,
     PRODUCTS_NODES,
+    entity_like,
     products_like,
 )
 
@@ -65,3 +68,42 @@ def test_same_seed_same_dataset():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         products_like(**kwargs)
+
+
+@pytest.mark.parametrize("shape", sorted(ENTITY_SHAPES))
+def test_entity_graphs_follow_the_rgcn_datasets_shapes(shape):
+    nodes, edges, relations, classes = ENTITY_SHAPES[shape]
+    scale = 0.01 if shape in ("bgs", "am") else 0.2
+    data = entity_like(shape, scale, seed=1)
+    hg = data.graph
+    assert hg.num_nodes == round(nodes * scale) and hg.num_edges == round(edges * scale)
+    assert hg.num_relations == relations and data.num_classes == classes
+    sizes = torch.bincount(hg.etype, minlength=relations)
+    assert sizes.min() >= 1 and sizes[0] > sizes[relations // 2] > 0  # a few large relations, many small ones
+    assert data.x.shape == (hg.num_nodes, ENTITY_FEATURES) and set(data.y.unique().tolist()) == set(range(classes))
+    split = torch.cat([data.train_idx, data.test_idx])
+    assert split.unique().numel() == split.numel() == round(0.1 * hg.num_nodes)
+
+
+def test_entity_labels_are_found_through_relations_not_features():
+    """Reading which relation brings which class of in-neighbour names a node's class; the features alone
+    are a weak guess."""
+    data = entity_like("aifb", 1.0, seed=2)
+    src, dst = data.graph.graph.edge_index
+    classes = data.num_classes
+    votes = torch.zeros(data.graph.num_nodes, classes)
+    votes.index_put_((dst, (data.y[src] - data.graph.etype) % classes), torch.ones(dst.numel()), accumulate=True)
+    test = data.test_idx
+    by_relations = (votes[test].argmax(1) == data.y[test]).float().mean().item()
+    centroids = torch.stack([data.x[data.train_idx][data.y[data.train_idx] == c].mean(0) for c in range(classes)])
+    by_features = (torch.cdist(data.x[test], centroids).argmin(1) == data.y[test]).float().mean().item()
+    assert by_relations > 0.8 and by_features < 0.7, (by_relations, by_features)  # 4 classes: chance is 0.25
+
+
+def test_entity_graphs_are_seeded_and_check_their_arguments():
+    a, b = entity_like("mutag", 0.05, seed=4), entity_like("mutag", 0.05, seed=4)
+    assert torch.equal(a.graph.graph.edge_index, b.graph.graph.edge_index) and torch.equal(a.x, b.x)
+    with pytest.raises(ValueError, match="shape must be one of"):
+        entity_like("cora")
+    with pytest.raises(ValueError, match="scale"):
+        entity_like("aifb", 0)

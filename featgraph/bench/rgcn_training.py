@@ -1,0 +1,161 @@
+"""``featgraph bench rgcn-train``: RGCN entity-classification training epochs (2 layers, 16 hidden, no bases,
+mean per relation, as Schlichtkrull et al.) on graphs of the RGCN datasets' shapes (``entity_like``):
+featgraph's ``RGCNConv`` against PyG's ``RGCNConv`` (a loop over relations), PyG's ``FastRGCNConv`` (an
+(E, in, out) weight per edge, skipped where it passes ``--fast-max-gb``) and DGL's ``RelGraphConv`` where DGL
+installs. Each row trains in a fresh process: seconds per epoch (forward, loss on the training nodes,
+backward, Adam step) and the peak memory the training adds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..datasets import ENTITY_SHAPES, entity_like
+from ..graph.interop import import_dgl
+from .measure import peak_extra_mb
+from .report import Table, add_common_arguments, machine, run_worker, write_json
+
+FRAMEWORKS = ("featgraph", "pyg", "pyg-fast", "dgl")
+HIDDEN = 16
+TABLE = Table({
+    "graph": lambda r: f"{r.graph} ({r.nodes} nodes, {r.edges} edges, {r.relations} relations)",
+    "framework": "framework", "ms/epoch": "ms:.1f", "time / featgraph": "ratio:.2f", "peak MB": "peak_mb:.0f",
+    "note": "note",
+})  # fmt: skip
+
+
+@dataclass
+class Row:
+    graph: str
+    framework: str
+    nodes: int = 0
+    edges: int = 0
+    relations: int = 0
+    ms: float | None = None
+    peak_mb: float | None = None
+    ratio: float | None = None
+    note: str = ""
+
+
+class RGCN(torch.nn.Module):
+    """Two relational layers with a ReLU between; ``conv`` builds a layer from (in, out)."""
+
+    def __init__(self, conv, in_channels: int, classes: int) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = conv(in_channels, HIDDEN), conv(HIDDEN, classes)
+
+    def forward(self, x: torch.Tensor, *graph: object) -> torch.Tensor:
+        return self.conv2(F.relu(self.conv1(x, *graph)), *graph)
+
+
+class DglRGCN(torch.nn.Module):
+    """DGL's ``RelGraphConv`` twice, each edge weighted by 1 / (its destination's in-edges of its relation): the
+    mean per relation."""
+
+    def __init__(self, dgl, in_channels: int, classes: int, relations: int) -> None:
+        super().__init__()
+        conv = dgl.nn.pytorch.RelGraphConv
+        self.conv1, self.conv2 = conv(in_channels, HIDDEN, relations), conv(HIDDEN, classes, relations)
+
+    def forward(self, x: torch.Tensor, g: object, etype: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        return self.conv2(g, F.relu(self.conv1(g, x, etype, norm)), etype, norm)
+
+
+def _model(framework: str, data, fast_max_gb: float) -> tuple[torch.nn.Module, tuple] | str:
+    """The model and its graph arguments, or why the framework does not run here."""
+    hg, relations, width = data.graph, data.graph.num_relations, data.x.shape[1]
+    edge_index, edge_type = hg.graph.edge_index, hg.etype
+    if framework == "featgraph":
+        from ..nn import RGCNConv
+
+        return RGCN(lambda i, o: RGCNConv(i, o, relations), width, data.num_classes), (hg,)
+    if framework in ("pyg", "pyg-fast"):
+        from torch_geometric import nn as pyg_nn
+
+        if framework == "pyg-fast":
+            gb = hg.num_edges * width * HIDDEN * 4 / 2**30
+            if gb > fast_max_gb:
+                return f"skipped: its per-edge weight takes {gb:.1f} GB (--fast-max-gb {fast_max_gb:g})"
+        conv = pyg_nn.RGCNConv if framework == "pyg" else pyg_nn.FastRGCNConv
+        return RGCN(lambda i, o: conv(i, o, relations), width, data.num_classes), (edge_index, edge_type)
+    dgl = import_dgl()
+    if dgl is None:
+        return "skipped: DGL is not installed"
+    src, dst = edge_index
+    g = dgl.graph((src, dst), num_nodes=hg.num_nodes)
+    counts = torch.zeros(hg.num_nodes * relations, dtype=torch.float32)
+    slot = dst * relations + edge_type
+    counts.index_add_(0, slot, torch.ones(slot.numel()))
+    norm = (1.0 / counts[slot]).unsqueeze(1)
+    return DglRGCN(dgl, width, data.num_classes, relations), (g, edge_type, norm)
+
+
+def run_one(shape: str, scale: float, framework: str, repeat: int, fast_max_gb: float) -> Row:
+    """One row, meant for a fresh process: the median epoch after two warm-up epochs, and the peak memory the
+    training adds above the resident data and model."""
+    data = entity_like(shape, scale)
+    hg = data.graph
+    row = Row(data.name, framework, hg.num_nodes, hg.num_edges, hg.num_relations)
+    torch.manual_seed(0)
+    built = _model(framework, data, fast_max_gb)
+    if isinstance(built, str):
+        row.note = built
+        return row
+    model, graph = built
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    times: list[float] = []
+
+    def train() -> None:
+        for _ in range(2 + repeat):
+            start = time.perf_counter()
+            optimizer.zero_grad()
+            out = model(data.x, *graph)
+            F.cross_entropy(out[data.train_idx], data.y[data.train_idx]).backward()
+            optimizer.step()
+            times.append(time.perf_counter() - start)
+
+    try:
+        row.peak_mb = peak_extra_mb(train)
+    except (RuntimeError, MemoryError) as err:
+        row.note = f"failed: {str(err)[:80]}"
+        return row
+    row.ms = statistics.median(times[2:]) * 1e3
+    return row
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shapes", nargs="+", default=["aifb", "mutag", "bgs", "am"], choices=list(ENTITY_SHAPES))
+    parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
+    parser.add_argument("--fast-max-gb", type=float, default=4.0, help="skip FastRGCNConv above this per-edge weight")
+    add_common_arguments(parser, repeat=3, scale=1.0, scale_help="shrink the graphs' nodes and edges")
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    print(f"machine: {machine()}")
+    print(TABLE.header, flush=True)
+    rows: list[Row] = []
+    for shape in args.shapes:
+        batch = []
+        for framework in args.frameworks:
+            spec = [shape, args.scale, framework, args.repeat, args.fast_max_gb]
+            result = run_worker(__name__, spec)
+            batch.append(Row(shape, framework, note=result) if isinstance(result, str) else Row(**result))
+        ours = batch[0].ms if batch[0].framework == "featgraph" else None
+        for row in batch:
+            row.ratio = None if row.ms is None or not ours else row.ms / ours
+        print(TABLE.rows(batch), flush=True)
+        rows += batch
+    write_json(args.json, [asdict(r) for r in rows])
+    return rows
+
+
+if __name__ == "__main__":  # the worker: one row as JSON on the last line of stdout
+    print(json.dumps(asdict(run_one(*json.loads(sys.argv[1])))))

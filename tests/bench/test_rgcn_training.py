@@ -1,0 +1,22 @@
+import json
+
+import pytest
+
+from featgraph.cli import main
+
+pytest.importorskip("torch_geometric")
+
+
+def test_bench_rgcn_train_trains_every_framework_on_each_shape(tmp_path, capsys):
+    out = tmp_path / "rgcn.json"
+    main(["bench", "rgcn-train", "--shapes", "aifb", "--scale", "0.05", "--repeat", "1", "--fast-max-gb", "0.001",
+          "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["framework"] for r in rows] == ["featgraph", "pyg", "pyg-fast", "dgl"]
+    ours, pyg, fast, dgl = rows
+    assert ours["ratio"] == 1.0 and ours["ms"] > 0 and ours["peak_mb"] is not None
+    assert pyg["ms"] > 0 and pyg["ratio"] == pytest.approx(pyg["ms"] / ours["ms"])
+    assert fast["ms"] is None and fast["note"].startswith("skipped: its per-edge weight takes")
+    assert dgl["ms"] is not None or dgl["note"] == "skipped: DGL is not installed"
+    assert ours["nodes"] == 414 and ours["relations"] == 90
+    assert "| aifb-like-0.05 (414 nodes, 2904 edges, 90 relations) | featgraph |" in capsys.readouterr().out
