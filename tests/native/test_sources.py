@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from featgraph.backends.cpu.codegen import PRELUDE
+from featgraph.backends.cpu import sparse_rows
 from featgraph.backends.cpu.dropout import CTYPES, FORMS, dropout_source
 from featgraph.bench.roofline import gather_source
 from featgraph.native.compiler import FLAGS
@@ -26,6 +27,9 @@ BUILDS: dict[str, Callable[[], list[str]]] = {
     "triad.cpp": lambda: [cpp_source("triad.cpp")],
     "gather.cpp": lambda: [gather_source(width, dtype) for width in (8, 24) for dtype in HALF_AND_FLOAT],
     "dropout.cpp": lambda: [dropout_source(dtype, form) for dtype in CTYPES for form in FORMS],
+    "sparse_rows.cpp": lambda: [
+        sparse_rows.sparse_rows_source(dtype, form) for dtype in sparse_rows.CTYPES for form in sparse_rows.FORMS
+    ],
 }
 
 
