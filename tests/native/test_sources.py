@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from featgraph.backends.cpu.codegen import PRELUDE
 from featgraph.backends.cpu import sparse_rows
+from featgraph.backends.cpu.codegen import PRELUDE
 from featgraph.backends.cpu.dropout import CTYPES, FORMS, dropout_source
 from featgraph.bench.roofline import gather_source
 from featgraph.native.compiler import FLAGS
