@@ -33,8 +33,9 @@ SAMPLE = 1024  # elements an input's density is first estimated from, so a dense
 def density_limit(outputs: int) -> float:
     """The share of nonzeros up to which the compressed path is faster for ``outputs`` outputs, with a margin:
     finding the nonzeros costs about what a dense product of 8 outputs does, and each nonzero then costs about
-    16 dense multiply-adds per output (forward and weight gradient, 2-core Xeon and Zen 4 alike), so the
-    compressed path wins below about ``0.12 (1 - 8 / outputs)``; half of that leaves room for other CPUs."""
+    16 dense multiply-adds per output (forward and weight gradient, measured on the 2-core Xeon with
+    ``featgraph bench sparse-features``), so the compressed path wins below about ``0.12 (1 - 8 / outputs)``;
+    half of that leaves room for other CPUs."""
     return max(0.0, 0.06 * (1.0 - 8.0 / outputs))
 
 
