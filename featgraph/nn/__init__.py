@@ -2,7 +2,8 @@
 forward on featgraph's fused ops where the call allows and PyG's own otherwise (``FallbackWarning``); they also
 take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers (and its
 ``torch.nn.Dropout`` modules) to them in place; ``Dropout`` and ``functional.dropout`` are torch's dropout on
-featgraph's hashed masks. Requires torch_geometric."""
+featgraph's hashed masks; ``TypedLinear`` is DGL's typed linear layer on featgraph's grouped products.
+Requires torch_geometric."""
 
 from ..graph.conversion import as_graph
 from . import functional
@@ -22,6 +23,7 @@ from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage import SAGEConv
 from .sg_conv import SGConv
 from .transformer_conv import TransformerConv
+from .typed_linear import TypedLinear
 
 __all__ = [
     "AGNNConv",
@@ -44,4 +46,5 @@ __all__ = [
     "TransformerConv",
     "RGCNConv",
     "FastRGCNConv",
+    "TypedLinear",
 ]
