@@ -2,7 +2,8 @@
 forward on featgraph's fused ops where the call allows and PyG's own otherwise (``FallbackWarning``); they also
 take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers (and its
 ``torch.nn.Dropout`` modules) to them in place; ``Dropout`` and ``functional.dropout`` are torch's dropout on
-featgraph's hashed masks; ``TypedLinear`` is DGL's typed linear layer on featgraph's grouped products.
+featgraph's hashed masks; ``TypedLinear`` and ``RelGraphConv`` are DGL's typed linear layer and R-GCN layer on
+featgraph's grouped products and relational aggregation.
 Requires torch_geometric."""
 
 from ..graph.conversion import as_graph
@@ -19,6 +20,7 @@ from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .pyg_layer import FallbackWarning
+from .rel_graph_conv import RelGraphConv
 from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage import SAGEConv
 from .sg_conv import SGConv
@@ -47,4 +49,5 @@ __all__ = [
     "RGCNConv",
     "FastRGCNConv",
     "TypedLinear",
+    "RelGraphConv",
 ]

@@ -108,3 +108,11 @@ def expect_fallback(reason: str) -> Iterator[None]:
     pyg_layer._warned.clear()
     with pytest.warns(pyg_layer.FallbackWarning, match=reason):
         yield
+
+
+def dense_weights(layer: torch.nn.Module) -> torch.Tensor:
+    """(types, in, out): each type's whole weight, block-diagonal ones assembled with ``torch.block_diag``."""
+    if layer.regularizer != "bdd":
+        return layer.get_weight()
+    blocks = layer.W.view(layer.num_types, layer.num_bases, layer.submat_in, layer.submat_out)
+    return torch.stack([torch.block_diag(*blocks[t]) for t in range(layer.num_types)])

@@ -9,16 +9,9 @@ from torch.autograd import gradcheck
 
 from featgraph.graph.interop import import_dgl
 from featgraph.nn import TypedLinear
+from tests.nn.reference import dense_weights
 
 CASES = [(None, None), ("basis", 2), ("bdd", 3)]
-
-
-def dense_weights(layer: TypedLinear) -> torch.Tensor:
-    """(types, in, out): each type's whole weight, block-diagonal ones assembled with ``torch.block_diag``."""
-    if layer.regularizer != "bdd":
-        return layer.get_weight()
-    blocks = layer.W.view(layer.num_types, layer.num_bases, layer.submat_in, layer.submat_out)
-    return torch.stack([torch.block_diag(*blocks[t]) for t in range(layer.num_types)])
 
 
 def reference(layer: TypedLinear, x: torch.Tensor, x_type: torch.Tensor) -> torch.Tensor:
