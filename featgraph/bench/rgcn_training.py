@@ -1,6 +1,7 @@
 """``featgraph bench rgcn-train``: RGCN entity-classification training epochs (2 layers, 16 hidden, no bases,
 mean per relation, as Schlichtkrull et al.) on graphs of the RGCN datasets' shapes (``entity_like``):
-featgraph's ``RGCNConv`` against PyG's ``RGCNConv`` (a loop over relations), PyG's ``FastRGCNConv`` (an
+featgraph's ``RGCNConv`` (PyG's API) and ``RelGraphConv`` (DGL's API, ``featgraph-dgl-api``) against PyG's
+``RGCNConv`` (a loop over relations), PyG's ``FastRGCNConv`` (an
 (E, in, out) weight per edge, skipped where it passes ``--fast-max-gb``) and DGL's ``RelGraphConv`` where DGL
 installs. Each row trains in a fresh process: seconds per epoch (forward, loss on the training nodes,
 backward, Adam step) and the peak memory the training adds.
@@ -23,7 +24,7 @@ from ..graph.interop import import_dgl
 from .measure import peak_extra_mb
 from .report import Table, add_common_arguments, machine, run_worker, write_json
 
-FRAMEWORKS = ("featgraph", "pyg", "pyg-fast", "dgl")
+FRAMEWORKS = ("featgraph", "featgraph-dgl-api", "pyg", "pyg-fast", "dgl")
 HIDDEN = 16
 TABLE = Table({
     "graph": lambda r: f"{r.graph} ({r.nodes} nodes, {r.edges} edges, {r.relations} relations)",
@@ -57,13 +58,13 @@ class RGCN(torch.nn.Module):
 
 
 class DglRGCN(torch.nn.Module):
-    """DGL's ``RelGraphConv`` twice, each edge weighted by 1 / (its destination's in-edges of its relation): the
-    mean per relation. The edges come sorted by relation, so DGL takes its ``presorted`` path (``segment_mm``
-    over each relation's messages rather than ``gather_mm`` by type)."""
+    """``RelGraphConv`` (DGL's, or featgraph's with DGL's API) twice, each edge weighted by 1 / (its
+    destination's in-edges of its relation): the mean per relation. The edges come sorted by relation, so DGL
+    takes its ``presorted`` path (``segment_mm`` over each relation's messages rather than ``gather_mm`` by
+    type)."""
 
-    def __init__(self, dgl, in_channels: int, classes: int, relations: int) -> None:
+    def __init__(self, conv, in_channels: int, classes: int, relations: int) -> None:
         super().__init__()
-        conv = dgl.nn.pytorch.RelGraphConv
         self.conv1, self.conv2 = conv(in_channels, HIDDEN, relations), conv(HIDDEN, classes, relations)
 
     def forward(self, x: torch.Tensor, g: object, etype: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
@@ -88,16 +89,20 @@ def _model(framework: str, data, fast_max_gb: float) -> tuple[torch.nn.Module, t
                 return f"skipped: its per-edge weight takes {gb:.1f} GB (--fast-max-gb {fast_max_gb:g})"
         conv = pyg_nn.RGCNConv if framework == "pyg" else pyg_nn.FastRGCNConv
         return RGCN(lambda i, o: conv(i, o, relations), width, data.num_classes), (edge_index, edge_type)
-    dgl = import_dgl()
-    if dgl is None:
-        return "skipped: DGL is not installed"
     src, dst = edge_index
-    g = dgl.graph((src, dst), num_nodes=hg.num_nodes)
     counts = torch.zeros(hg.num_nodes * relations, dtype=torch.float32)
     slot = dst * relations + edge_type
     counts.index_add_(0, slot, torch.ones(slot.numel()))
     norm = (1.0 / counts[slot]).unsqueeze(1)
-    return DglRGCN(dgl, width, data.num_classes, relations), (g, edge_type, norm)
+    if framework == "featgraph-dgl-api":
+        from ..nn import RelGraphConv
+
+        return DglRGCN(RelGraphConv, width, data.num_classes, relations), (hg.graph, edge_type, norm)
+    dgl = import_dgl()
+    if dgl is None:
+        return "skipped: DGL is not installed"
+    g = dgl.graph((src, dst), num_nodes=hg.num_nodes)
+    return DglRGCN(dgl.nn.pytorch.RelGraphConv, width, data.num_classes, relations), (g, edge_type, norm)
 
 
 def run_one(shape: str, scale: float, framework: str, repeat: int, fast_max_gb: float) -> Row:

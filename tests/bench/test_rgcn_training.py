@@ -12,8 +12,9 @@ def test_bench_rgcn_train_trains_every_framework_on_each_shape(tmp_path, capsys)
     main(["bench", "rgcn-train", "--shapes", "aifb", "--scale", "0.05", "--repeat", "1", "--fast-max-gb", "0.001",
           "--json", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
-    assert [r["framework"] for r in rows] == ["featgraph", "pyg", "pyg-fast", "dgl"]
-    ours, pyg, fast, dgl = rows
+    assert [r["framework"] for r in rows] == ["featgraph", "featgraph-dgl-api", "pyg", "pyg-fast", "dgl"]
+    ours, dgl_api, pyg, fast, dgl = rows
+    assert dgl_api["ms"] > 0 and dgl_api["peak_mb"] is not None
     assert ours["ratio"] == 1.0 and ours["ms"] > 0 and ours["peak_mb"] is not None
     assert pyg["ms"] > 0 and pyg["ratio"] == pytest.approx(pyg["ms"] / ours["ms"])
     assert fast["ms"] is None and fast["note"].startswith("skipped: its per-edge weight takes")
