@@ -4,14 +4,15 @@ in backward) against torch's ``F.dropout``, forward + backward, in the same run.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..ops import dropout
 from ..timing import interleaved_best_ms
+from .kernels import ForwardBackward
 from .report import Table, add_common_arguments, machine, write_json
 
 SHAPES = {"Cora input": (2708, 1433), "hidden": (100_000, 128)}  # tensor: (rows, columns) at scale 1
@@ -31,16 +32,6 @@ class Row:
     torch_over_featgraph: float
 
 
-def forward_backward(fn: Callable[..., torch.Tensor], x: torch.Tensor) -> Callable[[], None]:
-    """One training step of dropout ``fn`` at p = 0.5: forward, then backward into ``x``."""
-
-    def step() -> None:
-        x.grad = None
-        fn(x, 0.5, True).sum().backward()
-
-    return step
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser, repeat=5, scale=1.0, scale_help="shrink the tensors' row counts (tests)")
 
@@ -52,7 +43,11 @@ def run(args: argparse.Namespace) -> list[Row]:
     for name, (num_rows, columns) in SHAPES.items():
         x = torch.randn(max(1, int(num_rows * args.scale)), columns, requires_grad=True)
         times = interleaved_best_ms(
-            {"featgraph": forward_backward(dropout, x), "torch": forward_backward(F.dropout, x)}, args.repeat
+            {
+                "featgraph": ForwardBackward(partial(dropout, x, 0.5, True), [x]),
+                "torch": ForwardBackward(partial(F.dropout, x, 0.5, True), [x]),
+            },
+            args.repeat,
         )
         ours, theirs = times["featgraph"], times["torch"]
         rows.append(Row(name, x.shape[0], columns, ours, theirs, theirs / ours))

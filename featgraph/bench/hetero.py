@@ -11,13 +11,13 @@ knowledge graphs' are), and an AIFB-like one (one node type, 90 relations, AIFB'
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 
 from ..graph import HeteroGraph
 from ..timing import interleaved_best_ms
+from .kernels import ForwardBackward
 from .report import machine, markdown_header, markdown_row, write_json
 
 # name: (node types' counts, relations, edges) at scale 1
@@ -61,15 +61,9 @@ def typed_graph(counts: tuple[int, ...], relations: int, edges: int, seed: int =
     return HeteroGraph(data, dict(zip(types, counts, strict=True)))
 
 
-def forward_backward(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> Callable[[], None]:
+def layer_step(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> ForwardBackward:
     """One training step of ``layer``: forward, then backward into ``x`` and the parameters."""
-
-    def step() -> None:
-        x.grad = None
-        layer.zero_grad(set_to_none=True)
-        layer(x, *args).sum().backward()
-
-    return step
+    return ForwardBackward(lambda: layer(x, *args), [x, *layer.parameters()])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,13 +101,13 @@ def run(args: argparse.Namespace) -> list[Row]:
         edge_index, edge_type = hg.graph.edge_index, hg.etype
 
         steps = {
-            "featgraph": forward_backward(ours, x, edge_index, edge_type),
-            "featgraph fused": forward_backward(fused, x, edge_index, edge_type),
-            "PyG RGCNConv": forward_backward(pyg, x, edge_index, edge_type),
+            "featgraph": layer_step(ours, x, edge_index, edge_type),
+            "featgraph fused": layer_step(fused, x, edge_index, edge_type),
+            "PyG RGCNConv": layer_step(pyg, x, edge_index, edge_type),
         }
         fast_gb = hg.num_edges * d * d * x.element_size() / 2**30
         if fast_gb <= args.fast_max_gb:
-            steps["PyG FastRGCNConv"] = forward_backward(fast, x, edge_index, edge_type)
+            steps["PyG FastRGCNConv"] = layer_step(fast, x, edge_index, edge_type)
         times = interleaved_best_ms(steps, args.repeat)
         fast_ms = times.get("PyG FastRGCNConv")
         row = Row(

@@ -4,14 +4,15 @@ against ``F.linear`` on bag-of-words feature matrices, forward + the weight's gr
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..ops import linear
 from ..timing import interleaved_best_ms
+from .kernels import ForwardBackward
 from .report import Table, add_common_arguments, machine, write_json
 
 # name: (rows, columns, share of nonzeros): Planetoid's feature matrices (Cora and Citeseer bag-of-words after
@@ -42,16 +43,6 @@ class Row:
     torch_over_featgraph: float
 
 
-def step(fn: Callable[..., torch.Tensor], x: torch.Tensor, weight: torch.Tensor) -> Callable[[], None]:
-    """A first layer's product in training: forward, then backward into the weight (features need none)."""
-
-    def run() -> None:
-        weight.grad = None
-        fn(x, weight).sum().backward()
-
-    return run
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser, repeat=20, scale=1.0, scale_help="shrink the matrices' row counts (tests)")
 
@@ -67,7 +58,11 @@ def run(args: argparse.Namespace) -> list[Row]:
         for outputs in OUTPUTS:
             weight = torch.randn(outputs, columns, generator=gen, requires_grad=True)
             times = interleaved_best_ms(
-                {"featgraph": step(linear, x, weight), "torch": step(F.linear, x, weight)}, args.repeat
+                {  # a first layer's product in training: the features need no gradient
+                    "featgraph": ForwardBackward(partial(linear, x, weight), [weight]),
+                    "torch": ForwardBackward(partial(F.linear, x, weight), [weight]),
+                },
+                args.repeat,
             )
             ours, theirs = times["featgraph"], times["torch"]
             rows.append(Row(name, n, columns, density, outputs, ours, theirs, theirs / ours))
