@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..datasets.planted import relation_sizes
 from ..graph import HeteroGraph
 from ..timing import interleaved_best_ms
 from .kernels import ForwardBackward
@@ -49,9 +50,7 @@ def typed_graph(counts: tuple[int, ...], relations: int, edges: int, seed: int =
     as ``1 / (r + 1)`` (a few large relations, many small ones), endpoints uniform within their types."""
     gen = torch.Generator().manual_seed(seed)
     types = [f"t{i}" for i in range(len(counts))]
-    share = 1.0 / torch.arange(1, relations + 1, dtype=torch.float64)
-    sizes = (share / share.sum() * edges).floor().to(torch.int64)
-    sizes[0] += edges - int(sizes.sum())
+    sizes = relation_sizes(relations, edges)
     data = {}
     for r, size in enumerate(sizes.tolist()):
         src_type, dst_type = (int(t) for t in torch.randint(0, len(counts), (2,), generator=gen))

@@ -91,6 +91,16 @@ ENTITY_LABELLED = 0.1  # the share of nodes with a label, half of them for train
 ENTITY_SIGNAL = 0.5  # the share of a relation's edges whose source follows the planted rule
 
 
+def relation_sizes(relations: int, edges: int, minimum: int = 0) -> torch.Tensor:
+    """Edges per relation as real typed graphs skew them: relation ``r``'s share falls off as ``1 / (r + 1)`` (a
+    few large relations, many small ones), each at least ``minimum``, relation 0 taking the rounding so the
+    sizes sum to ``edges``."""
+    share = 1.0 / torch.arange(1, relations + 1, dtype=torch.float64)
+    sizes = (share / share.sum() * edges).floor().to(torch.int64).clamp_(min=minimum)
+    sizes[0] += edges - int(sizes.sum())
+    return sizes
+
+
 @dataclass
 class EntityDataset:
     """A typed graph (one node type, ``relations`` edge types) with node features, labels and split."""
@@ -123,9 +133,7 @@ def entity_like(shape: str, scale: float = 1.0, seed: int = 0) -> EntityDataset:
     by_class = torch.sort(labels, stable=True).indices
     starts = torch.zeros(classes + 1, dtype=torch.int64)
     starts[1:] = torch.cumsum(torch.bincount(labels, minlength=classes), 0)
-    share = 1.0 / torch.arange(1, relations + 1, dtype=torch.float64)
-    sizes = (share / share.sum() * e).floor().to(torch.int64).clamp_(min=1)
-    sizes[0] += e - int(sizes.sum())
+    sizes = relation_sizes(relations, e, minimum=1)
     relation = torch.repeat_interleave(torch.arange(relations), sizes)
     dst = torch.randint(0, n, (e,), generator=gen)
     src = torch.randint(0, n, (e,), generator=gen)
@@ -133,7 +141,8 @@ def entity_like(shape: str, scale: float = 1.0, seed: int = 0) -> EntityDataset:
     source_class = (labels[dst[planted]] + relation[planted]) % classes
     lo, size = starts[source_class], starts[source_class + 1] - starts[source_class]
     src[planted] = by_class[lo + (torch.rand(int(planted.sum()), generator=gen) * size).long()]
-    data = {("entity", f"r{r}", "entity"): (src[relation == r], dst[relation == r]) for r in range(relations)}
+    parts = zip(src.split(sizes.tolist()), dst.split(sizes.tolist()), strict=True)  # edges come in relation order
+    data = {("entity", f"r{r}", "entity"): part for r, part in enumerate(parts)}
     centroids = torch.randn(classes, ENTITY_FEATURES, generator=gen)
     features = centroids[labels] + 3.0 * torch.randn(n, ENTITY_FEATURES, generator=gen)
     labelled = torch.randperm(n, generator=gen)[: max(2, round(ENTITY_LABELLED * n))]
