@@ -1,6 +1,7 @@
-"""What both mini-batch loaders share: the full graph and its sampler, built once; an epoch's seed vertices cut
-into batches (shuffled by a torch ``Generator``), each batch sampled with its own seed; batches made ahead
-in a background thread. Subclasses say what one batch looks like (``_make``)."""
+"""What the mini-batch loaders share: an epoch's seeds cut into batches (shuffled by a torch ``Generator``),
+each batch sampled with its own seed, batches made ahead in a background thread (``EpochLoader``); for one
+vertex set, the full graph and its ``NeighborSampler``, built once (``SeedLoader``, whose subclasses say what
+one batch looks like)."""
 
 from __future__ import annotations
 
@@ -27,18 +28,69 @@ from .source import (
 BatchType = TypeVar("BatchType")
 
 
-class SeedLoader(Generic[BatchType]):
-    """Iterates mini-batches of the seed vertices ``input_nodes``, each seed once per epoch.
+class EpochLoader(Generic[BatchType]):
+    """Iterates mini-batches of ``count`` seeds, each seed once per epoch; subclasses sample one batch
+    (``_batch``).
 
     ``seed`` makes the sequence of batches reproducible: two loaders with the same seed (and arguments) give
     the same batches, epoch after epoch, whatever ``prefetch`` and ``num_workers`` are; with ``seed=None``
     each epoch draws its seed from torch's generator, so ``torch.manual_seed`` reproduces a run.
-    ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``prefetch``:
-    batches a background thread prepares ahead of the one in use (0: each is made when asked for).
-    ``self_loops``: each block also brings its graph with self loops (``NeighborSampler``'s option).
-    ``pin_memory``: the background thread puts each batch in page-locked memory, so the training loop's
+    ``prefetch``: batches a background thread prepares ahead of the one in use (0: each is made when asked
+    for). ``pin_memory``: the background thread puts each batch in page-locked memory, so the training loop's
     ``batch.to("cuda", non_blocking=True)`` overlaps its copies (as torch's ``DataLoader`` option; without a
     CUDA GPU it warns and leaves batches as they are, as torch's does).
+    """
+
+    def __init__(
+        self, count: int, batch_size: int, shuffle: bool, seed: int | None, prefetch: int, drop_last: bool,
+        pin_memory: bool,
+    ) -> None:  # fmt: skip
+        self.pin_memory = checked_flag(pin_memory, "pin_memory")
+        if self.pin_memory and not torch.cuda.is_available():
+            warnings.warn(
+                "pin_memory=True: no CUDA GPU is visible, so batches stay in pageable memory", UserWarning, stacklevel=4
+            )
+            self.pin_memory = False
+        self.count = count
+        self.batch_size = checked_count(batch_size, "batch_size", 1)
+        self.shuffle = checked_flag(shuffle, "shuffle")
+        self.drop_last = checked_flag(drop_last, "drop_last")
+        self.prefetch = checked_count(prefetch, "prefetch", 0)
+        self.seed = checked_seed(seed)
+        self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
+
+    def __len__(self) -> int:
+        """Batches per epoch."""
+        full, rest = divmod(self.count, self.batch_size)
+        return full + int(rest > 0 and not self.drop_last)
+
+    def __iter__(self) -> Iterator[BatchType]:
+        # every random draw of the epoch happens here, in order, so the batches do not depend on the
+        # background thread's timing
+        generator = self._generator
+        if generator is None:
+            generator = torch.Generator().manual_seed(int(torch.randint(0, SEED_LIMIT - 1, (1,))))
+        order = torch.randperm(self.count, generator=generator) if self.shuffle else torch.arange(self.count)
+        positions = list(order.split(self.batch_size))[: len(self)]
+        seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
+        return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
+
+    def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
+        batch = self._batch(*job)
+        return batch.pin_memory() if self.pin_memory else batch
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
+        """The batch of the epoch's seeds at ``positions``, sampled with ``seed``."""
+        raise NotImplementedError
+
+
+class SeedLoader(EpochLoader[BatchType]):
+    """Iterates mini-batches of the seed vertices ``input_nodes`` of one vertex set, sampled by a
+    ``NeighborSampler`` built here; subclasses say what one batch looks like (``_make``).
+
+    ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``self_loops``:
+    each block also brings its graph with self loops (``NeighborSampler``'s option). ``seed``, ``prefetch``
+    and ``pin_memory`` as in ``EpochLoader``.
     """
 
     def __init__(
@@ -59,20 +111,8 @@ class SeedLoader(Generic[BatchType]):
         pin_memory: bool = False,
     ) -> None:
         self.source = source
-        self.pin_memory = checked_flag(pin_memory, "pin_memory")
-        if self.pin_memory and not torch.cuda.is_available():
-            warnings.warn(
-                "pin_memory=True: no CUDA GPU is visible, so batches stay in pageable memory", UserWarning, stacklevel=3
-            )
-            self.pin_memory = False
-        self.batch_size = checked_count(batch_size, "batch_size", 1)
-        self.shuffle = checked_flag(shuffle, "shuffle")
-        self.drop_last = checked_flag(drop_last, "drop_last")
-        self.prefetch = checked_count(prefetch, "prefetch", 0)
         self.input_nodes = checked_input_nodes(input_nodes, source.graph.num_nodes)
-        self.seed = checked_seed(seed)
-        threads = checked_count(num_workers, "num_workers", 0)
-        threads = toolchain.checked_threads(threads, "num_workers") if threads else None
+        super().__init__(self.input_nodes.numel(), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weight = None
         if weight_attr is not None:
             if weight_attr not in source.edge_attrs:
@@ -86,41 +126,27 @@ class SeedLoader(Generic[BatchType]):
             checked_fanouts(fanouts, fanouts_name),
             replace=checked_flag(replace, "replace"),
             weight=weight,
-            num_threads=threads,
+            num_threads=checked_workers(num_workers),
             self_loops=checked_flag(self_loops, "self_loops"),
         )
-        self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 
     @property
     def graph(self) -> Graph:
         """The full graph the batches are sampled from."""
         return self.source.graph
 
-    def __len__(self) -> int:
-        """Batches per epoch."""
-        full, rest = divmod(self.input_nodes.numel(), self.batch_size)
-        return full + int(rest > 0 and not self.drop_last)
-
-    def __iter__(self) -> Iterator[BatchType]:
-        # every random draw of the epoch happens here, in order, so the batches do not depend on the
-        # background thread's timing
-        generator = self._generator
-        if generator is None:
-            generator = torch.Generator().manual_seed(int(torch.randint(0, SEED_LIMIT - 1, (1,))))
-        count = self.input_nodes.numel()
-        order = torch.randperm(count, generator=generator) if self.shuffle else torch.arange(count)
-        positions = list(order.split(self.batch_size))[: len(self)]
-        seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
-        return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
-
-    def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
-        positions, seed = job
-        batch = self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
-        return batch.pin_memory() if self.pin_memory else batch
+    def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
+        return self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
         """One batch from the sampled ``batch`` of seeds ``input_nodes[positions]``."""
         raise NotImplementedError
+
+
+def checked_workers(num_workers: Any) -> int | None:
+    """``num_workers`` as the sampler's thread count (None for 0: the CPU kernels' count)."""
+    threads = checked_count(num_workers, "num_workers", 0)
+    return toolchain.checked_threads(threads, "num_workers") if threads else None
 
 
 def gathered(values: Any, index: torch.Tensor) -> Any:

@@ -17,6 +17,7 @@ import torch
 
 from ..sampling import MiniBatch
 from .base import SeedLoader, gathered
+from .hetero_loader import HeteroNeighborLoader, is_hetero_data
 from .source import loader_source
 
 
@@ -75,8 +76,13 @@ class NeighborLoader(SeedLoader[Any]):
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
     ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. The full graph and its CSR are built
-    once, here.
+    once, here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as PyG's class serves both.
     """
+
+    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if is_hetero_data(data):
+            return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

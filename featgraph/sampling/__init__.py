@@ -1,6 +1,8 @@
 """Mini-batch sampling on large graphs: ``NeighborSampler`` draws GraphSAGE-style neighbourhoods of seed
-vertices into bipartite blocks (compiled C++/OpenMP), ``MiniBatch.to_edge_index`` gives PyG's flat form."""
+vertices into bipartite blocks (compiled C++/OpenMP), ``MiniBatch.to_edge_index`` gives PyG's flat form;
+``HeteroNeighborSampler`` samples typed graphs with a fan-out per edge type."""
 
+from .hetero import HeteroMiniBatch, HeteroNeighborSampler
 from .neighbor import Block, EdgeIndexBatch, MiniBatch, NeighborSampler
 
-__all__ = ["Block", "EdgeIndexBatch", "MiniBatch", "NeighborSampler"]
+__all__ = ["Block", "EdgeIndexBatch", "HeteroMiniBatch", "HeteroNeighborSampler", "MiniBatch", "NeighborSampler"]

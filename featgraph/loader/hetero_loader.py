@@ -1,0 +1,121 @@
+"""``HeteroNeighborLoader``: PyG's ``NeighborLoader`` on a ``HeteroData``, on featgraph's typed sampler
+(``sampling.hetero``). PyG's own samples typed graphs only through pyg-lib, which does not install on every
+torch; this one needs nothing but featgraph's compiled sampler.
+
+Each batch is laid out as PyG's: a ``HeteroData`` holding, per node type, every per-node value sliced by the
+type's sampled ``n_id`` (the input type's ``batch_size`` seeds first) with ``num_sampled_nodes`` per hop; per
+edge type, ``edge_index`` in the two node types' batch ids, every per-edge value sliced by ``e_id`` and
+``num_sampled_edges`` per hop; ``input_id`` and ``batch_size`` on the input type. A ``to_hetero`` or
+``HeteroConv`` model trains on it unchanged: ``model(batch.x_dict, batch.edge_index_dict)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from ..graph.hetero import HeteroGraph
+from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
+from .base import EpochLoader, checked_workers, gathered
+from .source import checked_flag, checked_input_nodes
+
+
+def is_hetero_data(data: Any) -> bool:
+    """A PyG ``HeteroData`` (or any object laid out like one), recognised without importing PyG."""
+    return all(hasattr(data, name) for name in ("node_types", "edge_types", "edge_index_dict", "node_items"))
+
+
+def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
+    """(node type, ids or mask or None) from PyG's ``input_nodes``: a node type, or a (node type, ids) pair."""
+    if isinstance(input_nodes, str):
+        input_nodes = (input_nodes, None)
+    if not (isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and isinstance(input_nodes[0], str)):
+        raise TypeError(
+            "input_nodes: a HeteroData's seeds are a node type or a (node type, ids or mask) pair, got "
+            f"{type(input_nodes).__name__}"
+        )
+    if input_nodes[0] not in node_types:
+        raise ValueError(f"input_nodes: unknown node type {input_nodes[0]!r} (node types: {list(node_types)})")
+    return input_nodes[0], input_nodes[1]
+
+
+class HeteroNeighborLoader(EpochLoader[Any]):
+    """Mini-batches of one node type's vertices of a PyG ``HeteroData``, with ``num_neighbors`` sampled
+    in-neighbours per vertex, hop and edge type: one list for every edge type or a dict keyed by edge type
+    (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
+    ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
+    ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
+    ``pin_memory`` as in ``NeighborLoader``. The typed graph and each relation's CSR are built once, here.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Any = (15, 10),
+        *,
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        input_nodes: Any = None,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        pin_memory: bool = False,
+    ) -> None:
+        if not is_hetero_data(data):
+            raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
+        if input_nodes is None:
+            raise ValueError("input_nodes: a HeteroData needs the seeds' node type, e.g. ('paper', train_idx)")
+        self.data = data
+        self.graph = HeteroGraph.from_pyg(data)
+        self.input_type, ids = _input(input_nodes, self.graph.node_types)
+        self.input_nodes = checked_input_nodes(ids, self.graph.num_nodes_dict[self.input_type])
+        super().__init__(self.input_nodes.numel(), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        weights = None
+        if weight_attr is not None:
+            lacking = [et for et in self.graph.edge_types if weight_attr not in data[et]]
+            if lacking:
+                raise ValueError(f"weight_attr {weight_attr!r}: edge type(s) {lacking} have no such per-edge value")
+            weights = {et: data[et][weight_attr] for et in self.graph.edge_types}
+        self.sampler = HeteroNeighborSampler(
+            self.graph,
+            {tuple(key): value for key, value in num_neighbors.items()}
+            if isinstance(num_neighbors, dict)
+            else num_neighbors,
+            replace=checked_flag(replace, "replace"),
+            weights=weights,
+            num_threads=checked_workers(num_workers),
+        )
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> Any:
+        sampled = self.sampler.sample(self.input_type, self.input_nodes[positions], seed)
+        return self._make(positions, sampled)
+
+    def _make(self, positions: torch.Tensor, sampled: HeteroMiniBatch) -> Any:
+        data = self.data
+        out = copy.copy(data)  # PyG's copy: fresh stores sharing the values, which are replaced below
+        for node_type in self.graph.node_types:
+            store, n_id = data[node_type], sampled.n_id[node_type]
+            for key, value in store.items():
+                if key == "num_nodes":
+                    out[node_type].num_nodes = n_id.numel()
+                elif store.is_node_attr(key):
+                    out[node_type][key] = gathered(value, n_id)
+            out[node_type].n_id = n_id
+            out[node_type].num_sampled_nodes = sampled.num_sampled_nodes[node_type]
+        for edge_type in self.graph.edge_types:
+            store, e_id = data[edge_type], sampled.e_id[edge_type]
+            for key, value in store.items():
+                if key == "edge_index":
+                    out[edge_type].edge_index = sampled.edge_index[edge_type].to(value.device)
+                elif store.is_edge_attr(key):
+                    out[edge_type][key] = gathered(value, e_id)
+            out[edge_type].e_id = e_id
+            out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
+        out[self.input_type].input_id = positions
+        out[self.input_type].batch_size = sampled.batch_size
+        return out

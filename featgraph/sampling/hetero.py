@@ -1,0 +1,193 @@
+"""Neighbour sampling on a typed graph with a fan-out per edge type, PyG's heterogeneous ``NeighborLoader``
+semantics on featgraph's compiled sampler.
+
+Hop ``h`` expands the vertices each node type gained at hop ``h - 1`` (the seeds at hop 0): for every edge
+type ``(src, rel, dst)`` it draws up to ``fanouts[edge_type][h]`` in-edges of that type for each new vertex of
+type ``dst``, from the relation's own CSR (local ids), so a vertex draws its fan-out per relation. Each node
+type's batch ids are its seeds first, then vertices in the order the hops reached them (edge types in the
+graph's order within a hop). Every vertex is expanded once, so each sampled edge appears once.
+
+Randomness: relation ``r`` at hop ``h`` draws with the compiled sampler's stream ``h * R + r`` (R edge types),
+so a vertex's draws from two relations are independent and a batch depends on the seed alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..graph.hetero import EdgeType, HeteroGraph
+from ..native import toolchain
+from . import kernel
+from .neighbor import _checked_seed, _checked_weight, checked_fanouts, row_scaled
+
+
+@dataclass(frozen=True)
+class HeteroMiniBatch:
+    """One typed mini-batch: per node type the global-to-type ``n_id`` of its batch vertices (seeds first for
+    the input type); per edge type ``edge_index`` (row 0 sources, row 1 destinations, in the two types' batch
+    ids) and ``e_id`` (the sampled edges' ids within the edge type); per-hop counts as PyG gives them."""
+
+    n_id: dict[str, torch.Tensor]
+    edge_index: dict[EdgeType, torch.Tensor]
+    e_id: dict[EdgeType, torch.Tensor]
+    num_sampled_nodes: dict[str, list[int]]
+    num_sampled_edges: dict[EdgeType, list[int]]
+    input_type: str
+    batch_size: int
+
+
+def checked_typed_fanouts(fanouts: Any, edge_types: Sequence[EdgeType], name: str = "num_neighbors") -> dict:
+    """Per edge type its per-hop fan-outs: one list for every edge type, or a dict keyed by edge type (every
+    edge type present, each list as long as the others)."""
+    if not isinstance(fanouts, Mapping):
+        hops = checked_fanouts(fanouts, name)
+        return {edge_type: hops for edge_type in edge_types}
+    unknown = [key for key in fanouts if key not in edge_types]
+    if unknown:
+        raise ValueError(f"{name}: edge type(s) {unknown} are not in the graph (edge types: {list(edge_types)})")
+    missing = [edge_type for edge_type in edge_types if edge_type not in fanouts]
+    if missing:
+        raise ValueError(f"{name}: no fan-outs for edge type(s) {missing}; give every edge type a list")
+    out = {et: checked_fanouts(fanouts[et], f"{name}[{et!r}]") for et in edge_types}
+    lengths = {len(hops) for hops in out.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"{name}: every edge type needs the same number of hops, got lengths {sorted(lengths)}")
+    return out
+
+
+class HeteroNeighborSampler:
+    """Samples typed mini-batches from ``graph`` (a ``HeteroGraph`` on the CPU): ``fanouts`` is one per-hop
+    list for all edge types or a dict of them per edge type (-1: every in-edge). ``replace`` draws with
+    replacement; ``weights`` (a dict edge type -> per-edge non-negative weights in the edge type's order)
+    draws each edge in proportion to its weight. ``num_threads`` defaults to the CPU kernels' count. Calls
+    from several threads take turns in the compiled hops."""
+
+    def __init__(
+        self,
+        graph: HeteroGraph,
+        fanouts: Any,
+        replace: bool = False,
+        weights: Mapping[EdgeType, Any] | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        if not isinstance(graph, HeteroGraph):
+            raise TypeError(f"graph must be a featgraph HeteroGraph, got {type(graph).__name__}")
+        if graph.device.type != "cpu":
+            raise ValueError(f"graph is on {graph.device}; the neighbour sampler runs on the CPU")
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {replace!r}")
+        self.graph = graph
+        self.fanouts = checked_typed_fanouts(fanouts, graph.edge_types)
+        self.num_hops = len(next(iter(self.fanouts.values()))) if self.fanouts else 0
+        self.replace = replace
+        self.num_threads = None if num_threads is None else toolchain.checked_threads(num_threads, "num_threads")
+        self._csr = {et: graph.relation(et).csr() for et in graph.edge_types}
+        self._sources = {et: graph.relation(et).coo()[0] for et in graph.edge_types}
+        self._weights: dict[EdgeType, kernel.WeightTables] = {}
+        for edge_type, weight in (weights or {}).items():
+            csr = self._csr[graph.edge_type(edge_type)]
+            checked = _checked_weight(weight, graph.num_edges_of(edge_type))
+            tables = kernel.weight_tables(csr.indptr, row_scaled(checked[csr.edge_ids], csr.indptr), replace, 1)
+            self._weights[graph.edge_type(edge_type)] = tables
+        largest = max(graph.num_nodes_dict.values(), default=0)
+        self._scratch = torch.full((largest,), kernel.UNCLAIMED, dtype=torch.int64)  # the kernel's relabel map
+        self._local = {
+            t: torch.full((n,), kernel.UNCLAIMED, dtype=torch.int64) for t, n in graph.num_nodes_dict.items()
+        }
+        self._lock = threading.Lock()
+
+    def _threads(self) -> int:
+        return self.num_threads if self.num_threads is not None else toolchain.num_threads()
+
+    @torch.compiler.disable  # data-dependent sizes: a compiled step runs it eagerly
+    def sample(self, input_type: str, seeds: Any, seed: int | None = None) -> HeteroMiniBatch:
+        """The typed mini-batch of ``seeds`` (distinct ids of node type ``input_type``)."""
+        graph = self.graph
+        graph.node_type_id(input_type)  # names an unknown type
+        seeds = _checked_type_seeds(seeds, graph.num_nodes_dict[input_type], input_type)
+        seed = _checked_seed(seed)
+        with self._lock:
+            return self._sample(input_type, seeds, seed)
+
+    def _sample(self, input_type: str, seeds: torch.Tensor, seed: int) -> HeteroMiniBatch:
+        graph, threads, relations = self.graph, self._threads(), len(self.graph.edge_types)
+        n_id: dict[str, list[torch.Tensor]] = {t: [] for t in graph.node_types}
+        counts = {t: 0 for t in graph.node_types}
+        per_hop_nodes = {t: [0] for t in graph.node_types}
+        edges: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
+        e_ids: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
+        per_hop_edges: dict[EdgeType, list[int]] = {et: [] for et in graph.edge_types}
+        self._claim(input_type, seeds, n_id, counts)
+        per_hop_nodes[input_type][0] = seeds.numel()
+        frontier = {t: (0, counts[t]) for t in graph.node_types}  # each type's batch ids still to expand
+        try:
+            for hop in range(self.num_hops):
+                reached = dict(counts)
+                for r, edge_type in enumerate(graph.edge_types):
+                    src_type, _, dst_type = edge_type
+                    start, stop = frontier[dst_type]
+                    fanout = self.fanouts[edge_type][hop]
+                    if stop == start or fanout == 0:
+                        per_hop_edges[edge_type].append(0)
+                        continue
+                    targets = torch.cat(n_id[dst_type])[start:stop]
+                    drawn = kernel.sample_hop(
+                        self._csr[edge_type], targets, fanout, self.replace, self._weights.get(edge_type),
+                        self._scratch, seed, hop * relations + r, threads,
+                    )  # fmt: skip
+                    sources = self._sources[edge_type][drawn.edge_ids]
+                    self._claim(src_type, sources, n_id, counts)
+                    dst = torch.repeat_interleave(torch.arange(start, stop), torch.diff(drawn.indptr))
+                    edges[edge_type].append(torch.stack([self._local[src_type][sources], dst]))
+                    e_ids[edge_type].append(drawn.edge_ids)
+                    per_hop_edges[edge_type].append(drawn.edge_ids.numel())
+                for node_type in graph.node_types:
+                    per_hop_nodes[node_type].append(counts[node_type] - reached[node_type])
+                frontier = {t: (reached[t], counts[t]) for t in graph.node_types}
+            nodes = {t: torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64) for t, parts in n_id.items()}
+        finally:
+            for node_type, parts in n_id.items():  # leave every map as found, all unclaimed
+                for part in parts:
+                    self._local[node_type][part] = kernel.UNCLAIMED
+        empty = torch.zeros(2, 0, dtype=torch.int64)
+        return HeteroMiniBatch(
+            n_id=nodes,
+            edge_index={et: torch.cat(parts, dim=1) if parts else empty for et, parts in edges.items()},
+            e_id={et: torch.cat(parts) if parts else empty[0] for et, parts in e_ids.items()},
+            num_sampled_nodes=per_hop_nodes,
+            num_sampled_edges=per_hop_edges,
+            input_type=input_type,
+            batch_size=seeds.numel(),
+        )
+
+    def _claim(self, node_type: str, ids: torch.Tensor, n_id: dict, counts: dict) -> None:
+        """Give the vertices of ``ids`` (type-local ids) not yet in the batch the next batch ids of their type,
+        in order of first appearance."""
+        local = self._local[node_type]
+        new = ids[local[ids] == kernel.UNCLAIMED]
+        if new.numel() == 0:
+            return
+        distinct, inverse = torch.unique(new, return_inverse=True)
+        first = torch.full((distinct.numel(),), new.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inverse, torch.arange(new.numel()), reduce="amin")
+        ordered = distinct[torch.argsort(first)]
+        local[ordered] = torch.arange(counts[node_type], counts[node_type] + ordered.numel())
+        counts[node_type] += ordered.numel()
+        n_id[node_type].append(ordered)
+
+
+def _checked_type_seeds(seeds: Any, num_nodes: int, node_type: str) -> torch.Tensor:
+    nodes = torch.as_tensor(seeds)
+    if nodes.dim() != 1 or nodes.is_floating_point() or nodes.is_complex() or nodes.dtype == torch.bool:
+        raise ValueError(f"seeds: expected a 1-D tensor of {node_type!r} ids, got {nodes.dtype} {tuple(nodes.shape)}")
+    nodes = nodes.to(device="cpu", dtype=torch.int64)
+    if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= num_nodes):
+        raise ValueError(f"seeds: ids must lie in [0, {num_nodes}) for node type {node_type!r}")
+    if torch.unique(nodes).numel() != nodes.numel():
+        raise ValueError("seeds: each seed vertex at most once")
+    return nodes

@@ -1,0 +1,182 @@
+"""HeteroNeighborLoader against independent references: PyG's HeteroData batch layout checked against the full
+data (values sliced by n_id / e_id, edges mapping back to input edges), a PyG ``to_hetero`` model whose seed
+outputs on batches sampled with every neighbour equal its outputs on the full graph, epochs covering the
+seeds once, and bad input named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph.loader import HeteroNeighborLoader, NeighborLoader
+
+torch_geometric = pytest.importorskip("torch_geometric")
+from torch_geometric.data import HeteroData  # noqa: E402
+from torch_geometric.nn import SAGEConv, to_hetero  # noqa: E402
+
+PAPERS, AUTHORS, VENUES = 70, 40, 6
+
+
+def hetero_data(seed: int = 0) -> HeteroData:
+    """Papers, authors and venues with features, labels, a mask, per-edge attributes and weights; duplicate
+    edges and self loops in ``cites``; a node type with features and no edges; a graph-level value."""
+    gen = torch.Generator().manual_seed(seed)
+    data = HeteroData()
+    data["paper"].x = torch.randn(PAPERS, 5, generator=gen)
+    data["paper"].y = torch.randint(0, 3, (PAPERS,), generator=gen)
+    data["paper"].train_mask = torch.rand(PAPERS, generator=gen) < 0.5
+    data["author"].x = torch.randn(AUTHORS, 5, generator=gen)
+    data["venue"].num_nodes = VENUES
+    data["lonely"].x = torch.randn(4, 5, generator=gen)
+    cites = torch.randint(0, PAPERS, (2, 300), generator=gen)
+    data["paper", "cites", "paper"].edge_index = torch.cat([cites, cites[:, :10], torch.arange(4).repeat(2, 1)], 1)
+    writes = torch.stack(
+        [torch.randint(0, AUTHORS, (150,), generator=gen), torch.randint(0, PAPERS, (150,), generator=gen)]
+    )
+    data["author", "writes", "paper"].edge_index = writes
+    data["author", "writes", "paper"].edge_attr = torch.randn(150, 2, generator=gen)
+    data["paper", "rev_writes", "author"].edge_index = writes.flip(0)
+    venue = torch.randint(0, VENUES, (PAPERS,), generator=gen)
+    data["venue", "has", "paper"].edge_index = torch.stack([venue, torch.arange(PAPERS)])
+    data["paper", "in", "venue"].edge_index = torch.stack([torch.arange(PAPERS), venue])
+    for edge_type in data.edge_types:
+        data[edge_type].weight = torch.rand(data[edge_type].num_edges, generator=gen)
+    data.name = "toy"
+    return data
+
+
+def test_a_heterodata_gets_the_typed_loader() -> None:
+    loader = NeighborLoader(hetero_data(), [2, 2], batch_size=8, input_nodes=("paper", None), seed=0)
+    assert isinstance(loader, HeteroNeighborLoader)
+    assert len(loader) == -(-PAPERS // 8)
+
+
+@pytest.mark.parametrize("num_neighbors", [[3, 2], "dict"], ids=["list", "dict"])
+def test_batches_are_pygs_layout_sliced_from_the_full_data(num_neighbors) -> None:
+    data = hetero_data()
+    if num_neighbors == "dict":
+        num_neighbors = {et: [2, 1] if et[1] != "cites" else [4, 0] for et in data.edge_types}
+    seeds = torch.arange(3, PAPERS, 3)
+    loader = NeighborLoader(data, num_neighbors, batch_size=7, input_nodes=("paper", seeds), seed=1, shuffle=True)
+    seen = []
+    for batch in loader:
+        assert isinstance(batch, HeteroData)
+        size = batch["paper"].batch_size
+        assert torch.equal(batch["paper"].n_id[:size], seeds[batch["paper"].input_id])
+        seen.append(batch["paper"].n_id[:size])
+        for node_type in data.node_types:
+            store, n_id = batch[node_type], batch[node_type].n_id
+            assert n_id.unique().numel() == n_id.numel()
+            assert batch[node_type].num_nodes == n_id.numel()
+            assert sum(store.num_sampled_nodes) == n_id.numel()
+            for key in ("x", "y", "train_mask"):
+                if key in data[node_type]:
+                    assert torch.equal(store[key], data[node_type][key][n_id])
+        for edge_type in data.edge_types:
+            store, e_id = batch[edge_type], batch[edge_type].e_id
+            src_type, _, dst_type = edge_type
+            original = data[edge_type].edge_index[:, e_id]
+            assert torch.equal(batch[src_type].n_id[store.edge_index[0]], original[0])
+            assert torch.equal(batch[dst_type].n_id[store.edge_index[1]], original[1])
+            assert torch.equal(store.weight, data[edge_type].weight[e_id])
+            assert sum(store.num_sampled_edges) == e_id.numel()
+        assert torch.equal(
+            batch["author", "writes", "paper"].edge_attr,
+            data["author", "writes", "paper"].edge_attr[batch["author", "writes", "paper"].e_id],
+        )
+        assert batch.name == "toy"
+    assert torch.equal(torch.cat(seen).sort().values, seeds)  # each seed once per epoch
+    assert data["paper"].x.shape[0] == PAPERS and "n_id" not in data["paper"]  # the caller's data untouched
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = SAGEConv((-1, -1), 8)
+        self.second = SAGEConv((-1, -1), 3)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.second(self.first(x, edge_index).relu(), edge_index)
+
+
+def test_every_neighbour_gives_the_full_graphs_seed_outputs() -> None:
+    data = hetero_data(seed=2)
+    del data["lonely"]
+    data["venue"].x = torch.randn(VENUES, 5)
+    torch.manual_seed(0)
+    model = to_hetero(SAGE(), data.metadata(), aggr="sum")
+    with torch.no_grad():
+        full = model(data.x_dict, data.edge_index_dict)["paper"]
+        loader = NeighborLoader(data, [-1, -1], batch_size=16, input_nodes=("paper", None), shuffle=False)
+        for batch in loader:
+            out = model(batch.x_dict, batch.edge_index_dict)["paper"][: batch["paper"].batch_size]
+            torch.testing.assert_close(out, full[batch["paper"].n_id[: batch["paper"].batch_size]])
+
+
+def test_a_to_hetero_model_trains_on_the_batches() -> None:
+    data = hetero_data(seed=3)
+    del data["lonely"]
+    data["venue"].x = torch.randn(VENUES, 5)
+    data["paper"].y = (data["paper"].x[:, 0] > 0).long()  # a label the features give away
+    torch.manual_seed(0)
+    model = to_hetero(SAGE(), data.metadata())
+    loader = NeighborLoader(data, [5, 5], batch_size=16, input_nodes=("paper", None), seed=4)
+    model(data.x_dict, data.edge_index_dict)  # materialise the lazy sizes
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(15):
+        for batch in loader:
+            size = batch["paper"].batch_size
+            loss = torch.nn.functional.cross_entropy(
+                model(batch.x_dict, batch.edge_index_dict)["paper"][:size], batch["paper"].y[:size]
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+
+
+def test_input_nodes_as_a_type_a_mask_and_the_seed_reproduces_batches() -> None:
+    data = hetero_data()
+    by_type = NeighborLoader(data, [2], batch_size=50, input_nodes="author", shuffle=False)
+    assert torch.equal(next(iter(by_type))["author"].n_id[:50], torch.arange(40))
+    mask = data["paper"].train_mask
+    loader = NeighborLoader(data, [2, 2], batch_size=9, input_nodes=("paper", mask), seed=5)
+    again = NeighborLoader(data, [2, 2], batch_size=9, input_nodes=("paper", mask), seed=5, prefetch=0)
+    for one, two in zip(loader, again, strict=True):
+        assert bool(mask[one["paper"].n_id[: one["paper"].batch_size]].all())
+        for key in data.node_types:
+            assert torch.equal(one[key].n_id, two[key].n_id)
+        for key in data.edge_types:
+            assert torch.equal(one[key].edge_index, two[key].edge_index)
+
+
+def test_weighted_draws_never_take_zero_weight_edges() -> None:
+    data = hetero_data()
+    for edge_type in data.edge_types:
+        data[edge_type].weight = (torch.arange(data[edge_type].num_edges) % 3 != 0).float()
+    loader = NeighborLoader(data, [3, 3], batch_size=20, input_nodes=("paper", None), weight_attr="weight", seed=0)
+    for batch in loader:
+        for edge_type in data.edge_types:
+            assert bool((batch[edge_type].e_id % 3 != 0).all())
+
+
+def test_bad_input_is_named() -> None:
+    data = hetero_data()
+    with pytest.raises(ValueError, match="input_nodes: a HeteroData needs the seeds' node type"):
+        NeighborLoader(data, [2])
+    with pytest.raises(ValueError, match="input_nodes: unknown node type 'nope'"):
+        NeighborLoader(data, [2], input_nodes=("nope", None))
+    with pytest.raises(TypeError, match="input_nodes: a HeteroData's seeds are a node type"):
+        NeighborLoader(data, [2], input_nodes=torch.arange(3))
+    with pytest.raises(ValueError, match="input_nodes holds vertex id 40"):
+        NeighborLoader(data, [2], input_nodes=("author", torch.tensor([40])))
+    with pytest.raises(ValueError, match="num_neighbors: no fan-outs for edge type"):
+        NeighborLoader(data, {("paper", "cites", "paper"): [2]}, input_nodes="paper")
+    with pytest.raises(ValueError, match="weight_attr 'w': edge type"):
+        NeighborLoader(data, [2], input_nodes="paper", weight_attr="w")
+    with pytest.raises(TypeError, match="time_attr"):
+        NeighborLoader(data, [2], input_nodes="paper", time_attr="time")
+    with pytest.raises(TypeError, match="data: expected a PyG HeteroData"):
+        HeteroNeighborLoader(object(), [2], input_nodes="paper")
