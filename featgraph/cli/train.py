@@ -12,13 +12,16 @@ import torch
 from ..distributed import launch
 from ..training import minibatch
 from ..training.loop import PRECISIONS, Metrics, build, evaluate, fit, load_model, node_task, save
-from ..training.models import BACKENDS, MODELS, Preset, preset
+from ..training.models import BACKENDS, HOMOGENEOUS_MODELS, MODELS, RELATIONAL_MODELS, Preset, preset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", choices=MODELS, help="default gcn (sage with --minibatch)")
     parser.add_argument(
-        "--dataset", default="cora", help="a labelled bundled dataset: cora, citeseer, products-like(-small)"
+        "--dataset",
+        default="cora",
+        help="a labelled bundled dataset: cora, citeseer, products-like(-small); for --model rgcn a generated "
+        "typed one: aifb-like, mutag-like, bgs-like, am-like, each at a scale as am-like-0.1",
     )
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--hidden", type=int)
@@ -68,6 +71,8 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
     device = training_device(args.device)
     if device.type != "cpu" and args.distributed:
         raise ValueError(f"--device {args.device}: --distributed training runs on the CPU (gloo)")
+    if (args.distributed or args.minibatch) and args.model in RELATIONAL_MODELS:
+        raise ValueError(f"--model {args.model} trains full-graph: --minibatch and --distributed take untyped models")
     if args.distributed and args.precision != "fp32":
         raise ValueError("--precision applies to full-graph and --minibatch training, not --distributed")
     if args.distributed:
@@ -160,7 +165,7 @@ def demo(args: argparse.Namespace) -> list[tuple[str, str, str, Metrics]]:
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default="cora")
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=["gcn", "gat"])
+    parser.add_argument("--models", nargs="+", choices=HOMOGENEOUS_MODELS, default=["gcn", "gat"])
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     add_device_argument(parser)

@@ -13,6 +13,7 @@ GNN uses. Same arguments, same dataset, on every machine.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -88,7 +89,7 @@ ENTITY_SHAPES = {
 }
 ENTITY_FEATURES = 16
 ENTITY_LABELLED = 0.1  # the share of nodes with a label, half of them for training
-ENTITY_SIGNAL = 0.5  # the share of a relation's edges whose source follows the planted rule
+ENTITY_SIGNAL = 0.9  # the share of a relation's edges whose source follows the planted rule
 
 
 def relation_sizes(relations: int, edges: int, minimum: int = 0) -> torch.Tensor:
@@ -114,13 +115,26 @@ class EntityDataset:
     test_idx: torch.Tensor
 
 
+def entity_by_name(name: str, seed: int = 0) -> EntityDataset | None:
+    """The entity dataset a name such as "aifb-like" or "am-like-0.1" (shape, then scale) stands for, as
+    ``entity_like`` names them; None for any other name."""
+    match = re.fullmatch(r"([a-z]+)-like(?:-([0-9.]+))?", name)
+    if match is None or match.group(1) not in ENTITY_SHAPES:
+        return None
+    try:
+        scale = float(match.group(2) or 1)
+    except ValueError:
+        raise ValueError(f"dataset {name!r}: the scale after '{match.group(1)}-like-' must be a number") from None
+    return entity_like(match.group(1), scale, seed)
+
+
 def entity_like(shape: str, scale: float = 1.0, seed: int = 0) -> EntityDataset:
     """A graph of the RGCN entity dataset ``shape`` ("aifb", "mutag", "bgs", "am") times ``scale`` (nodes and
     edges; the relations stay), with labels a relational model can find. Relation ``r`` holds a share of the
     edges falling off as ``1 / (r + 1)`` (a few large relations, many small ones, as in the real ones); a
-    node's class is planted in its in-edges: along relation ``r`` half of its in-neighbours come from class
-    ``(class + r) % classes``, so which relations bring which classes tells its class, while its 16 features
-    (the class's centroid under noise) say little on their own."""
+    node's class is planted in its in-edges: along relation ``r`` nine in ten of its in-neighbours come from
+    class ``(class + r) % classes``, so which relations bring which classes tells its class, while its 16
+    features (the class's centroid under noise) say little on their own."""
     if shape not in ENTITY_SHAPES:
         raise ValueError(f"shape must be one of {tuple(ENTITY_SHAPES)}, got {shape!r}")
     if not 0 < scale <= 1:

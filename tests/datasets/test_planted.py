@@ -87,7 +87,7 @@ def test_entity_graphs_follow_the_rgcn_datasets_shapes(shape):
 
 def test_entity_labels_are_found_through_relations_not_features():
     """Reading which relation brings which class of in-neighbour names a node's class; the features alone
-    are a weak guess."""
+    are a far weaker guess."""
     data = entity_like("aifb", 1.0, seed=2)
     src, dst = data.graph.graph.edge_index
     classes = data.num_classes
@@ -97,7 +97,7 @@ def test_entity_labels_are_found_through_relations_not_features():
     by_relations = (votes[test].argmax(1) == data.y[test]).float().mean().item()
     centroids = torch.stack([data.x[data.train_idx][data.y[data.train_idx] == c].mean(0) for c in range(classes)])
     by_features = (torch.cdist(data.x[test], centroids).argmin(1) == data.y[test]).float().mean().item()
-    assert by_relations > 0.8 and by_features < 0.7, (by_relations, by_features)  # 4 classes: chance is 0.25
+    assert by_relations > 0.9 and by_features < by_relations - 0.2, (by_relations, by_features)  # chance: 0.25
 
 
 def test_entity_graphs_are_seeded_and_check_their_arguments():

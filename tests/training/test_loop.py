@@ -90,3 +90,30 @@ def test_save_and_load_give_the_same_accuracy(cora, tmp_path):
     loaded, task, meta = load_model(tmp_path / "m.pt")
     assert meta["model"] == "sage" and meta["config"]["aggr"] == "max"
     assert evaluate(loaded, task) == evaluate(net, cora)
+
+
+def test_typed_task_trains_rgcn_like_pyg_and_models_match_their_tasks():
+    """The generated AIFB-shaped task: features, edges sorted by relation with their types, a validation fifth
+    of the training nodes; with PyG's initial weights and the same dropout, featgraph's RGCN follows PyG's
+    trajectory and both learn the planted labels (4 classes: chance is 0.25)."""
+    pytest.importorskip("torch_geometric")
+    task = node_task("aifb-like-0.5")
+    assert task.num_relations == 90 and task.edge_type.shape == (task.edge_index.shape[1],)
+    assert bool((task.edge_type[1:] >= task.edge_type[:-1]).all())
+    assert len(task.train_idx) + len(task.val_idx) == round(0.1 * task.x.shape[0]) // 2
+    assert len(task.val_idx) == (len(task.train_idx) + len(task.val_idx)) // 5
+    assert not set(task.val_idx.tolist()) & set(task.train_idx.tolist())
+    config = preset("rgcn", epochs=60)
+    torch.manual_seed(0)
+    theirs, ours = build("rgcn", task, config, "pyg"), build("rgcn", task, config, "featgraph")
+    ours.load_state_dict(theirs.state_dict())
+    ours.drop = F.dropout
+    ref, got = (fit(net, task, config, seed=1, progress=False) for net in (theirs, ours))
+    assert got.best_epoch == ref.best_epoch and abs(got.test_acc - ref.test_acc) <= 0.01
+    assert got.test_acc > 0.5, got
+    with pytest.raises(ValueError, match="model 'rgcn' reads edge types"):
+        build("rgcn", node_task("cora"), preset("rgcn"), "featgraph")
+    with pytest.raises(ValueError, match="dataset 'aifb-like-0.5' is typed"):
+        build("gcn", task, preset("gcn"), "featgraph")
+    with pytest.raises(ValueError, match="the scale after 'am-like-' must be a number"):
+        node_task("am-like-0.1.2")

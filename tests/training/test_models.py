@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 from featgraph.ops import dropout
 from featgraph.training import MODELS, NodeClassifier, layers, preset
+from featgraph.training.models import RELATIONAL_MODELS
 from tests.nn.reference import N, edges
 
 
@@ -11,12 +12,14 @@ from tests.nn.reference import N, edges
 def test_featgraph_and_pyg_models_share_parameter_names_and_outputs(model):
     pytest.importorskip("torch_geometric")
     config = preset(model, aggr="pool") if model == "sage" else preset(model)
+    relations = 3 if model in RELATIONAL_MODELS else 0
     torch.manual_seed(0)
-    theirs = NodeClassifier(model, 12, 4, config, "pyg").eval()
-    ours = NodeClassifier(model, 12, 4, config, "featgraph").eval()
+    theirs = NodeClassifier(model, 12, 4, config, "pyg", num_relations=relations).eval()
+    ours = NodeClassifier(model, 12, 4, config, "featgraph", num_relations=relations).eval()
     ours.load_state_dict(theirs.state_dict(), strict=True)
     x, edge_index = torch.randn(N, 12), edges(20)
-    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index), rtol=1e-4, atol=1e-5)
+    graph = (edge_index, torch.randint(0, 3, (edge_index.shape[1],))) if relations else (edge_index,)
+    torch.testing.assert_close(ours(x, *graph), theirs(x, *graph), rtol=1e-4, atol=1e-5)
     assert ours.drop is dropout and theirs.drop is F.dropout
 
 
