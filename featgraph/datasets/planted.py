@@ -1,5 +1,6 @@
 """Graphs with labels planted for a GNN to find: ogbn-products' shape for mini-batch training at scale, and
-the RGCN entity datasets' typed shapes (``entity_like``) for relational models.
+typed ones for relational models: the RGCN entity datasets' shapes (``entity_like``) and ogbn-mag's
+(``mag_like``).
 
 ogbn-products (Hu et al., NeurIPS 2020; Amazon co-purchases) has 2,449,029 vertices, 61,859,140 edges,
 100 features, 47 classes, power-law degrees and a sales-rank split of 8% / 1.6% / 90.4%. Its data cannot be
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -164,4 +166,116 @@ def entity_like(shape: str, scale: float = 1.0, seed: int = 0) -> EntityDataset:
     return EntityDataset(
         f"{shape}-like-{scale:g}" if scale != 1 else f"{shape}-like", HeteroGraph(data, {"entity": n}), features,
         labels, classes, labelled[:half].sort().values, labelled[half:].sort().values,
+    )  # fmt: skip
+
+
+# ogbn-mag (Hu et al., 2020; Microsoft Academic Graph): node counts, edge counts per edge type, paper features,
+# venue classes and the time-based split's sizes
+MAG_NODES = {"paper": 736_389, "author": 1_134_649, "institution": 8_740, "field_of_study": 59_965}
+MAG_EDGES = {
+    ("author", "writes", "paper"): 7_145_660,
+    ("paper", "cites", "paper"): 5_416_271,
+    ("paper", "has_topic", "field_of_study"): 7_505_078,
+    ("author", "affiliated_with", "institution"): 1_043_998,
+}
+MAG_FEATURES = 128
+MAG_CLASSES = 349
+MAG_SPLIT = (629_571, 64_879)  # train, validation; the rest (41,939 papers) is the test set
+
+
+@dataclass
+class TypedDataset:
+    """A typed graph with features per node type (``x``: types without features are left out), labels of
+    the ``target`` node type and a split of its nodes."""
+
+    name: str
+    graph: HeteroGraph
+    x: dict[str, torch.Tensor]
+    target: str
+    y: torch.Tensor
+    num_classes: int
+    train_idx: torch.Tensor
+    val_idx: torch.Tensor
+    test_idx: torch.Tensor
+
+    def to_pyg(self) -> Any:
+        """The dataset as PyG's ``HeteroData`` (PyG needed): features, counts, edges, ``y`` and the split as
+        masks on the target type, as PyG's ``OGB_MAG`` lays it out."""
+        from torch_geometric.data import HeteroData
+
+        data = HeteroData()
+        for node_type, count in self.graph.num_nodes_dict.items():
+            data[node_type].num_nodes = count
+            if node_type in self.x:
+                data[node_type].x = self.x[node_type]
+        for edge_type, edge_index in self.graph.to_edge_index_dict().items():
+            data[edge_type].edge_index = edge_index
+        store = data[self.target]
+        store.y = self.y
+        for split, idx in (("train", self.train_idx), ("val", self.val_idx), ("test", self.test_idx)):
+            store[f"{split}_mask"] = torch.zeros(self.y.numel(), dtype=torch.bool).index_fill_(0, idx, True)
+        return data
+
+
+def _by_weight(
+    weight: torch.Tensor, labels: torch.Tensor, classes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(vertices sorted by class, their running weight sums, each class's [start, end) of those sums): one
+    uniform draw in a class's (or the whole) range, searched in the running sums, picks a vertex by weight."""
+    order = torch.sort(labels, stable=True).indices
+    running = torch.cumsum(weight[order], 0)
+    ends = running[torch.cumsum(torch.bincount(labels, minlength=classes), 0) - 1]
+    starts = torch.cat([running.new_zeros(1), ends[:-1]])
+    return order, running, torch.stack([starts, ends], 1)
+
+
+def _draw(table: tuple, classes: torch.Tensor | None, count: int, gen: torch.Generator) -> torch.Tensor:
+    """``count`` vertices drawn by weight: the i-th from class ``classes[i]`` (None: from all vertices)."""
+    order, running, spans = table
+    if classes is None:
+        low, high = torch.zeros(count, dtype=torch.float64), running[-1].expand(count)
+    else:
+        low, high = spans[classes, 0], spans[classes, 1]
+    point = low + torch.rand(count, generator=gen, dtype=torch.float64) * (high - low)
+    return order[torch.searchsorted(running, point).clamp_(max=order.numel() - 1)]
+
+
+def mag_like(scale: float = 1.0, seed: int = 0, homophily: float = 0.7) -> TypedDataset:
+    """ogbn-mag's shape times ``scale`` (every node and edge count; 1.0: 1.9M nodes, 21M edges in four edge
+    types): papers, authors, institutions and fields of study, 128 paper features and 349 paper classes.
+    Every node has a class (skewed as Zipf's law) and a power-law weight; each edge draws its source by
+    weight and, with probability ``homophily``, its destination by weight among its source's class (else among
+    all), so citations, co-authors and topics carry a paper's class, while the features (the class's centroid
+    under noise) alone place few papers."""
+    if not 0 < scale <= 1:
+        raise ValueError(f"scale must be in (0, 1], got {scale}")
+    if not 0 <= homophily <= 1:
+        raise ValueError(f"homophily must be in [0, 1], got {homophily}")
+    gen = torch.Generator().manual_seed(seed)
+    class_weight = 1.0 / torch.arange(1, MAG_CLASSES + 1, dtype=torch.float64)
+    labels, tables = {}, {}
+    for node_type, full in MAG_NODES.items():
+        n = max(MAG_CLASSES, round(full * scale))
+        labels[node_type] = torch.multinomial(class_weight, n, replacement=True, generator=gen)
+        labels[node_type][:MAG_CLASSES] = torch.arange(MAG_CLASSES)  # every class present in every type
+        weight = torch.rand(n, generator=gen, dtype=torch.float64).pow(-1.0 / (DEGREE_EXPONENT - 1.0))
+        tables[node_type] = _by_weight(weight.clamp_(max=n**0.5), labels[node_type], MAG_CLASSES)
+    edges = {}
+    for (src_type, rel, dst_type), full in MAG_EDGES.items():
+        count = max(1, round(full * scale))
+        src = _draw(tables[src_type], None, count, gen)
+        dst = _draw(tables[dst_type], None, count, gen)
+        same = torch.rand(count, generator=gen) < homophily
+        dst[same] = _draw(tables[dst_type], labels[src_type][src[same]], int(same.sum()), gen)
+        edges[(src_type, rel, dst_type)] = torch.stack([src, dst])
+    graph = HeteroGraph(edges, {t: labels[t].numel() for t in MAG_NODES})
+    y = labels["paper"]
+    centroids = torch.randn(MAG_CLASSES, MAG_FEATURES, generator=gen)
+    x = centroids[y] + FEATURE_NOISE * torch.randn(y.numel(), MAG_FEATURES, generator=gen)
+    order = torch.randperm(y.numel(), generator=gen)
+    train = round(MAG_SPLIT[0] / MAG_NODES["paper"] * y.numel())
+    val = round(MAG_SPLIT[1] / MAG_NODES["paper"] * y.numel())
+    return TypedDataset(
+        f"mag-like-{scale:g}" if scale != 1 else "mag-like", graph, {"paper": x}, "paper", y, MAG_CLASSES,
+        order[:train].sort().values, order[train : train + val].sort().values, order[train + val :].sort().values,
     )  # fmt: skip

@@ -4,11 +4,17 @@ import torch
 from featgraph.datasets.planted import (
     ENTITY_FEATURES,
     ENTITY_SHAPES,
+    MAG_CLASSES,
+    MAG_EDGES,
+    MAG_FEATURES,
+    MAG_NODES,
+    MAG_SPLIT,
     PRODUCTS_CLASSES,
     PRODUCTS_EDGES,
     PRODUCTS_FEATURES,
     PRODUCTS_NODES,
     entity_like,
+    mag_like,
     products_like,
 )
 
@@ -107,3 +113,41 @@ def test_entity_graphs_are_seeded_and_check_their_arguments():
         entity_like("cora")
     with pytest.raises(ValueError, match="scale"):
         entity_like("aifb", 0)
+
+
+def test_mag_like_follows_ogbn_mags_shape_and_plants_classes_in_its_edges():
+    data = mag_like(0.02, seed=1)
+    graph = data.graph
+    for node_type, full in MAG_NODES.items():
+        assert graph.num_nodes_dict[node_type] == max(MAG_CLASSES, round(full * 0.02))
+    for edge_type, full in MAG_EDGES.items():
+        assert graph.num_edges_of(edge_type) == round(full * 0.02)
+    papers = graph.num_nodes_dict["paper"]
+    assert data.x["paper"].shape == (papers, MAG_FEATURES) and list(data.x) == ["paper"]
+    assert data.y.shape == (papers,) and int(data.y.max()) < MAG_CLASSES == data.num_classes
+    split = torch.cat([data.train_idx, data.val_idx, data.test_idx])
+    assert torch.equal(split.sort().values, torch.arange(papers))
+    assert abs(data.train_idx.numel() / papers - MAG_SPLIT[0] / MAG_NODES["paper"]) < 0.01
+    src, dst = graph.relation(("paper", "cites", "paper")).coo()
+    same = (data.y[src] == data.y[dst]).float().mean().item()
+    shares = torch.bincount(data.y, minlength=MAG_CLASSES).double() / papers
+    chance = float((shares**2).sum())
+    assert abs(same - (0.7 + 0.3 * chance)) < 0.05, (same, chance)  # homophily 0.7 plus chance agreement
+    degree = torch.bincount(dst, minlength=papers)
+    assert int(degree.max()) > 10 * degree.double().mean().item()  # power-law in-degrees
+
+
+def test_mag_like_is_seeded_checks_its_arguments_and_converts_to_pyg():
+    a, b = mag_like(0.01, seed=3), mag_like(0.01, seed=3)
+    assert torch.equal(a.graph.graph.edge_index, b.graph.graph.edge_index) and torch.equal(a.x["paper"], b.x["paper"])
+    with pytest.raises(ValueError, match="scale must be in"):
+        mag_like(1.5)
+    with pytest.raises(ValueError, match="homophily must be in"):
+        mag_like(0.01, homophily=2)
+    pytest.importorskip("torch_geometric")
+    data = a.to_pyg()
+    assert data.node_types == list(MAG_NODES) and data.edge_types == list(MAG_EDGES)
+    for edge_type in MAG_EDGES:
+        assert torch.equal(data[edge_type].edge_index, torch.stack(a.graph.relation(edge_type).coo()))
+    assert torch.equal(data["paper"].train_mask.nonzero().flatten(), a.train_idx)
+    assert torch.equal(data["paper"].y, a.y) and data["author"].num_nodes == a.graph.num_nodes_dict["author"]
