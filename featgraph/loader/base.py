@@ -1,6 +1,7 @@
-"""What both mini-batch loaders share: the full graph and its sampler, built once; an epoch's seed vertices cut
-into batches (shuffled by a torch ``Generator``), each batch sampled with its own seed; batches made ahead
-in a background thread. Subclasses say what one batch looks like (``_make``)."""
+"""What the mini-batch loaders share: the full graph and its sampler, built once; an epoch's inputs (seed
+vertices, or seed edges for the link loader) cut into batches (shuffled by a torch ``Generator``), each batch
+sampled with its own seed; batches made ahead in a background thread. Subclasses say what one batch looks
+like (``_make``, or ``_batch`` where a batch's seeds are more than its inputs)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from .source import (
     LoaderSource,
     checked_count,
     checked_flag,
-    checked_input_nodes,
     checked_seed,
 )
 
@@ -28,7 +28,8 @@ BatchType = TypeVar("BatchType")
 
 
 class SeedLoader(Generic[BatchType]):
-    """Iterates mini-batches of the seed vertices ``input_nodes``, each seed once per epoch.
+    """Iterates mini-batches of ``inputs`` (one example per row: the seed vertices ``input_nodes`` of the node
+    loaders), each once per epoch.
 
     ``seed`` makes the sequence of batches reproducible: two loaders with the same seed (and arguments) give
     the same batches, epoch after epoch, whatever ``prefetch`` and ``num_workers`` are; with ``seed=None``
@@ -48,7 +49,7 @@ class SeedLoader(Generic[BatchType]):
         fanouts_name: str,
         batch_size: int,
         shuffle: bool,
-        input_nodes: Any,
+        inputs: torch.Tensor,
         replace: bool,
         seed: int | None,
         num_workers: int,
@@ -69,7 +70,7 @@ class SeedLoader(Generic[BatchType]):
         self.shuffle = checked_flag(shuffle, "shuffle")
         self.drop_last = checked_flag(drop_last, "drop_last")
         self.prefetch = checked_count(prefetch, "prefetch", 0)
-        self.input_nodes = checked_input_nodes(input_nodes, source.graph.num_nodes)
+        self.inputs = inputs
         self.seed = checked_seed(seed)
         threads = checked_count(num_workers, "num_workers", 0)
         threads = toolchain.checked_threads(threads, "num_workers") if threads else None
@@ -98,7 +99,7 @@ class SeedLoader(Generic[BatchType]):
 
     def __len__(self) -> int:
         """Batches per epoch."""
-        full, rest = divmod(self.input_nodes.numel(), self.batch_size)
+        full, rest = divmod(self.inputs.shape[0], self.batch_size)
         return full + int(rest > 0 and not self.drop_last)
 
     def __iter__(self) -> Iterator[BatchType]:
@@ -107,19 +108,40 @@ class SeedLoader(Generic[BatchType]):
         generator = self._generator
         if generator is None:
             generator = torch.Generator().manual_seed(int(torch.randint(0, SEED_LIMIT - 1, (1,))))
-        count = self.input_nodes.numel()
+        count = self.inputs.shape[0]
         order = torch.randperm(count, generator=generator) if self.shuffle else torch.arange(count)
         positions = list(order.split(self.batch_size))[: len(self)]
         seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
         return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
 
+    def __call__(self, index: Any) -> BatchType:
+        """The batch of the inputs at positions ``index`` (PyG's loaders take the same call), sampled with a
+        seed from torch's generator."""
+        positions = torch.as_tensor(index)
+        if positions.numel() == 0:
+            raise ValueError("index is empty: a batch needs at least one input")
+        if positions.dim() != 1 or positions.dtype == torch.bool or positions.is_floating_point():
+            raise ValueError(f"index must be a 1-D list of input positions, got {index!r}")
+        positions = positions.to(device="cpu", dtype=torch.int64)
+        count = self.inputs.shape[0]
+        if int(positions.min()) < 0 or int(positions.max()) >= count:
+            raise ValueError(f"index holds a position out of range for {count} inputs")
+        return self._sampled((positions, int(torch.randint(0, SEED_LIMIT - 1, (1,)))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
     def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
         positions, seed = job
-        batch = self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
+        batch = self._batch(positions, seed)
         return batch.pin_memory() if self.pin_memory else batch
 
+    def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
+        """The batch of ``inputs[positions]``, drawn with ``seed``: the node loaders' sample those seeds."""
+        return self._make(positions, self.sampler.sample(self.inputs[positions], seed))
+
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
-        """One batch from the sampled ``batch`` of seeds ``input_nodes[positions]``."""
+        """One batch from the sampled ``batch`` of seeds ``inputs[positions]``."""
         raise NotImplementedError
 
 
