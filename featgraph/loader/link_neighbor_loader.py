@@ -190,8 +190,10 @@ def _checked_edge_label(edge_label: Any, count: int, negative: Any) -> torch.Ten
     if edge_label is None:
         return None
     if negative is not None and negative.mode == "triplet":
-        raise ValueError("edge_label must be None with triplet negative sampling (src_index, dst_pos_index and "
-                         "dst_neg_index tell positives from negatives)")  # fmt: skip
+        raise ValueError(
+            "edge_label must be None with triplet negative sampling: src_index, dst_pos_index and dst_neg_index "
+            "tell positives from negatives"
+        )
     labels = torch.as_tensor(edge_label)
     if labels.dim() == 0 or labels.shape[0] != count:
         raise ValueError(f"edge_label must have one entry per seed edge ({count}), got shape {tuple(labels.shape)}")
