@@ -1,7 +1,7 @@
-"""What the mini-batch loaders share: an epoch's seeds cut into batches (shuffled by a torch ``Generator``),
-each batch sampled with its own seed, batches made ahead in a background thread (``EpochLoader``); for one
-vertex set, the full graph and its ``NeighborSampler``, built once (``SeedLoader``, whose subclasses say what
-one batch looks like)."""
+"""What the mini-batch loaders share: an epoch's inputs (seed vertices, or seed edges for the link loader) cut
+into batches (shuffled by a torch ``Generator``), each batch sampled with its own seed, batches made ahead in a
+background thread (``EpochLoader``); on one vertex set, the full graph and its ``NeighborSampler``, built once
+(``SeedLoader``, whose subclasses say what one batch looks like)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from .source import (
     LoaderSource,
     checked_count,
     checked_flag,
-    checked_input_nodes,
     checked_seed,
 )
 
@@ -29,8 +28,8 @@ BatchType = TypeVar("BatchType")
 
 
 class EpochLoader(Generic[BatchType]):
-    """Iterates mini-batches of ``count`` seeds, each seed once per epoch; subclasses sample one batch
-    (``_batch``).
+    """Iterates mini-batches of ``inputs`` (one example per row: seed vertices, or seed edges for the link
+    loader), each once per epoch; subclasses sample one batch (``_batch``).
 
     ``seed`` makes the sequence of batches reproducible: two loaders with the same seed (and arguments) give
     the same batches, epoch after epoch, whatever ``prefetch`` and ``num_workers`` are; with ``seed=None``
@@ -42,7 +41,7 @@ class EpochLoader(Generic[BatchType]):
     """
 
     def __init__(
-        self, count: int, batch_size: int, shuffle: bool, seed: int | None, prefetch: int, drop_last: bool,
+        self, inputs: torch.Tensor, batch_size: int, shuffle: bool, seed: int | None, prefetch: int, drop_last: bool,
         pin_memory: bool,
     ) -> None:  # fmt: skip
         self.pin_memory = checked_flag(pin_memory, "pin_memory")
@@ -51,17 +50,17 @@ class EpochLoader(Generic[BatchType]):
                 "pin_memory=True: no CUDA GPU is visible, so batches stay in pageable memory", UserWarning, stacklevel=4
             )
             self.pin_memory = False
-        self.count = count
         self.batch_size = checked_count(batch_size, "batch_size", 1)
         self.shuffle = checked_flag(shuffle, "shuffle")
         self.drop_last = checked_flag(drop_last, "drop_last")
         self.prefetch = checked_count(prefetch, "prefetch", 0)
+        self.inputs = inputs
         self.seed = checked_seed(seed)
         self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 
     def __len__(self) -> int:
         """Batches per epoch."""
-        full, rest = divmod(self.count, self.batch_size)
+        full, rest = divmod(self.inputs.shape[0], self.batch_size)
         return full + int(rest > 0 and not self.drop_last)
 
     def __iter__(self) -> Iterator[BatchType]:
@@ -70,27 +69,45 @@ class EpochLoader(Generic[BatchType]):
         generator = self._generator
         if generator is None:
             generator = torch.Generator().manual_seed(int(torch.randint(0, SEED_LIMIT - 1, (1,))))
-        order = torch.randperm(self.count, generator=generator) if self.shuffle else torch.arange(self.count)
+        count = self.inputs.shape[0]
+        order = torch.randperm(count, generator=generator) if self.shuffle else torch.arange(count)
         positions = list(order.split(self.batch_size))[: len(self)]
         seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
         return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
 
+    def __call__(self, index: Any) -> BatchType:
+        """The batch of the inputs at positions ``index`` (PyG's loaders take the same call), sampled with a
+        seed from torch's generator."""
+        positions = torch.as_tensor(index)
+        if positions.numel() == 0:
+            raise ValueError("index is empty: a batch needs at least one input")
+        if positions.dim() != 1 or positions.dtype == torch.bool or positions.is_floating_point():
+            raise ValueError(f"index must be a 1-D list of input positions, got {index!r}")
+        positions = positions.to(device="cpu", dtype=torch.int64)
+        count = self.inputs.shape[0]
+        if int(positions.min()) < 0 or int(positions.max()) >= count:
+            raise ValueError(f"index holds a position out of range for {count} inputs")
+        return self._sampled((positions, int(torch.randint(0, SEED_LIMIT - 1, (1,)))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
     def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
-        batch = self._batch(*job)
+        positions, seed = job
+        batch = self._batch(positions, seed)
         return batch.pin_memory() if self.pin_memory else batch
 
     def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
-        """The batch of the epoch's seeds at ``positions``, sampled with ``seed``."""
+        """The batch of ``inputs[positions]``, drawn with ``seed``."""
         raise NotImplementedError
 
 
 class SeedLoader(EpochLoader[BatchType]):
-    """Iterates mini-batches of the seed vertices ``input_nodes`` of one vertex set, sampled by a
-    ``NeighborSampler`` built here; subclasses say what one batch looks like (``_make``).
-
+    """An ``EpochLoader`` on one vertex set: the full graph and its ``NeighborSampler``, built here.
     ``num_workers``: threads the sampler's compiled code uses (0: the CPU kernels' count). ``self_loops``:
-    each block also brings its graph with self loops (``NeighborSampler``'s option). ``seed``, ``prefetch``
-    and ``pin_memory`` as in ``EpochLoader``.
+    each block also brings its graph with self loops (``NeighborSampler``'s option). The node loaders sample
+    the seed vertices of ``inputs[positions]`` and say what one batch looks like (``_make``); the link loader
+    overrides ``_batch``, since a batch's seeds are more than its inputs.
     """
 
     def __init__(
@@ -100,7 +117,7 @@ class SeedLoader(EpochLoader[BatchType]):
         fanouts_name: str,
         batch_size: int,
         shuffle: bool,
-        input_nodes: Any,
+        inputs: torch.Tensor,
         replace: bool,
         seed: int | None,
         num_workers: int,
@@ -111,8 +128,7 @@ class SeedLoader(EpochLoader[BatchType]):
         pin_memory: bool = False,
     ) -> None:
         self.source = source
-        self.input_nodes = checked_input_nodes(input_nodes, source.graph.num_nodes)
-        super().__init__(self.input_nodes.numel(), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weight = None
         if weight_attr is not None:
             if weight_attr not in source.edge_attrs:
@@ -136,10 +152,10 @@ class SeedLoader(EpochLoader[BatchType]):
         return self.source.graph
 
     def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
-        return self._make(positions, self.sampler.sample(self.input_nodes[positions], seed))
+        return self._make(positions, self.sampler.sample(self.inputs[positions], seed))
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
-        """One batch from the sampled ``batch`` of seeds ``input_nodes[positions]``."""
+        """One batch from the sampled ``batch`` of seeds ``inputs[positions]``."""
         raise NotImplementedError
 
 

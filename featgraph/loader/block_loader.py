@@ -17,7 +17,7 @@ import torch
 
 from ..sampling import Block, MiniBatch
 from .base import SeedLoader, gathered
-from .source import loader_source
+from .source import checked_input_nodes, loader_source
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,10 @@ class BlockLoader(SeedLoader[BlockBatch]):
         x: Any = None,
         y: Any = None,
     ) -> None:
+        source = loader_source(graph_or_data, x, y)
         super().__init__(
-            loader_source(graph_or_data, x, y), fanouts, "fanouts", batch_size, shuffle, input_nodes, replace, seed,
-            num_workers, prefetch, drop_last, weight_attr, self_loops, pin_memory=pin_memory,
+            source, fanouts, "fanouts", batch_size, shuffle, checked_input_nodes(input_nodes, source.graph.num_nodes),
+            replace, seed, num_workers, prefetch, drop_last, weight_attr, self_loops, pin_memory=pin_memory,
         )  # fmt: skip
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:

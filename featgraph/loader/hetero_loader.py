@@ -74,7 +74,7 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         self.graph = HeteroGraph.from_pyg(data)
         self.input_type, ids = _input(input_nodes, self.graph.node_types)
         self.input_nodes = checked_input_nodes(ids, self.graph.num_nodes_dict[self.input_type])
-        super().__init__(self.input_nodes.numel(), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        super().__init__(self.input_nodes, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weights = None
         if weight_attr is not None:
             lacking = [et for et in self.graph.edge_types if weight_attr not in data[et]]

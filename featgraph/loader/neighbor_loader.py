@@ -18,7 +18,7 @@ import torch
 from ..sampling import MiniBatch
 from .base import SeedLoader, gathered
 from .hetero_loader import HeteroNeighborLoader, is_hetero_data
-from .source import loader_source
+from .source import LoaderSource, checked_input_nodes, loader_source
 
 
 class Batch:
@@ -102,15 +102,31 @@ class NeighborLoader(SeedLoader[Any]):
         x: Any = None,
         y: Any = None,
     ) -> None:
+        source = loader_source(data, x, y)
         super().__init__(
-            loader_source(data, x, y), num_neighbors, "num_neighbors", batch_size, shuffle, input_nodes, replace, seed,
-            num_workers, prefetch, drop_last, weight_attr, pin_memory=pin_memory,
+            source, num_neighbors, "num_neighbors", batch_size, shuffle,
+            checked_input_nodes(input_nodes, source.graph.num_nodes), replace, seed, num_workers, prefetch, drop_last,
+            weight_attr, pin_memory=pin_memory,
         )  # fmt: skip
         self.batch_class = pyg_data_class() or Batch
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:
-        flat = batch.to_edge_index()
-        n_id, e_id, edge_index = flat.n_id, flat.e_id, flat.edge_index
+        attrs = flat_attrs(self.source, batch)
+        attrs.update(batch_size=batch.batch_size, input_id=positions)
+        return self.batch_class(**attrs)
+
+
+def flat_attrs(source: LoaderSource, batch: MiniBatch, bidirectional: bool = False) -> dict[str, Any]:
+    """PyG's flat layout of a sampled ``batch``: ``edge_index`` in local ids, ``n_id``, ``e_id``, ``num_nodes``,
+    the per-hop counts, the source's per-vertex and per-edge tensors gathered and its graph-level values.
+    ``bidirectional`` (PyG's ``subgraph_type="bidirectional"``): every sampled edge also reversed, each pair
+    once, and no per-hop counts, which no longer describe the edges (PyG drops them too)."""
+    flat = batch.to_edge_index()
+    n_id, e_id, edge_index = flat.n_id, flat.e_id, flat.edge_index
+    attrs: dict[str, Any] = dict(source.graph_attrs)
+    if bidirectional:
+        edge_index, e_id = both_ways(edge_index, e_id, n_id.numel())
+    else:
         # vertices reached at each hop (seeds first) and the edges into each hop's vertices: the flat edges run
         # hop by hop, each hop's grouped by destination, so their destinations ascend
         num_sampled_nodes = [flat.batch_size] + [
@@ -119,18 +135,20 @@ class NeighborLoader(SeedLoader[Any]):
         reached = torch.tensor(num_sampled_nodes).cumsum(0)  # vertices reached by the end of each hop
         edge_ends = torch.searchsorted(edge_index[1], reached)
         num_sampled_edges = torch.diff(edge_ends, prepend=torch.zeros(1, dtype=torch.int64))[:-1]
-        source = self.source
-        attrs: dict[str, Any] = dict(source.graph_attrs)
-        attrs.update({key: gathered(value, n_id) for key, value in source.node_attrs.items()})
-        attrs.update({key: gathered(value, e_id) for key, value in source.edge_attrs.items()})
-        attrs.update(
-            edge_index=edge_index,
-            n_id=n_id,
-            e_id=e_id,
-            num_nodes=n_id.numel(),
-            batch_size=flat.batch_size,
-            input_id=positions,
-            num_sampled_nodes=num_sampled_nodes,
-            num_sampled_edges=num_sampled_edges.tolist(),
-        )
-        return self.batch_class(**attrs)
+        attrs.update(num_sampled_nodes=num_sampled_nodes, num_sampled_edges=num_sampled_edges.tolist())
+    attrs.update({key: gathered(value, n_id) for key, value in source.node_attrs.items()})
+    attrs.update({key: gathered(value, e_id) for key, value in source.edge_attrs.items()})
+    attrs.update(edge_index=edge_index, n_id=n_id, e_id=e_id, num_nodes=n_id.numel())
+    return attrs
+
+
+def both_ways(edge_index: torch.Tensor, e_id: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``edge_index`` with each edge also reversed, each (source, destination) pair once, sorted by destination
+    then source (PyG's coalesce by column); a pair keeps the id of its first occurrence, the sampled edge's
+    before a reversed one's."""
+    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    ids = torch.cat([e_id, e_id])
+    pairs, inverse = torch.unique(both[1] * num_nodes + both[0], return_inverse=True)
+    positions = torch.arange(inverse.numel())
+    first = torch.full((pairs.numel(),), inverse.numel()).scatter_reduce(0, inverse, positions, "amin")
+    return torch.stack([pairs % num_nodes, pairs // num_nodes]), ids[first]

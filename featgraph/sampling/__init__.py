@@ -1,8 +1,13 @@
 """Mini-batch sampling on large graphs: ``NeighborSampler`` draws GraphSAGE-style neighbourhoods of seed
-vertices into bipartite blocks (compiled C++/OpenMP), ``MiniBatch.to_edge_index`` gives PyG's flat form;
-``HeteroNeighborSampler`` samples typed graphs with a fan-out per edge type."""
+vertices into bipartite blocks (compiled C++/OpenMP), ``MiniBatch.to_edge_index`` gives PyG's flat form,
+``HeteroNeighborSampler`` samples typed graphs with a fan-out per edge type, ``NegativeSampling`` draws the
+negative examples of link prediction."""
 
 from .hetero import HeteroMiniBatch, HeteroNeighborSampler
+from .negative import NegativeSampling
 from .neighbor import Block, EdgeIndexBatch, MiniBatch, NeighborSampler
 
-__all__ = ["Block", "EdgeIndexBatch", "HeteroMiniBatch", "HeteroNeighborSampler", "MiniBatch", "NeighborSampler"]
+__all__ = [
+    "Block", "EdgeIndexBatch", "HeteroMiniBatch", "HeteroNeighborSampler", "MiniBatch", "NegativeSampling",
+    "NeighborSampler",
+]  # fmt: skip

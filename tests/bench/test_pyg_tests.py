@@ -41,7 +41,47 @@ def test_rows_count_the_tests_that_pass_with_pygs_layers_and_featgraphs(tmp_path
         "pyg_passing": 2,
         "featgraph_passing": 1,
         "failing_with_featgraph_only": ["test_layer_is_pygs"],
+        "passing_where_pyg_skips": 0,
+        "failing_where_pyg_skips": [],
     }
     assert all(
         r["pyg_passing"] == r["featgraph_passing"] == 1 for name, r in rows.items() if name != "test_gcn_conv.py"
     )
+
+
+LINK_TESTS = """import pytest
+import torch_geometric.loader
+from torch_geometric.testing import onlyNeighborSampler, withPackage
+
+
+@onlyNeighborSampler
+def test_homo_sampled():
+    assert torch_geometric.loader.LinkNeighborLoader.__module__.startswith("featgraph")
+
+
+@withPackage("pyg_lib")
+def test_homo_needs_a_sampler_package():
+    assert False
+
+
+def test_hetero_left_out():
+    assert False
+"""
+
+
+def test_with_loaders_pygs_sampler_markers_let_featgraphs_loader_run_the_homogeneous_tests(tmp_path):
+    typing = pytest.importorskip("torch_geometric.typing")
+    if typing.WITH_PYG_LIB or typing.WITH_TORCH_SPARSE:
+        pytest.skip("pyg-lib or torch-sparse installed: PyG's loader runs these tests itself")
+    (tmp_path / "test_link_neighbor_loader.py").write_text(LINK_TESTS)
+    out = tmp_path / "rows.json"
+    main(["bench", "pyg-tests", "--loaders", "--tests", str(tmp_path), "--json", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row == {
+        "file": "test_link_neighbor_loader.py",
+        "pyg_passing": 0,
+        "featgraph_passing": 0,
+        "failing_with_featgraph_only": [],
+        "passing_where_pyg_skips": 1,
+        "failing_where_pyg_skips": ["test_homo_needs_a_sampler_package"],
+    }

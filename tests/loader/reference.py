@@ -14,7 +14,9 @@ def check_flat_batch(graph: Graph, batch, seeds: torch.Tensor, fanouts: list[int
     (min(fanout, in-degree) of them, none for the last hop's vertices), the per-hop counts PyG reports."""
     n_id, e_id, edge_index = batch.n_id, batch.e_id, batch.edge_index
     batch_size = seeds.numel()
-    assert batch.batch_size == batch_size and torch.equal(n_id[:batch_size], seeds)
+    assert torch.equal(n_id[:batch_size], seeds)
+    if "batch_size" in batch:  # node batches say how many seeds lead; link batches' count is num_sampled_nodes[0]
+        assert batch.batch_size == batch_size
     assert torch.unique(n_id).numel() == n_id.numel()
     src, dst = graph.coo()
     assert torch.equal(n_id[edge_index[0]], src[e_id]) and torch.equal(n_id[edge_index[1]], dst[e_id])

@@ -86,3 +86,22 @@ def test_the_full_graph_s_formats_are_built_with_the_loader_not_per_batch(cora, 
 def test_bad_arguments_are_named(cora, kwargs, error, message):
     with pytest.raises(error, match=message):
         NeighborLoader(cora, [5], **kwargs)
+
+
+@pytest.mark.parametrize("loader_class", [NeighborLoader, BlockLoader])
+def test_calling_a_loader_with_positions_gives_the_batch_of_those_inputs(cora, loader_class):
+    loader = loader_class(cora, [3], batch_size=8, input_nodes=cora.val_idx, seed=0)
+    batch = loader([4, 0, 9])
+    assert torch.equal(batch.input_id, torch.tensor([4, 0, 9]))
+    seeds = batch.n_id[: batch.batch_size] if loader_class is NeighborLoader else batch.seeds
+    assert torch.equal(seeds, cora.val_idx[[4, 0, 9]])
+    assert repr(loader) == f"{loader_class.__name__}()"
+
+
+@pytest.mark.parametrize(
+    "index, message",
+    [([], "index is empty"), ([[0]], "index must be a 1-D list"), ([0.5], "index must be"), ([500], "out of range")],
+)
+def test_bad_positions_to_a_call_are_named(cora, index, message):
+    with pytest.raises(ValueError, match=message):
+        NeighborLoader(cora, [3], input_nodes=cora.val_idx)(index)

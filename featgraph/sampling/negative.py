@@ -1,0 +1,101 @@
+"""Negative examples for link prediction, as PyG's ``NegativeSampling``: vertices drawn with replacement,
+uniformly or in proportion to a per-vertex weight. Like PyG's, the draws are not checked against the graph,
+so a negative pair may be a true edge; on large sparse graphs that is rare and checking costs a lookup each.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+MODES = ("binary", "triplet")
+
+
+@dataclass(frozen=True)
+class NegativeSampling:
+    """``mode`` "binary": ``ceil(amount * positives)`` random (source, destination) pairs beside the positive
+    edges, labelled 0; "triplet": ``amount`` (an int) random destinations per positive edge's source.
+    ``src_weight`` / ``dst_weight``: per-vertex weights to draw sources / destinations in proportion to
+    (None: uniform)."""
+
+    mode: str
+    amount: float = 1
+    src_weight: torch.Tensor | None = None
+    dst_weight: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"neg_sampling mode must be 'binary' or 'triplet', got {self.mode!r}")
+        amount = self.amount
+        if isinstance(amount, bool) or not isinstance(amount, numbers.Real) or not 0 < amount < math.inf:
+            raise ValueError(f"neg_sampling amount must be a positive number, got {amount!r}")
+        if self.mode == "triplet":
+            if amount != math.ceil(amount):
+                raise ValueError(f"neg_sampling amount must be an int in 'triplet' mode, got {amount!r}")
+            object.__setattr__(self, "amount", int(amount))
+
+    def count(self, positives: int) -> int:
+        """Negatives drawn for ``positives`` positive edges (per endpoint in "binary" mode)."""
+        return math.ceil(positives * self.amount)
+
+    def draw(
+        self, count: int, endpoint: Literal["src", "dst"], num_nodes: int, generator: torch.Generator
+    ) -> torch.Tensor:
+        """``count`` vertex ids of a graph of ``num_nodes`` vertices, with replacement, by ``endpoint``'s
+        weight (uniform without one)."""
+        weight = self.src_weight if endpoint == "src" else self.dst_weight
+        if weight is None:
+            return torch.randint(num_nodes, (count,), generator=generator)
+        return torch.multinomial(weight, count, replacement=True, generator=generator)
+
+
+def checked_negative_sampling(value: Any, ratio: Any, num_nodes: int) -> NegativeSampling | None:
+    """PyG's ``neg_sampling`` for a graph of ``num_nodes`` vertices: None, a mode name, a dict of
+    ``NegativeSampling``'s fields, or an object with them as attributes (PyG's ``NegativeSampling``, read
+    without importing PyG). ``ratio`` is PyG's deprecated ``neg_sampling_ratio``: "binary" negatives of that
+    amount (0 or None: none)."""
+    if ratio is not None and ratio != 0:
+        if value is not None:
+            raise ValueError("pass neg_sampling or neg_sampling_ratio (its deprecated form), not both")
+        value = {"mode": "binary", "amount": ratio}
+    if value is None:
+        return None
+    if isinstance(value, str):
+        fields: dict[str, Any] = {"mode": value}
+    elif isinstance(value, dict):
+        unknown = sorted(set(value) - {"mode", "amount", "src_weight", "dst_weight"})
+        if unknown or "mode" not in value:
+            raise ValueError(
+                f"neg_sampling as a dict takes mode, amount, src_weight and dst_weight, got keys {sorted(value)}"
+            )
+        fields = dict(value)
+    elif hasattr(value, "mode"):
+        names = ("mode", "amount", "src_weight", "dst_weight")
+        fields = {name: getattr(value, name) for name in names if hasattr(value, name)}
+    else:
+        raise TypeError(
+            f"neg_sampling must be None, 'binary', 'triplet', a dict or a NegativeSampling, got {type(value).__name__}"
+        )
+    mode = fields["mode"]
+    fields["mode"] = getattr(mode, "value", mode)  # PyG's NegativeSamplingMode enum
+    for name in ("src_weight", "dst_weight"):
+        if fields.get(name) is not None:
+            fields[name] = _checked_weight(fields[name], f"neg_sampling {name}", num_nodes)
+    return NegativeSampling(**fields)
+
+
+def _checked_weight(weight: Any, name: str, num_nodes: int) -> torch.Tensor:
+    """``weight`` as a float64 CPU vector of one finite, non-negative entry per vertex, not all zero."""
+    tensor = torch.as_tensor(weight)
+    if tensor.dtype == torch.bool or tensor.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {tensor.dtype}")
+    if tensor.shape != (num_nodes,):
+        raise ValueError(f"{name} must have one entry per vertex, shape ({num_nodes},), got {tuple(tensor.shape)}")
+    tensor = tensor.detach().to(device="cpu", dtype=torch.float64)
+    if not bool(torch.isfinite(tensor).all()) or bool((tensor < 0).any()) or not bool((tensor > 0).any()):
+        raise ValueError(f"{name} must be finite and non-negative with a positive entry")
+    return tensor
