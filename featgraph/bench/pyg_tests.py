@@ -2,9 +2,10 @@
 ``test/nn/conv`` files for a layer that ``featgraph.nn`` replaces runs twice, with PyG's classes and with
 featgraph's bound in their place (``torch_geometric.nn.<Layer>`` and ``torch_geometric.nn.conv.<Layer>``, before
 the test files import them), and a table says which tests pass with each. ``--loaders`` does the same for
-PyG's ``test/loader`` file of ``LinkNeighborLoader``, its tests on one vertex type (those without "hetero" in
-their name): with featgraph's loader bound, PyG's markers that skip a test for want of a neighbour-sampling
-package (pyg-lib, torch-sparse) let it run, since featgraph's loader is that sampler. PyG's tests ship in
+PyG's ``test/loader`` files of ``NeighborLoader`` (typed graphs included) and ``LinkNeighborLoader`` (its
+tests on one vertex type, those without "hetero_link" in their name): with featgraph's loaders bound, PyG's
+markers that skip a test for want of a neighbour-sampling package (pyg-lib, torch-sparse) let it run, since
+featgraph's loader is that sampler. PyG's tests ship in
 neither PyG's wheel nor featgraph: check out PyG's repository at the installed version's tag and point
 ``--tests`` at its ``test/nn/conv`` (or ``test/loader``)."""
 
@@ -48,8 +49,8 @@ class Suite:
 
 LAYER_SUITE = Suite("test/nn/conv", ("torch_geometric.nn", "torch_geometric.nn.conv"), "featgraph.nn", LAYERS, FILES)
 LOADER_SUITE = Suite(
-    "test/loader", ("torch_geometric.loader",), "featgraph.loader", ("LinkNeighborLoader",),
-    ("test_link_neighbor_loader.py",), samplers=True, select="not hetero",
+    "test/loader", ("torch_geometric.loader",), "featgraph.loader", ("LinkNeighborLoader", "NeighborLoader"),
+    ("test_link_neighbor_loader.py", "test_neighbor_loader.py"), samplers=True, select="not hetero_link",
 )  # fmt: skip
 RUN = """
 import importlib, sys
@@ -119,7 +120,9 @@ def compare(files: tuple[str, ...], pyg: dict[str, dict[str, str]], featgraph: d
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tests", type=Path, required=True, help="PyG's test/nn/conv (with --loaders test/loader)")
-    parser.add_argument("--loaders", action="store_true", help="PyG's LinkNeighborLoader tests, not the layers'")
+    parser.add_argument(
+        "--loaders", action="store_true", help="PyG's NeighborLoader and LinkNeighborLoader tests, not the layers'"
+    )
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 

@@ -47,7 +47,8 @@ class HeteroNeighborLoader(EpochLoader[Any]):
     (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
     ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
     ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
-    ``pin_memory`` as in ``NeighborLoader``. The typed graph and each relation's CSR are built once, here.
+    ``pin_memory`` as in ``NeighborLoader``; ``subgraph_type`` only "directional" (PyG's default). The typed
+    graph and each relation's CSR are built once, here.
     """
 
     def __init__(
@@ -65,7 +66,10 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         drop_last: bool = False,
         weight_attr: str | None = None,
         pin_memory: bool = False,
+        subgraph_type: str = "directional",
     ) -> None:
+        if str(getattr(subgraph_type, "value", subgraph_type)) != "directional":
+            raise ValueError(f"subgraph_type: typed batches are directional (PyG's default), got {subgraph_type!r}")
         if not is_hetero_data(data):
             raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
         if input_nodes is None:
@@ -90,6 +94,9 @@ class HeteroNeighborLoader(EpochLoader[Any]):
             weights=weights,
             num_threads=checked_workers(num_workers),
         )
+
+    def __repr__(self) -> str:
+        return "NeighborLoader()"  # PyG's class serves typed graphs under that name
 
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         sampled = self.sampler.sample(self.input_type, self.input_nodes[positions], seed)

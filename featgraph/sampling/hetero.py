@@ -56,7 +56,7 @@ def checked_typed_fanouts(fanouts: Any, edge_types: Sequence[EdgeType], name: st
     out = {et: checked_fanouts(fanouts[et], f"{name}[{et!r}]") for et in edge_types}
     lengths = {len(hops) for hops in out.values()}
     if len(lengths) > 1:
-        raise ValueError(f"{name}: every edge type needs the same number of hops, got lengths {sorted(lengths)}")
+        raise ValueError(f"{name}: the number of hops must be the same across all edge types, got {sorted(lengths)}")
     return out
 
 

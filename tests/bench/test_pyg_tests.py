@@ -64,19 +64,29 @@ def test_homo_needs_a_sampler_package():
     assert False
 
 
-def test_hetero_left_out():
+def test_hetero_link_left_out():
     assert False
+"""
+NEIGHBOR_TESTS = """import torch_geometric.loader
+from torch_geometric.testing import onlyNeighborSampler
+
+
+@onlyNeighborSampler
+def test_hetero_neighbor_loader_sampled():
+    assert torch_geometric.loader.NeighborLoader.__module__.startswith("featgraph")
 """
 
 
-def test_with_loaders_pygs_sampler_markers_let_featgraphs_loader_run_the_homogeneous_tests(tmp_path):
+def test_with_loaders_pygs_sampler_markers_let_featgraphs_loaders_run_their_tests(tmp_path):
     typing = pytest.importorskip("torch_geometric.typing")
     if typing.WITH_PYG_LIB or typing.WITH_TORCH_SPARSE:
         pytest.skip("pyg-lib or torch-sparse installed: PyG's loader runs these tests itself")
     (tmp_path / "test_link_neighbor_loader.py").write_text(LINK_TESTS)
+    (tmp_path / "test_neighbor_loader.py").write_text(NEIGHBOR_TESTS)
     out = tmp_path / "rows.json"
     main(["bench", "pyg-tests", "--loaders", "--tests", str(tmp_path), "--json", str(out)])
-    (row,) = json.loads(out.read_text())["rows"]
+    row, neighbor = json.loads(out.read_text())["rows"]
+    assert neighbor["passing_where_pyg_skips"] == 1 and neighbor["failing_where_pyg_skips"] == []
     assert row == {
         "file": "test_link_neighbor_loader.py",
         "pyg_passing": 0,

@@ -176,6 +176,8 @@ def test_bad_input_is_named() -> None:
         NeighborLoader(data, {("paper", "cites", "paper"): [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="weight_attr 'w': edge type"):
         NeighborLoader(data, [2], input_nodes="paper", weight_attr="w")
+    with pytest.raises(ValueError, match="subgraph_type: typed batches are directional"):
+        NeighborLoader(data, [2], input_nodes="paper", subgraph_type="induced")
     with pytest.raises(TypeError, match="time_attr"):
         NeighborLoader(data, [2], input_nodes="paper", time_attr="time")
     with pytest.raises(TypeError, match="data: expected a PyG HeteroData"):

@@ -191,7 +191,7 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="no fan-outs for edge type"):
         HeteroNeighborSampler(graph, {("paper", "cites", "paper"): [1]})
     lengths = {et: [1] for et in edges} | {("paper", "cites", "paper"): [1, 1]}
-    with pytest.raises(ValueError, match="same number of hops"):
+    with pytest.raises(ValueError, match="hops must be the same across all edge types"):
         HeteroNeighborSampler(graph, lengths)
     with pytest.raises(TypeError, match="graph must be a featgraph HeteroGraph"):
         HeteroNeighborSampler(graph.graph, [1])
