@@ -1,0 +1,31 @@
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from featgraph.bench.hetero_sampling import with_reverse_edges
+from featgraph.cli import main
+
+
+def test_reverse_edges_are_added_under_pygs_names():
+    writes = torch.tensor([[0, 1, 1], [2, 0, 3]])
+    edges = with_reverse_edges({("author", "writes", "paper"): writes})
+    assert list(edges) == [("author", "writes", "paper"), ("paper", "rev_writes", "author")]
+    assert torch.equal(edges[("paper", "rev_writes", "author")], writes.flip(0))
+
+
+def test_bench_hetero_sampling_times_the_sampler_the_loader_and_dgl(tmp_path):
+    out = tmp_path / "rows.json"
+    main([
+        "bench", "hetero-sampling", "--scale", "0.002", "--fanouts", "3", "2", "--batch", "16", "--batches", "2",
+        "--repeat", "1", "--json", str(out),
+    ])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["sampler"].startswith("featgraph HeteroNeighborSampler") and rows[0]["time_over_featgraph"] == 1.0
+    if importlib.util.find_spec("torch_geometric") is not None:
+        assert any(r["sampler"].startswith("featgraph NeighborLoader on HeteroData") for r in rows)
+    for r in rows:
+        assert r["ms_per_batch"] > 0
+        assert r["seeds_per_s"] == pytest.approx(16 / r["ms_per_batch"] * 1e3)
+        assert r["time_over_featgraph"] == pytest.approx(r["ms_per_batch"] / rows[0]["ms_per_batch"])
