@@ -5,7 +5,9 @@ Hop ``h`` expands the vertices each node type gained at hop ``h - 1`` (the seeds
 type ``(src, rel, dst)`` it draws up to ``fanouts[edge_type][h]`` in-edges of that type for each new vertex of
 type ``dst``, from the relation's own CSR (local ids), so a vertex draws its fan-out per relation. Each node
 type's batch ids are its seeds first, then vertices in the order the hops reached them (edge types in the
-graph's order within a hop). Every vertex is expanded once, so each sampled edge appears once.
+graph's order within a hop). Every vertex is expanded once, so each sampled edge appears once. The compiled
+sampler draws and relabels each relation in one pass (``kernel.sample_typed_hop``): a map per node type holds
+the batch ids of the vertices already in, for the whole batch.
 
 Randomness: relation ``r`` at hop ``h`` draws with the compiled sampler's stream ``h * R + r`` (R edge types),
 so a vertex's draws from two relations are independent and a batch depends on the seed alone.
@@ -87,15 +89,12 @@ class HeteroNeighborSampler:
         self.replace = replace
         self.num_threads = None if num_threads is None else toolchain.checked_threads(num_threads, "num_threads")
         self._csr = {et: graph.relation(et).csr() for et in graph.edge_types}
-        self._sources = {et: graph.relation(et).coo()[0] for et in graph.edge_types}
         self._weights: dict[EdgeType, kernel.WeightTables] = {}
         for edge_type, weight in (weights or {}).items():
             csr = self._csr[graph.edge_type(edge_type)]
             checked = _checked_weight(weight, graph.num_edges_of(edge_type))
             tables = kernel.weight_tables(csr.indptr, row_scaled(checked[csr.edge_ids], csr.indptr), replace, 1)
             self._weights[graph.edge_type(edge_type)] = tables
-        largest = max(graph.num_nodes_dict.values(), default=0)
-        self._scratch = torch.full((largest,), kernel.UNCLAIMED, dtype=torch.int64)  # the kernel's relabel map
         self._local = {
             t: torch.full((n,), kernel.UNCLAIMED, dtype=torch.int64) for t, n in graph.num_nodes_dict.items()
         }
@@ -122,33 +121,36 @@ class HeteroNeighborSampler:
         edges: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
         e_ids: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
         per_hop_edges: dict[EdgeType, list[int]] = {et: [] for et in graph.edge_types}
-        self._claim(input_type, seeds, n_id, counts)
-        per_hop_nodes[input_type][0] = seeds.numel()
-        frontier = {t: (0, counts[t]) for t in graph.node_types}  # each type's batch ids still to expand
+        self._local[input_type][seeds] = torch.arange(seeds.numel())
+        n_id[input_type].append(seeds)
+        counts[input_type] = per_hop_nodes[input_type][0] = seeds.numel()
+        frontier = {t: (ids[0] if ids else None, 0) for t, ids in n_id.items()}  # new vertices, first batch id
         try:
             for hop in range(self.num_hops):
                 reached = dict(counts)
                 for r, edge_type in enumerate(graph.edge_types):
                     src_type, _, dst_type = edge_type
-                    start, stop = frontier[dst_type]
+                    targets, start = frontier[dst_type]
                     fanout = self.fanouts[edge_type][hop]
-                    if stop == start or fanout == 0:
+                    if targets is None or targets.numel() == 0 or fanout == 0:
                         per_hop_edges[edge_type].append(0)
                         continue
-                    targets = torch.cat(n_id[dst_type])[start:stop]
-                    drawn = kernel.sample_hop(
+                    drawn = kernel.sample_typed_hop(
                         self._csr[edge_type], targets, fanout, self.replace, self._weights.get(edge_type),
-                        self._scratch, seed, hop * relations + r, threads,
+                        self._local[src_type], counts[src_type], seed, hop * relations + r, threads,
                     )  # fmt: skip
-                    sources = self._sources[edge_type][drawn.edge_ids]
-                    self._claim(src_type, sources, n_id, counts)
-                    dst = torch.repeat_interleave(torch.arange(start, stop), torch.diff(drawn.indptr))
-                    edges[edge_type].append(torch.stack([self._local[src_type][sources], dst]))
+                    if drawn.new_nodes.numel():
+                        n_id[src_type].append(drawn.new_nodes)
+                        counts[src_type] += drawn.new_nodes.numel()
+                    edges[edge_type].append(torch.stack([drawn.sources, drawn.destinations.add_(start)]))
                     e_ids[edge_type].append(drawn.edge_ids)
                     per_hop_edges[edge_type].append(drawn.edge_ids.numel())
                 for node_type in graph.node_types:
                     per_hop_nodes[node_type].append(counts[node_type] - reached[node_type])
-                frontier = {t: (reached[t], counts[t]) for t in graph.node_types}
+                frontier = {
+                    t: (torch.cat(n_id[t])[reached[t] :] if counts[t] > reached[t] else None, reached[t])
+                    for t in graph.node_types
+                }
             nodes = {t: torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64) for t, parts in n_id.items()}
         finally:
             for node_type, parts in n_id.items():  # leave every map as found, all unclaimed
@@ -164,21 +166,6 @@ class HeteroNeighborSampler:
             input_type=input_type,
             batch_size=seeds.numel(),
         )
-
-    def _claim(self, node_type: str, ids: torch.Tensor, n_id: dict, counts: dict) -> None:
-        """Give the vertices of ``ids`` (type-local ids) not yet in the batch the next batch ids of their type,
-        in order of first appearance."""
-        local = self._local[node_type]
-        new = ids[local[ids] == kernel.UNCLAIMED]
-        if new.numel() == 0:
-            return
-        distinct, inverse = torch.unique(new, return_inverse=True)
-        first = torch.full((distinct.numel(),), new.numel(), dtype=torch.int64)
-        first.scatter_reduce_(0, inverse, torch.arange(new.numel()), reduce="amin")
-        ordered = distinct[torch.argsort(first)]
-        local[ordered] = torch.arange(counts[node_type], counts[node_type] + ordered.numel())
-        counts[node_type] += ordered.numel()
-        n_id[node_type].append(ordered)
 
 
 def _checked_type_seeds(seeds: Any, num_nodes: int, node_type: str) -> torch.Tensor:

@@ -91,7 +91,56 @@ def sample_hop(
     """Draw up to ``fanout`` in-edges (-1: all) of every ``frontier`` vertex (distinct int64 ids) from the
     graph's int64 ``csr`` and relabel the block. ``local`` is the sampler's global -> local map, all
     ``UNCLAIMED``; it is left so."""
-    run = _run()
+    indptr, num_edges = _counted(csr, frontier, fanout, replace, weights, hop, threads)
+    sources, edge_ids = torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)
+    node_ids = torch.empty(frontier.numel() + num_edges, dtype=torch.int64)
+    num_nodes = torch.empty(1, dtype=torch.int64)
+    outputs = [sources, edge_ids, node_ids, num_nodes]
+    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, hop, 0, 0])
+    # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
+    return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())
+
+
+class TypedHop(NamedTuple):
+    """One relation's draws in a typed batch: each drawn edge's source (its type's batch id), destination
+    (a ``frontier`` position) and user edge id, and the source-type vertices it brought into the batch."""
+
+    sources: torch.Tensor
+    destinations: torch.Tensor
+    edge_ids: torch.Tensor
+    new_nodes: torch.Tensor
+
+
+def sample_typed_hop(
+    csr: Compressed,
+    frontier: torch.Tensor,
+    fanout: int,
+    replace: bool,
+    weights: WeightTables | None,
+    local: torch.Tensor,
+    base: int,
+    seed: int,
+    stream: int,
+    threads: int,
+) -> TypedHop:
+    """``sample_hop`` for one relation of a typed batch: ``csr`` rows are the destination type's vertices,
+    its indices the source type's; ``local`` is the source type's map for the whole batch (batch ids of its
+    vertices already in, else ``UNCLAIMED``), which the new sources join with ids from ``base`` on and stay in
+    (the caller resets it after the batch). ``stream`` picks the random streams (one per hop and relation)."""
+    indptr, num_edges = _counted(csr, frontier, fanout, replace, weights, stream, threads)
+    sources, destinations, edge_ids, new = (torch.empty(num_edges, dtype=torch.int64) for _ in range(4))
+    count = torch.empty(1, dtype=torch.int64)
+    outputs = [sources, edge_ids, new, count, destinations]
+    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, stream, 1, base])
+    return TypedHop(sources, destinations, edge_ids, new[: int(count)].clone())
+
+
+def _counted(
+    csr: Compressed, frontier: torch.Tensor, fanout: int, replace: bool, weights: WeightTables | None, hop: int,
+    threads: int,
+) -> tuple[torch.Tensor, int]:  # fmt: skip
+    """The block's ``indptr`` over the frontier (how many in-edges each vertex keeps) and its edge count,
+    refused where the hop would not fit."""
     num_frontier = frontier.numel()
     if replace and num_frontier * fanout >= 2**62:  # the compiled prefix sum of the counts would wrap
         raise MemoryError(
@@ -100,26 +149,26 @@ def sample_hop(
         )
     positive = None if weights is None else weights.positive_degree
     indptr = torch.empty(num_frontier + 1, dtype=torch.int64)
-    launch(run, [csr.indptr, frontier, positive, indptr], [COUNT, num_frontier, fanout, int(replace), threads])
+    launch(_run(), [csr.indptr, frontier, positive, indptr], [COUNT, num_frontier, fanout, int(replace), threads])
     num_edges = int(indptr[-1])
     if num_edges * BYTES_PER_EDGE > physical_memory():  # torch's allocator error would name nothing of ours
         raise MemoryError(
             f"fanouts: hop {hop} draws {fanout} in-edges for each of {num_frontier} vertices, {num_edges:,} edges "
             "in all, more than this machine's memory holds; lower the hop's fan-out or the batch size"
         )
-    sources = torch.empty(num_edges, dtype=torch.int64)
-    edge_ids = torch.empty(num_edges, dtype=torch.int64)
-    node_ids = torch.empty(num_frontier + num_edges, dtype=torch.int64)
-    num_nodes = torch.empty(1, dtype=torch.int64)
+    return indptr, num_edges
+
+
+def _sample(
+    csr: Compressed, frontier: torch.Tensor, indptr: torch.Tensor, fanout: int, replace: bool,
+    weights: WeightTables | None, local: torch.Tensor, outputs: list, scalars: list[int],
+) -> None:  # fmt: skip
+    """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count[, destinations]) and
+    ``scalars`` (threads, seed, stream, typed, base) as the C++ reads them."""
+    positive = None if weights is None else weights.positive_degree
     weight, cumulative = (None, None) if weights is None else (weights.weight, weights.cumulative)
     pointers = [csr.indptr, csr.indices, csr.edge_ids, weight, positive, cumulative, frontier, indptr, local]
-    launch(
-        run,
-        [*pointers, sources, edge_ids, node_ids, num_nodes],
-        [SAMPLE, num_frontier, fanout, int(replace), threads, seed, hop],
-    )
-    # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
-    return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())
+    launch(_run(), [*pointers, *outputs], [SAMPLE, frontier.numel(), fanout, int(replace), *scalars])
 
 
 def transpose(

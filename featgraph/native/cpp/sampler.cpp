@@ -151,7 +151,12 @@ static void count(void** ptr, const int64_t* arg) {
 // ptr: indptr, indices, edge_ids, weight (null: uniform), positive_degree, cumulative (with replacement),
 // frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
 // node_ids (out, F + block edges), num_block_nodes (out, 1);
-// arg: op, F, fanout, replace, threads, seed, hop
+// arg: op, F, fanout, replace, threads, seed, hop.
+// Typed (one relation of a typed batch; ptr[13] destinations (out, block edges), arg[7] = 1, arg[8] = base):
+// the frontier is of another vertex set, so it is neither claimed nor listed; ``local`` is the source type's
+// map for the whole batch (ids >= 0 for its vertices already in the batch, kept); sources it lacks get ids
+// base, base + 1, ... in order of first appearance and stay claimed; node_ids lists those new vertices and
+// num_block_nodes counts them; destinations[j] is edge j's frontier position.
 static void sample(void** ptr, const int64_t* arg) {
   const int64_t* indptr = (const int64_t*)ptr[0];
   const int64_t* indices = (const int64_t*)ptr[1];
@@ -170,15 +175,20 @@ static void sample(void** ptr, const int64_t* arg) {
   const int threads = (int)arg[4];
   const uint64_t seed = (uint64_t)arg[5];
   const int64_t hop = arg[6], num_edges = block_indptr[num_frontier];
+  const bool typed = arg[7] != 0;
+  const int64_t base = typed ? arg[8] : num_frontier;  // the first new vertex's id
+  int64_t* destinations = typed ? (int64_t*)ptr[13] : nullptr;
   std::vector<int64_t> firsts(threads + 1, 0);
   #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     std::vector<std::pair<double, int64_t>> heap;
-    #pragma omp for schedule(static)
-    for (int64_t i = 0; i < num_frontier; ++i) {
-      local[frontier[i]] = i;
-      node_ids[i] = frontier[i];
+    if (!typed) {
+      #pragma omp for schedule(static)
+      for (int64_t i = 0; i < num_frontier; ++i) {
+        local[frontier[i]] = i;
+        node_ids[i] = frontier[i];
+      }
     }
     // rows in groups: a group's draws first, then its edges' gathers (independent loads that overlap, each
     // prefetching the map entry it will claim), then the claims (a locked compare-exchange waits for every
@@ -216,6 +226,9 @@ static void sample(void** ptr, const int64_t* arg) {
         }
       }
       const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
+      if (typed)
+        for (int64_t i = group; i < group_end; ++i)
+          for (int64_t j = block_indptr[i]; j < block_indptr[i + 1]; ++j) destinations[j] = i;
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t p = picked[j], u = indices[p];
         sources[j] = u;
@@ -232,20 +245,23 @@ static void sample(void** ptr, const int64_t* arg) {
     #pragma omp barrier
     #pragma omp single
     offsets(firsts, nt);
-    int64_t next = num_frontier + firsts[t];
+    int64_t next = base + firsts[t];
+    const int64_t listed = typed ? base : 0;  // node_ids lists the frontier too, unless typed
     for (int64_t j = lo; j < hi; ++j) {
       const int64_t u = sources[j];
       if (__atomic_load_n(&local[u], __ATOMIC_RELAXED) == -2 - j) {
         __atomic_store_n(&local[u], next, __ATOMIC_RELAXED);
-        node_ids[next++] = u;
+        node_ids[next++ - listed] = u;
       }
     }
     #pragma omp barrier
     #pragma omp for schedule(static)
     for (int64_t j = 0; j < num_edges; ++j) sources[j] = local[sources[j]];
-    const int64_t num_nodes = num_frontier + firsts[nt];
-    #pragma omp for schedule(static)
-    for (int64_t i = 0; i < num_nodes; ++i) local[node_ids[i]] = -1;
+    const int64_t num_nodes = base + firsts[nt] - listed;
+    if (!typed) {
+      #pragma omp for schedule(static)
+      for (int64_t i = 0; i < num_nodes; ++i) local[node_ids[i]] = -1;
+    }
     #pragma omp single nowait
     *num_block_nodes = num_nodes;
   }
