@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import distributed as distributed_bench
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
-    from ..bench import hetero_sampling as hetero_sampling_bench
+    from ..bench import hetero_minibatch as hetero_minibatch_bench
     from ..bench import minibatch as minibatch_bench
     from ..bench import sampling as sampling_bench
     from ..bench import training as training_bench
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
         ("sparse-features", sparse_features, "ops.linear over bag-of-words features' nonzeros against F.linear"),
         ("hetero", hetero, "RGCNConv forward + backward on typed graphs: featgraph against PyG's two paths"),
-        ("hetero-sampling", hetero_sampling_bench, "typed sampling on mag-like: featgraph's sampler and loader, DGL"),
+        ("hetero-minibatch", hetero_minibatch_bench, "typed sampling and to_hetero training steps on mag-like"),
         ("rgcn-train", rgcn_training, "RGCN training epochs on RGCN-dataset-shaped graphs: featgraph, PyG, DGL"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("overhead", overhead, "one op or layer call on 1k-100k edges: featgraph's kernels, fixed cost, PyG"),

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from featgraph.bench.hetero_sampling import with_reverse_edges
+from featgraph.bench.hetero_minibatch import with_reverse_edges
 from featgraph.cli import main
 
 
@@ -15,16 +15,20 @@ def test_reverse_edges_are_added_under_pygs_names():
     assert torch.equal(edges[("paper", "rev_writes", "author")], writes.flip(0))
 
 
-def test_bench_hetero_sampling_times_the_sampler_the_loader_and_dgl(tmp_path):
+def test_bench_hetero_minibatch_times_sampling_and_training_steps(tmp_path):
     out = tmp_path / "rows.json"
     main([
-        "bench", "hetero-sampling", "--scale", "0.002", "--fanouts", "3", "2", "--batch", "16", "--batches", "2",
-        "--repeat", "1", "--json", str(out),
+        "bench", "hetero-minibatch", "--scale", "0.002", "--fanouts", "3", "2", "--batch", "16", "--batches", "2",
+        "--train-batches", "2", "--repeat", "1", "--json", str(out),
     ])  # fmt: skip
-    rows = json.loads(out.read_text())["rows"]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
     assert rows[0]["sampler"].startswith("featgraph HeteroNeighborSampler") and rows[0]["time_over_featgraph"] == 1.0
     if importlib.util.find_spec("torch_geometric") is not None:
         assert any(r["sampler"].startswith("featgraph NeighborLoader on HeteroData") for r in rows)
+        steps = {r["layers"]: r for r in result["training"]}
+        assert set(steps) == {"featgraph (accelerate)", "PyG"} and steps["featgraph (accelerate)"]["ratio"] == 1.0
+        assert steps["PyG"]["ratio"] == pytest.approx(steps["PyG"]["ms"] / steps["featgraph (accelerate)"]["ms"])
     for r in rows:
         assert r["ms_per_batch"] > 0
         assert r["seeds_per_s"] == pytest.approx(16 / r["ms_per_batch"] * 1e3)
