@@ -166,9 +166,10 @@ def checked_workers(num_workers: Any) -> int | None:
 
 
 def gathered(values: Any, index: torch.Tensor) -> Any:
-    """``values[index]`` along the first dimension: of a tensor (on its device), a numpy array or a list."""
+    """``values[index]`` along the first dimension: of a tensor (on its device), a numpy array (as a tensor, as
+    PyG gives it) or a list."""
     if isinstance(values, torch.Tensor):
         return values.index_select(0, index.to(values.device))
-    if isinstance(values, np.ndarray):
-        return values[index.numpy()]
+    if isinstance(values, np.ndarray):  # a memory-mapped array too: only the rows asked for are read
+        return torch.from_numpy(np.ascontiguousarray(values[index.numpy()]))
     return [values[i] for i in index.tolist()]

@@ -19,7 +19,7 @@ import torch
 from ..graph.hetero import HeteroGraph
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
 from .base import EpochLoader, checked_workers, gathered
-from .source import checked_flag, checked_input_nodes
+from .source import checked_batching_flags, checked_flag, checked_input_nodes, checked_subgraph_type
 
 
 def is_hetero_data(data: Any) -> bool:
@@ -47,8 +47,9 @@ class HeteroNeighborLoader(EpochLoader[Any]):
     (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
     ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
     ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
-    ``pin_memory`` as in ``NeighborLoader``; ``subgraph_type`` only "directional" (PyG's default). The typed
-    graph and each relation's CSR are built once, here.
+    ``pin_memory`` as in ``NeighborLoader``; ``subgraph_type`` only "directional" (PyG's default); PyG's
+    ``is_sorted`` and ``filter_per_worker`` change nothing here. The typed graph and each relation's CSR are
+    built once, here.
     """
 
     def __init__(
@@ -66,10 +67,13 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         drop_last: bool = False,
         weight_attr: str | None = None,
         pin_memory: bool = False,
-        subgraph_type: str = "directional",
+        subgraph_type: Any = "directional",
+        is_sorted: bool = False,
+        filter_per_worker: bool | None = None,
     ) -> None:
-        if str(getattr(subgraph_type, "value", subgraph_type)) != "directional":
+        if checked_subgraph_type(subgraph_type):
             raise ValueError(f"subgraph_type: typed batches are directional (PyG's default), got {subgraph_type!r}")
+        checked_batching_flags(is_sorted, filter_per_worker)
         if not is_hetero_data(data):
             raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
         if input_nodes is None:

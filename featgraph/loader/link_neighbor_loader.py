@@ -21,11 +21,10 @@ import torch
 from ..sampling.negative import checked_negative_sampling
 from .base import SeedLoader
 from .neighbor_loader import Batch, flat_attrs, pyg_data_class
-from .source import checked_flag, loader_source
+from .source import checked_batching_flags, checked_subgraph_type, loader_source
 
 # a PyG Data's own supervision values, which PyG's link batches replace or drop, never slice
 LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time")
-SUBGRAPH_TYPES = ("directional", "bidirectional")
 
 
 class LinkNeighborLoader(SeedLoader[Any]):
@@ -88,15 +87,8 @@ class LinkNeighborLoader(SeedLoader[Any]):
         for name, (given, reason) in refused.items():
             if given:
                 raise ValueError(f"{name} is given: {reason}")
-        subgraph_type = getattr(subgraph_type, "value", subgraph_type)  # PyG's SubgraphType enum
-        if subgraph_type not in SUBGRAPH_TYPES:
-            raise ValueError(
-                f"subgraph_type must be 'directional' or 'bidirectional', got {subgraph_type!r}"
-                + (" (the induced subgraph is not supported)" if subgraph_type == "induced" else "")
-            )
-        checked_flag(is_sorted, "is_sorted")
-        if filter_per_worker is not None:
-            checked_flag(filter_per_worker, "filter_per_worker")
+        bidirectional = checked_subgraph_type(subgraph_type)
+        checked_batching_flags(is_sorted, filter_per_worker)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable, got {type(transform).__name__}")
         source = loader_source(data)
@@ -110,7 +102,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
             source, num_neighbors, "num_neighbors", batch_size, shuffle, seed_edges, replace, seed, num_workers,
             prefetch, drop_last, weight_attr, pin_memory=pin_memory,
         )  # fmt: skip
-        self.bidirectional = subgraph_type == "bidirectional"
+        self.bidirectional = bidirectional
         self.transform = transform
         self.batch_class = pyg_data_class() or Batch
 

@@ -18,7 +18,13 @@ import torch
 from ..sampling import MiniBatch
 from .base import SeedLoader, gathered
 from .hetero_loader import HeteroNeighborLoader, is_hetero_data
-from .source import LoaderSource, checked_input_nodes, loader_source
+from .source import (
+    LoaderSource,
+    checked_batching_flags,
+    checked_input_nodes,
+    checked_subgraph_type,
+    loader_source,
+)
 
 
 class Batch:
@@ -75,8 +81,10 @@ class NeighborLoader(SeedLoader[Any]):
     here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch,
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
-    ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. The full graph and its CSR are built
-    once, here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as PyG's class serves both.
+    ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. ``subgraph_type``: "directional"
+    (the sampled edges) or "bidirectional" (each also reversed, per-hop counts dropped, as PyG); ``is_sorted``
+    and ``filter_per_worker`` are PyG's and change nothing here. The full graph and its CSR are built once,
+    here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as PyG's class serves both.
     """
 
     def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -101,7 +109,12 @@ class NeighborLoader(SeedLoader[Any]):
         pin_memory: bool = False,
         x: Any = None,
         y: Any = None,
+        subgraph_type: Any = "directional",
+        is_sorted: bool = False,
+        filter_per_worker: bool | None = None,
     ) -> None:
+        self.bidirectional = checked_subgraph_type(subgraph_type)
+        checked_batching_flags(is_sorted, filter_per_worker)
         source = loader_source(data, x, y)
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle,
@@ -111,7 +124,7 @@ class NeighborLoader(SeedLoader[Any]):
         self.batch_class = pyg_data_class() or Batch
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:
-        attrs = flat_attrs(self.source, batch)
+        attrs = flat_attrs(self.source, batch, self.bidirectional)
         attrs.update(batch_size=batch.batch_size, input_id=positions)
         return self.batch_class(**attrs)
 

@@ -103,6 +103,29 @@ def checked_flag(value: Any, name: str) -> bool:
     return value
 
 
+SUBGRAPH_TYPES = ("directional", "bidirectional")
+
+
+def checked_subgraph_type(subgraph_type: Any) -> bool:
+    """PyG's ``subgraph_type`` (a string or its ``SubgraphType``): whether it asks for "bidirectional"
+    batches (every sampled edge also reversed); "induced" is refused by name."""
+    value = getattr(subgraph_type, "value", subgraph_type)
+    if value not in SUBGRAPH_TYPES:
+        raise ValueError(
+            f"subgraph_type must be 'directional' or 'bidirectional', got {subgraph_type!r}"
+            + (" (the induced subgraph is not supported)" if value == "induced" else "")
+        )
+    return value == "bidirectional"
+
+
+def checked_batching_flags(is_sorted: Any, filter_per_worker: Any) -> None:
+    """PyG's ``is_sorted`` and ``filter_per_worker``: they change only how PyG builds a batch (whether to sort
+    the edges, which process slices the values), never the batch, so they are checked and accepted."""
+    checked_flag(is_sorted, "is_sorted")
+    if filter_per_worker is not None:
+        checked_flag(filter_per_worker, "filter_per_worker")
+
+
 def checked_seed(seed: Any) -> int | None:
     if seed is None:
         return None

@@ -177,6 +177,8 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="weight_attr 'w': edge type"):
         NeighborLoader(data, [2], input_nodes="paper", weight_attr="w")
     with pytest.raises(ValueError, match="subgraph_type: typed batches are directional"):
+        NeighborLoader(data, [2], input_nodes="paper", subgraph_type="bidirectional")
+    with pytest.raises(ValueError, match="the induced subgraph is not supported"):
         NeighborLoader(data, [2], input_nodes="paper", subgraph_type="induced")
     with pytest.raises(TypeError, match="time_attr"):
         NeighborLoader(data, [2], input_nodes="paper", time_attr="time")

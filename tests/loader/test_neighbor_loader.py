@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -191,3 +192,36 @@ def test_a_graph_without_tensors_gives_batches_of_ids_alone():
     for batch in batches:
         assert "x" not in batch
         check_flat_batch(graph, batch, batch.n_id[: batch.batch_size], [-1, -1])
+
+
+def test_bidirectional_batches_add_each_sampled_edge_reversed_and_pygs_flags_change_nothing(cora):
+    data = cora_data(cora)
+
+    def batches(**kwargs) -> list:
+        return list(NeighborLoader(data, [3, 2], batch_size=200, seed=8, **kwargs))
+
+    for directed, both, flagged in zip(
+        batches(), batches(subgraph_type="bidirectional"), batches(is_sorted=True, filter_per_worker=False), strict=True
+    ):
+        assert torch.equal(directed.edge_index, flagged.edge_index) and torch.equal(directed.e_id, flagged.e_id)
+        assert torch.equal(directed.n_id, both.n_id) and "num_sampled_nodes" not in both
+        pairs = set(map(tuple, directed.edge_index.t().tolist()))
+        assert set(map(tuple, both.edge_index.t().tolist())) == pairs | {(v, u) for u, v in pairs}
+        assert both.edge_index.shape[1] == len(pairs | {(v, u) for u, v in pairs})  # each pair once
+        ends = both.n_id[both.edge_index]
+        src, dst = data.edge_index[:, both.e_id]
+        assert bool((((ends[0] == src) & (ends[1] == dst)) | ((ends[0] == dst) & (ends[1] == src))).all())
+    with pytest.raises(ValueError, match="the induced subgraph is not supported"):
+        NeighborLoader(data, [3], subgraph_type="induced")
+    with pytest.raises(TypeError, match="is_sorted must be a bool"):
+        NeighborLoader(data, [3], is_sorted="yes")
+
+
+def test_memory_mapped_features_come_as_tensors_of_the_batchs_rows(cora, tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, cora.features.numpy())
+    mapped = np.load(path, mmap_mode="r")
+    data = Data(x=mapped, y=cora.labels, edge_index=cora.edge_index)
+    for batch in NeighborLoader(data, [4, 2], batch_size=300, seed=1):
+        assert isinstance(batch.x, torch.Tensor)
+        assert torch.equal(batch.x, cora.features[batch.n_id])
