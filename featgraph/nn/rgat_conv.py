@@ -13,7 +13,7 @@ import torch_geometric.nn
 from ..graph import Graph, HeteroGraph
 from ..graph.conversion import GraphLike
 from ..ops import edge_softmax, gsddmm, gspmm, segment_mm
-from ..ops.relational import block_diagonal, plan
+from ..ops.relational import Pairs, block_diagonal, plan
 from .pyg_layer import FusedLayer
 
 _DTYPES = (torch.float32, torch.float64)
@@ -62,8 +62,8 @@ class RGATConv(FusedLayer, torch_geometric.nn.RGATConv):
         sources, destinations = pairs.sources, pairs.destinations
         heads, dim, channels = self.heads, self.dim, self.out_channels
         weight = self.relation_weights()
-        values = segment_mm(x_src[sources.vertex], weight, torch.tensor(sources.lengths))
-        queries = segment_mm(x_dst[destinations.vertex], weight @ self.q, torch.tensor(destinations.lengths))
+        values = segment_mm(_rows(x_src, sources), weight, torch.tensor(sources.lengths))
+        queries = segment_mm(_rows(x_dst, destinations), weight @ self.q, torch.tensor(destinations.lengths))
         additive = self.attention_mode == "additive-self-attention"
         logits = gsddmm(pairs.between, "add" if additive else "mul", values @ self.k, queries, "u", "v")
         if edge_attr is not None:
@@ -146,3 +146,9 @@ class RGATConv(FusedLayer, torch_geometric.nn.RGATConv):
         if self.mod == "f-scaled":
             return degree
         return self.activation(degree @ self.l1 + self.b1) @ self.l2 + self.b2
+
+
+def _rows(x: torch.Tensor, pairs: Pairs) -> torch.Tensor:
+    """Each pair's vertex's row of ``x``, as an SpMM from the vertices to the pairs: its gradient sums each
+    vertex's pairs in one parallel SpMM, where indexing's gradient is a serial ``index_put_``."""
+    return gspmm(pairs.to_vertex.reverse(), "copy_lhs", "sum", x, None)
