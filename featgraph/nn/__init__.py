@@ -21,6 +21,7 @@ from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .pyg_layer import FallbackWarning
 from .rel_graph_conv import RelGraphConv
+from .rgat_conv import RGATConv
 from .rgcn_conv import FastRGCNConv, RGCNConv
 from .sage import SAGEConv
 from .sg_conv import SGConv
@@ -48,6 +49,7 @@ __all__ = [
     "TransformerConv",
     "RGCNConv",
     "FastRGCNConv",
+    "RGATConv",
     "TypedLinear",
     "RelGraphConv",
 ]

@@ -21,6 +21,7 @@ weight). The pair structures are built once per graph and edge types, kept on th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -69,6 +70,13 @@ class Plan:
     sources: Pairs
     destinations: Pairs
     shares: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)  # mean's 1 / |N_r(v)| per edge
+
+    @cached_property
+    def between(self) -> Graph:
+        """The graph from each edge's source pair to its destination pair (edge ``e`` is edge ``e`` here): a
+        per-edge term read from rows of both sides' pairs is one SDDMM, and a softmax over its destinations'
+        in-edges is one per (relation, destination)."""
+        return Graph(self.sources.of_edge, self.destinations.of_edge, (self.sources.count, self.destinations.count))
 
 
 def _pairs(vertex: torch.Tensor, etype: torch.Tensor, count: int, relations: int, other: torch.Tensor,
