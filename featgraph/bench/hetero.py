@@ -1,11 +1,16 @@
-"""``featgraph bench hetero``: an ``RGCNConv`` layer's forward + backward on typed graphs, featgraph's layer
-(its ``relational_aggregate`` choosing transform-first or aggregate-first) and its fused-UDF way against PyG's
-``RGCNConv`` (a loop over relations) and ``FastRGCNConv`` (an (E, in, out) weight per edge), in the same run
-with the same weights.
+"""``featgraph bench hetero``: relational layers' forward + backward on typed graphs, in the same run with
+the same weights.
+
+- ``--layer rgcn`` (default): featgraph's ``RGCNConv`` (its ``relational_aggregate`` choosing transform-first
+  or aggregate-first) and its fused-UDF way against PyG's ``RGCNConv`` (a loop over relations) and
+  ``FastRGCNConv`` (an (E, in, out) weight per edge).
+- ``--layer rgat``: featgraph's ``RGATConv`` against PyG's (an (E, in, heads x out) weight per edge), both
+  attention mechanisms, ``--heads`` heads.
 
 Graphs: synthetic typed graphs of 3 node types and 10 or 50 relations (relation sizes skewed, as real
-knowledge graphs' are), and an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts).
-``FastRGCNConv``'s per-edge weight is skipped where it would exceed ``--fast-max-gb``.
+knowledge graphs' are), an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts) and
+ogbn-mag's shape at ``--mag-scale`` (``datasets.mag_like``, its four edge types and their reverses). PyG's
+per-edge weights are skipped where they would exceed ``--fast-max-gb``.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..datasets.planted import relation_sizes
+from ..datasets.planted import mag_like, relation_sizes
 from ..graph import HeteroGraph
+from ..graph.hetero import with_reverse_edges
 from ..timing import interleaved_best_ms
 from .kernels import ForwardBackward
 from .report import machine, markdown_header, markdown_row, write_json
@@ -60,33 +66,109 @@ def typed_graph(counts: tuple[int, ...], relations: int, edges: int, seed: int =
     return HeteroGraph(data, dict(zip(types, counts, strict=True)))
 
 
+@dataclass
+class AttentionRow:
+    graph: str
+    nodes: int
+    edges: int
+    relations: int
+    channels: int
+    mechanism: str
+    featgraph_ms: float
+    pyg_ms: float | None  # None: skipped (its per-edge weight over --fast-max-gb)
+    pyg_over_featgraph: float | None
+
+
+def mag_graph(scale: float) -> HeteroGraph:
+    """``mag_like`` at ``scale`` with every edge type also reversed, as PyG's ``ToUndirected`` makes it."""
+    typed = mag_like(scale).graph
+    return HeteroGraph(with_reverse_edges(typed.to_edge_index_dict()), typed.num_nodes_dict)
+
+
+def graphs(scale: float, mag_scale: float) -> dict[str, HeteroGraph]:
+    """The bench's typed graphs, node and edge counts times ``scale`` (mag-like: ``mag_scale``)."""
+    out = {}
+    for name, (counts, relations, edges) in GRAPHS.items():
+        counts = tuple(max(1, int(n * scale)) for n in counts)
+        out[name] = typed_graph(counts, relations, max(1, int(edges * scale)))
+    out[f"mag-like-{mag_scale:g}, 8 relations"] = mag_graph(mag_scale)
+    return out
+
+
+def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
+    """RGATConv forward + backward per graph and attention mechanism: featgraph's against PyG's."""
+    from torch_geometric.nn import RGATConv as PygRGATConv
+
+    from ..nn import RGATConv
+
+    d, heads = args.channels, args.heads
+    print(markdown_header("graph", "mechanism", "featgraph ms", "PyG ms", "PyG / featgraph"), flush=True)
+    rows = []
+    for name, hg in graphs(args.scale, args.mag_scale).items():
+        relations = hg.num_relations
+        x = torch.randn(hg.num_nodes, d, requires_grad=True)
+        edge_index, edge_type = hg.graph.edge_index, hg.etype
+        pyg_gb = hg.num_edges * d * heads * d * x.element_size() / 2**30
+        for mechanism in ("across-relation", "within-relation"):
+            torch.manual_seed(0)
+            pyg = PygRGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
+            ours = RGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
+            ours.load_state_dict(pyg.state_dict())
+            steps = {"featgraph": layer_step(ours, x, edge_index, edge_type)}
+            if pyg_gb <= args.fast_max_gb:
+                steps["PyG"] = layer_step(pyg, x, edge_index, edge_type)
+            times = interleaved_best_ms(steps, args.repeat)
+            pyg_ms = times.get("PyG")
+            ratio = None if pyg_ms is None else pyg_ms / times["featgraph"]
+            rows.append(AttentionRow(
+                name, hg.num_nodes, hg.num_edges, relations, d, mechanism, times["featgraph"], pyg_ms, ratio
+            ))  # fmt: skip
+            label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={d}, {heads} heads)"
+            pyg_cells = [f"skipped ({pyg_gb:.1f} GB per-edge weight)", "-"]
+            if pyg_ms is not None:
+                pyg_cells = [f"{pyg_ms:.1f}", f"{ratio:.1f}x"]
+            print(markdown_row([label, mechanism, f"{times['featgraph']:.1f}", *pyg_cells]), flush=True)
+    return rows
+
+
 def layer_step(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> ForwardBackward:
     """One training step of ``layer``: forward, then backward into ``x`` and the parameters."""
     return ForwardBackward(lambda: layer(x, *args), [x, *layer.parameters()])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--layer", choices=("rgcn", "rgat"), default="rgcn")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--channels", type=int, default=64, help="input and output feature width")
+    parser.add_argument("--heads", type=int, default=2, help="RGATConv's attention heads")
+    parser.add_argument("--mag-scale", type=float, default=0.01, help="the mag-like graph's scale")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' node and edge counts (tests)")
     parser.add_argument("--fast-max-gb", type=float, default=2.0, help="skip FastRGCNConv above this per-edge weight")
     parser.add_argument("--json", metavar="PATH", help="write every row as JSON")
 
 
-def run(args: argparse.Namespace) -> list[Row]:
+def run(args: argparse.Namespace) -> list[Row] | list[AttentionRow]:
+    print(f"machine: {machine()}")
+    if args.layer == "rgat":
+        rows = attention_rows(args)
+        write_json(args.json, [asdict(r) for r in rows])
+        return rows
+    return convolution_rows(args)
+
+
+def convolution_rows(args: argparse.Namespace) -> list[Row]:
+    """RGCNConv forward + backward per graph: featgraph's two ways against PyG's two layers."""
     from torch_geometric.nn import FastRGCNConv as PygFastRGCNConv
     from torch_geometric.nn import RGCNConv as PygRGCNConv
 
     from ..nn import RGCNConv
 
-    print(f"machine: {machine()}")
     titles = ("graph", "featgraph ms", "featgraph fused ms", "PyG RGCNConv ms", "PyG FastRGCNConv ms")
     print(markdown_header(*titles, "RGCNConv / featgraph", "FastRGCNConv / featgraph"), flush=True)
     d = args.channels
     rows = []
-    for name, (counts, relations, edges) in GRAPHS.items():
-        counts = tuple(max(1, int(n * args.scale)) for n in counts)
-        hg = typed_graph(counts, relations, max(1, int(edges * args.scale)))
+    for name, hg in graphs(args.scale, args.mag_scale).items():
+        relations = hg.num_relations
         torch.manual_seed(0)
         pyg = PygRGCNConv(d, d, relations)
         ours = RGCNConv(d, d, relations)

@@ -25,6 +25,7 @@ import torch
 
 from ..datasets import mag_like
 from ..graph import HeteroGraph
+from ..graph.hetero import with_reverse_edges
 from ..graph.interop import import_dgl
 from ..loader import NeighborLoader
 from ..native import toolchain
@@ -32,15 +33,6 @@ from ..sampling import HeteroNeighborSampler
 from ..timing import interleaved_best_ms
 from .report import Table, add_common_arguments, machine, write_json
 from .sampling import TABLE, Row
-
-
-def with_reverse_edges(edges: dict) -> dict:
-    """Every edge type and its reverse, ``(dst, "rev_" + rel, src)``, as PyG's ``ToUndirected`` adds them."""
-    out = dict(edges)
-    for (src_type, rel, dst_type), index in edges.items():
-        out[(dst_type, f"rev_{rel}", src_type)] = index.flip(0)
-    return out
-
 
 HIDDEN = 64
 TRAIN_TABLE = Table({

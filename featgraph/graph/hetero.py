@@ -319,3 +319,12 @@ class HeteroGraph:
         """(graph, ntype, etype, features stacked or None): the homogeneous view, as DGL's ``to_homogeneous``
         and PyG's ``HeteroData.to_homogeneous`` give it."""
         return self.graph, self.ntype, self.etype, None if features is None else self.stack(features)
+
+
+def with_reverse_edges(edges: Mapping[EdgeType, torch.Tensor]) -> dict[EdgeType, torch.Tensor]:
+    """Every edge type's (2, E) ``edge_index`` and its reverse, ``(dst, "rev_" + rel, src)``, as PyG's
+    ``ToUndirected`` adds them to a typed graph (so every node type receives messages)."""
+    out = dict(edges)
+    for (src_type, rel, dst_type), index in edges.items():
+        out[(dst_type, f"rev_{rel}", src_type)] = index.flip(0)
+    return out

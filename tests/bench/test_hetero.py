@@ -11,9 +11,12 @@ pytest.importorskip("torch_geometric")
 
 def test_bench_hetero_times_every_implementation_on_every_graph(tmp_path, capsys):
     out = tmp_path / "hetero.json"
-    main(["bench", "hetero", "--scale", "0.002", "--repeat", "1", "--channels", "8", "--json", str(out)])
+    main([
+        "bench", "hetero", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1", "--channels", "8",
+        "--json", str(out),
+    ])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
-    assert [r["graph"] for r in rows] == list(hetero.GRAPHS)
+    assert [r["graph"] for r in rows] == [*hetero.GRAPHS, "mag-like-0.0005, 8 relations"]
     for r in rows:
         assert r["featgraph_ms"] > 0 and r["featgraph_fused_ms"] > 0 and r["pyg_rgcn_ms"] > 0
         assert r["rgcn_over_featgraph"] == pytest.approx(r["pyg_rgcn_ms"] / r["featgraph_ms"])
@@ -23,11 +26,34 @@ def test_bench_hetero_times_every_implementation_on_every_graph(tmp_path, capsys
 
 def test_fast_rgcn_is_skipped_over_its_memory_limit(tmp_path, capsys):
     out = tmp_path / "hetero.json"
-    main(["bench", "hetero", "--scale", "0.002", "--repeat", "1", "--channels", "8", "--fast-max-gb", "0",
-          "--json", str(out)])  # fmt: skip
+    main(["bench", "hetero", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1", "--channels", "8",
+          "--fast-max-gb", "0", "--json", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
     assert all(r["pyg_fast_rgcn_ms"] is None and r["fast_rgcn_over_featgraph"] is None for r in rows)
     assert "skipped (" in capsys.readouterr().out
+
+
+def test_bench_hetero_rgat_times_both_mechanisms_against_pygs_layer(tmp_path, capsys):
+    out = tmp_path / "rgat.json"
+    main([
+        "bench", "hetero", "--layer", "rgat", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
+        "--channels", "8", "--heads", "2", "--json", str(out),
+    ])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["graph"], r["mechanism"]) for r in rows][:2] == [
+        ("3 types, 10 relations", "across-relation"), ("3 types, 10 relations", "within-relation"),
+    ]  # fmt: skip
+    assert len(rows) == 2 * (len(hetero.GRAPHS) + 1)
+    for r in rows:
+        assert r["featgraph_ms"] > 0 and r["pyg_over_featgraph"] == pytest.approx(r["pyg_ms"] / r["featgraph_ms"])
+    assert "| mag-like-0.0005, 8 relations (" in capsys.readouterr().out
+
+
+def test_mag_graph_has_every_edge_type_reversed():
+    hg = hetero.mag_graph(0.0005)
+    assert hg.num_relations == 8 and ("paper", "rev_writes", "author") in hg.edge_types
+    writes = torch.stack(hg.relation(("author", "writes", "paper")).coo())
+    assert torch.equal(torch.stack(hg.relation(("paper", "rev_writes", "author")).coo()), writes.flip(0))
 
 
 def test_typed_graph_is_seeded_and_skewed():

@@ -2,17 +2,8 @@ import importlib.util
 import json
 
 import pytest
-import torch
 
-from featgraph.bench.hetero_minibatch import with_reverse_edges
 from featgraph.cli import main
-
-
-def test_reverse_edges_are_added_under_pygs_names():
-    writes = torch.tensor([[0, 1, 1], [2, 0, 3]])
-    edges = with_reverse_edges({("author", "writes", "paper"): writes})
-    assert list(edges) == [("author", "writes", "paper"), ("paper", "rev_writes", "author")]
-    assert torch.equal(edges[("paper", "rev_writes", "author")], writes.flip(0))
 
 
 def test_bench_hetero_minibatch_times_sampling_and_training_steps(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import featgraph as fg
-from featgraph.graph.hetero import HeteroGraph
+from featgraph.graph.hetero import HeteroGraph, with_reverse_edges
 
 EDGES = {
     ("paper", "cites", "paper"): torch.tensor([[0, 1, 1, 2, 2], [1, 2, 2, 2, 0]]),  # duplicate edge, self loop
@@ -162,3 +162,10 @@ def test_bad_lookups_name_the_argument(hg):
 def test_importing_featgraph_does_not_import_pyg():
     code = "import sys, featgraph; featgraph.HeteroGraph; assert 'torch_geometric' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reverse_edges_are_added_under_pygs_names():
+    writes = torch.tensor([[0, 1, 1], [2, 0, 3]])
+    edges = with_reverse_edges({("author", "writes", "paper"): writes})
+    assert list(edges) == [("author", "writes", "paper"), ("paper", "rev_writes", "author")]
+    assert torch.equal(edges[("paper", "rev_writes", "author")], writes.flip(0))
