@@ -19,6 +19,7 @@ from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
 from .prefetch import prefetched
 from .source import (
     LoaderSource,
+    StoreColumn,
     checked_count,
     checked_flag,
     checked_seed,
@@ -167,9 +168,11 @@ def checked_workers(num_workers: Any) -> int | None:
 
 def gathered(values: Any, index: torch.Tensor) -> Any:
     """``values[index]`` along the first dimension: of a tensor (on its device), a numpy array (as a tensor, as
-    PyG gives it) or a list."""
+    PyG gives it), a feature store's column or a list."""
     if isinstance(values, torch.Tensor):
         return values.index_select(0, index.to(values.device))
     if isinstance(values, np.ndarray):  # a memory-mapped array too: only the rows asked for are read
         return torch.from_numpy(np.ascontiguousarray(values[index.numpy()]))
+    if isinstance(values, StoreColumn):
+        return values.rows(index)
     return [values[i] for i in index.tolist()]

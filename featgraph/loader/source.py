@@ -1,9 +1,10 @@
 """What a loader samples from, and the checks of the arguments every loader shares.
 
-A loader takes a PyG ``Data`` (``edge_index`` and any per-vertex, per-edge and graph-level values), a featgraph
-``Dataset`` (its graph, features as ``x``, labels as ``y``) or a featgraph ``Graph`` with ``x``/``y`` given
-alongside. Each becomes one ``LoaderSource``: the full ``Graph``, built once, and the tensors a batch slices
-by its vertex ids (``n_id``) and edge ids (``e_id``).
+A loader takes a PyG ``Data`` (``edge_index`` and any per-vertex, per-edge and graph-level values), PyG's
+``(FeatureStore, GraphStore)`` pair (features read per batch from the store), a featgraph ``Dataset`` (its
+graph, features as ``x``, labels as ``y``) or a featgraph ``Graph`` with ``x``/``y`` given alongside. Each
+becomes one ``LoaderSource``: the full ``Graph``, built once, and the values a batch slices by its vertex ids
+(``n_id``) and edge ids (``e_id``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,49 @@ class LoaderSource:
     node_attrs: dict[str, Any]  # tensors, or numpy arrays and lists a PyG Data holds per vertex
     edge_attrs: dict[str, Any]
     graph_attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoreColumn:
+    """One attribute of a PyG ``FeatureStore`` (its ``attr``: group, name), read row by row: a batch asks the
+    store for its own rows only (``get_tensor`` with an index), so features kept outside memory stay there."""
+
+    store: Any
+    attr: Any
+
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        return self.store.get_tensor(self.attr.group_name, self.attr.attr_name, index=index)
+
+
+def _is_store_pair(data: Any) -> bool:
+    """PyG's remote-backend pair ``(FeatureStore, GraphStore)``, recognised by its methods."""
+    return (
+        isinstance(data, (tuple, list))
+        and len(data) == 2
+        and all(hasattr(data[0], name) for name in ("get_tensor", "get_all_tensor_attrs"))
+        and all(hasattr(data[1], name) for name in ("get_all_edge_attrs", "coo"))
+    )
+
+
+def _from_stores(feature_store: Any, graph_store: Any) -> LoaderSource:
+    """The graph from the graph store's one edge type (as COO, its ids the edges' ids) and a ``StoreColumn``
+    per feature-store attribute: nothing but the edges is read here."""
+    edge_attrs = graph_store.get_all_edge_attrs()
+    if len(edge_attrs) != 1:
+        raise ValueError(
+            f"data: the graph store holds {len(edge_attrs)} edge types; NeighborLoader on stores takes exactly one"
+        )
+    (attr,) = edge_attrs
+    src, dst, _ = graph_store.coo()  # COO in the stored order (PyG permutes only into CSR or CSC)
+    if isinstance(src, dict):  # keyed by the edge type where it has one
+        src, dst = next(iter(src.values())), next(iter(dst.values()))
+    count = max(attr.size) if attr.size is not None else int(torch.cat([src, dst]).max()) + 1 if src.numel() else 0
+    columns = {
+        tensor_attr.attr_name: StoreColumn(feature_store, tensor_attr)
+        for tensor_attr in feature_store.get_all_tensor_attrs()
+        if tensor_attr.group_name is None
+    }
+    return LoaderSource(Graph(src.cpu().long(), dst.cpu().long(), count), columns, {}, {})
 
 
 def _is_pyg_data(data: Any) -> bool:
@@ -63,8 +107,9 @@ def _tensors(**tensors: Any) -> dict[str, torch.Tensor]:
 
 
 def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> LoaderSource:
-    """``data`` (a PyG ``Data``, a featgraph ``Dataset`` or ``Graph``) as a ``LoaderSource``; ``x`` and ``y``
-    (one row per vertex) go with a ``Graph`` only, the others carry their own."""
+    """``data`` (a PyG ``Data``, PyG's ``(FeatureStore, GraphStore)`` pair, a featgraph ``Dataset`` or ``Graph``)
+    as a ``LoaderSource``; ``x`` and ``y`` (one row per vertex) go with a ``Graph`` only, the others carry their
+    own."""
     if isinstance(data, Graph):
         source = LoaderSource(data, _tensors(x=x, y=y), _tensors(edge_weight=data.edge_weight), {})
     elif x is not None or y is not None:
@@ -73,8 +118,13 @@ def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> Load
         return loader_source(data.graph, data.features, data.labels)
     elif _is_pyg_data(data):
         source = _from_pyg(data)
+    elif _is_store_pair(data):
+        return _from_stores(*data)  # a store's columns are read per batch, their sizes never
     else:
-        raise TypeError(f"data must be a PyG Data, a featgraph Dataset or a featgraph Graph, got {type(data).__name__}")
+        raise TypeError(
+            "data must be a PyG Data, a (FeatureStore, GraphStore) pair, a featgraph Dataset or a featgraph Graph, "
+            f"got {type(data).__name__}"
+        )
     graph = source.graph
     if graph.is_bipartite:
         raise ValueError(

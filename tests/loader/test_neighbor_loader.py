@@ -225,3 +225,44 @@ def test_memory_mapped_features_come_as_tensors_of_the_batchs_rows(cora, tmp_pat
     for batch in NeighborLoader(data, [4, 2], batch_size=300, seed=1):
         assert isinstance(batch.x, torch.Tensor)
         assert torch.equal(batch.x, cora.features[batch.n_id])
+
+
+def test_a_feature_store_and_graph_store_give_the_datas_batches_reading_only_their_rows(cora):
+    from torch_geometric.testing import MyFeatureStore, MyGraphStore
+
+    class CountingStore(MyFeatureStore):
+        def _get_tensor(self, attr):
+            self.rows_read = getattr(self, "rows_read", 0) + (attr.index.numel() if attr.index is not None else -1)
+            return super()._get_tensor(attr)
+
+    features, graph_store = CountingStore(), MyGraphStore()
+    features.put_tensor(cora.features, group_name=None, attr_name="x", index=None)
+    features.put_tensor(cora.labels, group_name=None, attr_name="y", index=None)
+    n = cora.graph.num_nodes
+    graph_store.put_edge_index((cora.edge_index[0], cora.edge_index[1]), edge_type=None, layout="coo", size=(n, n))
+    data = Data(x=cora.features, y=cora.labels, edge_index=cora.edge_index)
+    kwargs = dict(batch_size=128, input_nodes=cora.train_idx, seed=3)
+    stores = NeighborLoader((features, graph_store), [4, 3], **kwargs)
+    pairs = zip(NeighborLoader(data, [4, 3], **kwargs), stores, strict=True)
+    read = 0
+    for from_data, from_stores in pairs:
+        for key in ("n_id", "e_id", "edge_index", "x", "y"):
+            assert torch.equal(from_data[key], from_stores[key]), key
+        read += 2 * from_stores.n_id.numel()
+    assert features.rows_read == read  # each batch's rows of x and y, nothing else
+    graph_store.put_edge_index((cora.edge_index[1], cora.edge_index[0]), edge_type=("a", "to", "b"), layout="coo",
+                               size=(n, n))  # fmt: skip
+    with pytest.raises(ValueError, match="the graph store holds 2 edge types"):
+        NeighborLoader((features, graph_store), [2])
+
+
+def test_defaults_are_pygs_so_ported_code_batches_alike(cora):
+    """PyG's loaders take batches of 1 in input order unless told otherwise; an evaluation loop that lines
+    up predictions with ``input_nodes`` relies on it."""
+    from featgraph.loader import LinkNeighborLoader
+
+    data = cora_data(cora)
+    for loader in (NeighborLoader(data, [2]), LinkNeighborLoader(data, [2])):
+        assert (loader.batch_size, loader.shuffle) == (1, False)
+    loader = NeighborLoader(data, [2], input_nodes=cora.test_idx[:5])
+    assert [int(batch.n_id[0]) for batch in loader] == cora.test_idx[:5].tolist()

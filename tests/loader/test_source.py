@@ -44,7 +44,7 @@ def test_a_dataset_brings_features_labels_and_edge_weights_a_graph_takes_them_he
 
 
 def test_other_inputs_are_refused_by_name():
-    with pytest.raises(TypeError, match="data must be a PyG Data, a featgraph Dataset or a featgraph Graph, got dict"):
+    with pytest.raises(TypeError, match=r"data must be a PyG Data, a \(FeatureStore, GraphStore\) pair, .* got dict"):
         loader_source({"edge_index": None})
     with pytest.raises(ValueError, match=r"the graph is bipartite \(3 sources, 2 destinations\)"):
         loader_source(Graph(torch.tensor([2]), torch.tensor([1]), (3, 2)))
