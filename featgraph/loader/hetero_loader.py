@@ -19,7 +19,7 @@ import torch
 from ..graph.hetero import HeteroGraph
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
 from .base import EpochLoader, checked_workers, gathered
-from .source import checked_batching_flags, checked_flag, checked_input_nodes, checked_subgraph_type
+from .source import checked_batching_flags, checked_flag, checked_input_nodes, checked_subgraph_type, is_mask
 
 
 def is_hetero_data(data: Any) -> bool:
@@ -82,6 +82,7 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         self.graph = HeteroGraph.from_pyg(data)
         self.input_type, ids = _input(input_nodes, self.graph.node_types)
         self.input_nodes = checked_input_nodes(ids, self.graph.num_nodes_dict[self.input_type])
+        self.input_id_is_vertex = is_mask(ids)
         super().__init__(self.input_nodes, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weights = None
         if weight_attr is not None:
@@ -127,6 +128,6 @@ class HeteroNeighborLoader(EpochLoader[Any]):
                     out[edge_type][key] = gathered(value, e_id)
             out[edge_type].e_id = e_id
             out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
-        out[self.input_type].input_id = positions
+        out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
         out[self.input_type].batch_size = sampled.batch_size
         return out

@@ -23,6 +23,7 @@ from .source import (
     checked_batching_flags,
     checked_input_nodes,
     checked_subgraph_type,
+    is_mask,
     loader_source,
 )
 
@@ -78,7 +79,8 @@ class NeighborLoader(SeedLoader[Any]):
     hop ``h`` (-1: all), PyG's ``NeighborLoader`` interface and batch layout.
 
     ``data``: a PyG ``Data``, a featgraph ``Dataset``, or a featgraph ``Graph`` with ``x`` and ``y`` given
-    here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch,
+    here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch
+    (a batch's ``input_id``: its seeds' positions in the ids, or with a mask their vertex ids, as PyG),
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
     ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. ``subgraph_type``: "directional"
@@ -122,10 +124,12 @@ class NeighborLoader(SeedLoader[Any]):
             weight_attr, pin_memory=pin_memory,
         )  # fmt: skip
         self.batch_class = pyg_data_class() or Batch
+        self.input_id_is_vertex = is_mask(input_nodes)
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:
         attrs = flat_attrs(self.source, batch, self.bidirectional)
-        attrs.update(batch_size=batch.batch_size, input_id=positions)
+        input_id = self.inputs[positions] if self.input_id_is_vertex else positions
+        attrs.update(batch_size=batch.batch_size, input_id=input_id)
         return self.batch_class(**attrs)
 
 

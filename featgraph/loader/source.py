@@ -184,6 +184,12 @@ def checked_seed(seed: Any) -> int | None:
     return int(seed)
 
 
+def is_mask(input_nodes: Any) -> bool:
+    """Whether ``input_nodes`` is a boolean mask: PyG's batches then name each seed by its vertex id
+    (``input_id``), where a list of ids gives positions in that list."""
+    return isinstance(input_nodes, torch.Tensor) and input_nodes.dtype == torch.bool
+
+
 def checked_input_nodes(input_nodes: Any, num_nodes: int) -> torch.Tensor:
     """The seed vertices of an epoch as a fresh int64 CPU vector of distinct ids: ``input_nodes`` is a vector
     of vertex ids, a boolean mask over the vertices, or None for every vertex."""

@@ -62,15 +62,16 @@ def test_batches_are_pyg_layout_samples_of_the_graph_with_tensors_sliced(cora, n
 
 
 def test_a_boolean_mask_selects_the_same_seeds_as_its_indices(cora):
+    """The same batches; ``input_id`` names a mask's seeds by vertex id and a list's by position, as PyG."""
     data = cora_data(cora)
-    by_mask = list(NeighborLoader(data, [4, 4], batch_size=64, input_nodes=data.train_mask, seed=5))
-    by_index = list(
-        NeighborLoader(data, [4, 4], batch_size=64, input_nodes=data.train_mask.nonzero().flatten(), seed=5)
-    )
+    by_mask = list(NeighborLoader(data, [4, 4], batch_size=64, input_nodes=data.train_mask, seed=5, shuffle=True))
+    ids = data.train_mask.nonzero().flatten()
+    by_index = list(NeighborLoader(data, [4, 4], batch_size=64, input_nodes=ids, seed=5, shuffle=True))
     assert len(by_mask) == len(by_index) == 3
     for a, b in zip(by_mask, by_index, strict=True):
         assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
         assert bool(data.train_mask[a.n_id[: a.batch_size]].all())
+        assert torch.equal(a.input_id, a.n_id[: a.batch_size]) and torch.equal(ids[b.input_id], a.input_id)
 
 
 def test_dataset_and_graph_with_tensors_give_the_same_batches_as_pyg_data(cora):
