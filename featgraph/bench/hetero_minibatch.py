@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             ours.sample("paper", b, seed=i) for i, b in enumerate(batches)
         ]
     }
-    loader = _pyg_loader(dataset, edges, args.fanouts, seeds, args.batch)
+    data = _pyg_data(dataset, edges)
+    loader = None
+    if data is not None:
+        loader = NeighborLoader(data, args.fanouts, input_nodes=("paper", seeds), batch_size=args.batch, prefetch=0)
     if loader is not None:
         positions = torch.arange(seeds.numel()).view(args.batches, args.batch)
         samplers["featgraph NeighborLoader on HeteroData (PyG's batch)"] = lambda: [loader(p) for p in positions]
@@ -140,7 +143,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         Row(name, ms / args.batches, args.batch / (ms / args.batches) * 1e3, ms / base) for name, ms in times.items()
     ]
     print(TABLE(rows))
-    train = [] if loader is None else training_rows(loader, loader.data, args.train_batches, args.repeat)
+    train = [] if loader is None else training_rows(loader, data, args.train_batches, args.repeat)
     if train:
         print(f"training steps, to_hetero GraphSAGE ({HIDDEN} hidden), {args.train_batches} batches:")
         print(TRAIN_TABLE(train))
@@ -148,15 +151,15 @@ def run(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def _pyg_loader(dataset, edges: dict, fanouts: list[int], seeds: torch.Tensor, batch_size: int):
-    """featgraph's loader over the dataset as PyG's ``HeteroData``, or None without PyG."""
+def _pyg_data(dataset, edges: dict):
+    """The dataset as PyG's ``HeteroData`` with ``edges`` (the reverse edge types too), or None without PyG."""
     try:
         data = dataset.to_pyg()
     except ImportError:
         return None
     for edge_type, index in edges.items():
         data[edge_type].edge_index = index
-    return NeighborLoader(data, fanouts, input_nodes=("paper", seeds), batch_size=batch_size, prefetch=0)
+    return data
 
 
 def _dgl_sampler(graph, fanouts: list[int]) -> Callable[[torch.Tensor], object] | None:

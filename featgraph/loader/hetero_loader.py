@@ -12,19 +12,91 @@ edge type, ``edge_index`` in the two node types' batch ids, every per-edge value
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ..graph.hetero import HeteroGraph
+from ..graph.hetero import EdgeType, HeteroGraph
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
 from .base import EpochLoader, checked_workers, gathered
-from .source import checked_batching_flags, checked_flag, checked_input_nodes, checked_subgraph_type, is_mask
+from .source import (
+    StoreColumn,
+    checked_batching_flags,
+    checked_flag,
+    checked_input_nodes,
+    checked_subgraph_type,
+    is_mask,
+    is_store_pair,
+)
+
+
+def pyg_hetero_data() -> Any:
+    """An empty PyG ``HeteroData`` (a store pair's batches; PyG is there wherever its stores are)."""
+    from torch_geometric.data import HeteroData
+
+    return HeteroData()
 
 
 def is_hetero_data(data: Any) -> bool:
     """A PyG ``HeteroData`` (or any object laid out like one), recognised without importing PyG."""
     return all(hasattr(data, name) for name in ("node_types", "edge_types", "edge_index_dict", "node_items"))
+
+
+def is_typed(data: Any) -> bool:
+    """What the typed loader serves: a ``HeteroData``, or a store pair whose graph store holds edge types
+    (every edge under one)."""
+    if is_hetero_data(data):
+        return True
+    if not is_store_pair(data):
+        return False
+    edge_types = [attr.edge_type for attr in data[1].get_all_edge_attrs()]
+    return bool(edge_types) and None not in edge_types
+
+
+@dataclass(frozen=True)
+class TypedSource:
+    """The typed graph and the values a batch slices per node type (by ``n_id``) and edge type (by ``e_id``);
+    ``template``: the ``HeteroData`` a batch is a copy of (its other values kept), or None for a store pair's
+    batches, fresh ``HeteroData`` that also name each type's ``num_nodes`` (as PyG's)."""
+
+    graph: HeteroGraph
+    node_attrs: dict[str, dict[str, Any]]
+    edge_attrs: dict[EdgeType, dict[str, Any]]
+    template: Any
+
+
+def _from_hetero_data(data: Any) -> TypedSource:
+    graph = HeteroGraph.from_pyg(data)
+    nodes = {
+        t: {k: v for k, v in data[t].items() if k != "num_nodes" and data[t].is_node_attr(k)} for t in graph.node_types
+    }
+    edges = {
+        et: {k: v for k, v in data[et].items() if k != "edge_index" and data[et].is_edge_attr(k)}
+        for et in graph.edge_types
+    }
+    return TypedSource(graph, nodes, edges, data)
+
+
+def _from_typed_stores(feature_store: Any, graph_store: Any) -> TypedSource:
+    """The typed graph from the graph store's edge types (each as COO in its stored order: its ids the edges'
+    ids) and counts (the edge types' sizes, else the feature store's rows); one ``StoreColumn`` per feature."""
+    attrs = {attr.edge_type: attr for attr in graph_store.get_all_edge_attrs()}
+    rows, cols, _ = graph_store.coo()
+    counts: dict[str, int] = {}
+    for (src_type, _, dst_type), attr in attrs.items():
+        if attr.size is not None:
+            for node_type, size in zip((src_type, dst_type), attr.size, strict=True):
+                counts[node_type] = max(counts.get(node_type, 0), int(size))
+    columns: dict[str, dict[str, Any]] = {}
+    for tensor_attr in feature_store.get_all_tensor_attrs():
+        columns.setdefault(tensor_attr.group_name, {})[tensor_attr.attr_name] = StoreColumn(feature_store, tensor_attr)
+        if tensor_attr.group_name not in counts:
+            counts[tensor_attr.group_name] = int(feature_store.get_tensor_size(tensor_attr)[0])
+    edges = {et: (rows[et].cpu().long(), cols[et].cpu().long()) for et in attrs}
+    graph = HeteroGraph(edges, counts)
+    nodes = {t: columns.get(t, {}) for t in graph.node_types}
+    return TypedSource(graph, nodes, {et: {} for et in graph.edge_types}, None)
 
 
 def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
@@ -42,7 +114,8 @@ def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
 
 
 class HeteroNeighborLoader(EpochLoader[Any]):
-    """Mini-batches of one node type's vertices of a PyG ``HeteroData``, with ``num_neighbors`` sampled
+    """Mini-batches of one node type's vertices of a PyG ``HeteroData`` (or of PyG's ``(FeatureStore,
+    GraphStore)`` pair whose graph store holds edge types: features read per batch), with ``num_neighbors`` sampled
     in-neighbours per vertex, hop and edge type: one list for every edge type or a dict keyed by edge type
     (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
     ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
@@ -74,22 +147,23 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         if checked_subgraph_type(subgraph_type):
             raise ValueError(f"subgraph_type: typed batches are directional (PyG's default), got {subgraph_type!r}")
         checked_batching_flags(is_sorted, filter_per_worker)
-        if not is_hetero_data(data):
-            raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
+        if not is_typed(data):
+            raise TypeError(f"data: expected a PyG HeteroData or a typed store pair, got {type(data).__name__}")
         if input_nodes is None:
             raise ValueError("input_nodes: a HeteroData needs the seeds' node type, e.g. ('paper', train_idx)")
-        self.data = data
-        self.graph = HeteroGraph.from_pyg(data)
+        self.source = _from_hetero_data(data) if is_hetero_data(data) else _from_typed_stores(*data)
+        self.graph = self.source.graph
         self.input_type, ids = _input(input_nodes, self.graph.node_types)
         self.input_nodes = checked_input_nodes(ids, self.graph.num_nodes_dict[self.input_type])
         self.input_id_is_vertex = is_mask(ids)
         super().__init__(self.input_nodes, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weights = None
         if weight_attr is not None:
-            lacking = [et for et in self.graph.edge_types if weight_attr not in data[et]]
+            edge_attrs = self.source.edge_attrs
+            lacking = [et for et in self.graph.edge_types if weight_attr not in edge_attrs[et]]
             if lacking:
                 raise ValueError(f"weight_attr {weight_attr!r}: edge type(s) {lacking} have no such per-edge value")
-            weights = {et: data[et][weight_attr] for et in self.graph.edge_types}
+            weights = {et: edge_attrs[et][weight_attr] for et in self.graph.edge_types}
         self.sampler = HeteroNeighborSampler(
             self.graph,
             {tuple(key): value for key, value in num_neighbors.items()}
@@ -108,24 +182,23 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         return self._make(positions, sampled)
 
     def _make(self, positions: torch.Tensor, sampled: HeteroMiniBatch) -> Any:
-        data = self.data
-        out = copy.copy(data)  # PyG's copy: fresh stores sharing the values, which are replaced below
+        template = self.source.template
+        # PyG's copy: fresh stores sharing the values, which are replaced below
+        out = pyg_hetero_data() if template is None else copy.copy(template)
         for node_type in self.graph.node_types:
-            store, n_id = data[node_type], sampled.n_id[node_type]
-            for key, value in store.items():
-                if key == "num_nodes":
-                    out[node_type].num_nodes = n_id.numel()
-                elif store.is_node_attr(key):
-                    out[node_type][key] = gathered(value, n_id)
+            n_id = sampled.n_id[node_type]
+            if template is None or "num_nodes" in template[node_type]:
+                out[node_type].num_nodes = n_id.numel()
+            for key, value in self.source.node_attrs[node_type].items():
+                out[node_type][key] = gathered(value, n_id)
             out[node_type].n_id = n_id
             out[node_type].num_sampled_nodes = sampled.num_sampled_nodes[node_type]
         for edge_type in self.graph.edge_types:
-            store, e_id = data[edge_type], sampled.e_id[edge_type]
-            for key, value in store.items():
-                if key == "edge_index":
-                    out[edge_type].edge_index = sampled.edge_index[edge_type].to(value.device)
-                elif store.is_edge_attr(key):
-                    out[edge_type][key] = gathered(value, e_id)
+            e_id = sampled.e_id[edge_type]
+            device = self.graph.device if template is None else template[edge_type].edge_index.device
+            out[edge_type].edge_index = sampled.edge_index[edge_type].to(device)
+            for key, value in self.source.edge_attrs[edge_type].items():
+                out[edge_type][key] = gathered(value, e_id)
             out[edge_type].e_id = e_id
             out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
         out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions

@@ -17,7 +17,7 @@ import torch
 
 from ..sampling import MiniBatch
 from .base import SeedLoader, gathered
-from .hetero_loader import HeteroNeighborLoader, is_hetero_data
+from .hetero_loader import HeteroNeighborLoader, is_typed
 from .source import (
     LoaderSource,
     checked_batching_flags,
@@ -90,7 +90,7 @@ class NeighborLoader(SeedLoader[Any]):
     """
 
     def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if is_hetero_data(data):
+        if is_typed(data):
             return HeteroNeighborLoader(data, *args, **kwargs)
         return super().__new__(cls)
 

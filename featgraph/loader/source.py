@@ -44,7 +44,7 @@ class StoreColumn:
         return self.store.get_tensor(self.attr.group_name, self.attr.attr_name, index=index)
 
 
-def _is_store_pair(data: Any) -> bool:
+def is_store_pair(data: Any) -> bool:
     """PyG's remote-backend pair ``(FeatureStore, GraphStore)``, recognised by its methods."""
     return (
         isinstance(data, (tuple, list))
@@ -118,7 +118,7 @@ def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> Load
         return loader_source(data.graph, data.features, data.labels)
     elif _is_pyg_data(data):
         source = _from_pyg(data)
-    elif _is_store_pair(data):
+    elif is_store_pair(data):
         return _from_stores(*data)  # a store's columns are read per batch, their sizes never
     else:
         raise TypeError(

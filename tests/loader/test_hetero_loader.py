@@ -184,3 +184,38 @@ def test_bad_input_is_named() -> None:
         NeighborLoader(data, [2], input_nodes="paper", time_attr="time")
     with pytest.raises(TypeError, match="data: expected a PyG HeteroData"):
         HeteroNeighborLoader(object(), [2], input_nodes="paper")
+
+
+def test_a_typed_store_pair_gives_the_heterodatas_batches():
+    """PyG's remote-backend pair with edge types stored as COO, CSR and CSC: the same vertices, edges and
+    features per batch as the HeteroData holding the same graph, and each type's num_nodes named."""
+    from torch_geometric.testing import MyFeatureStore, MyGraphStore
+
+    data = hetero_data(seed=4)
+    del data["lonely"]
+    data["venue"].x = torch.randn(VENUES, 5)
+    features, graph_store = MyFeatureStore(), MyGraphStore()
+    for node_type in data.node_types:
+        features.put_tensor(data[node_type].x, group_name=node_type, attr_name="x", index=None)
+    for i, edge_type in enumerate(data.edge_types):
+        src_type, _, dst_type = edge_type
+        size = (data[src_type].num_nodes, data[dst_type].num_nodes)
+        index = data[edge_type].edge_index
+        if i % 3 == 1:  # CSR: the edges grouped by source, as the store keeps them
+            index = index[:, torch.argsort(index[0] * size[1] + index[1], stable=True)]
+            data[edge_type].edge_index = index
+            ptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(index[0], minlength=size[0]).cumsum(0)])
+            graph_store.put_edge_index((ptr, index[1]), edge_type=edge_type, layout="csr", size=size)
+        else:
+            graph_store.put_edge_index((index[0], index[1]), edge_type=edge_type, layout="coo", size=size)
+    kwargs = dict(batch_size=16, input_nodes=("paper", torch.arange(PAPERS)), seed=2)
+    stores = NeighborLoader((features, graph_store), [3, 2], **kwargs)
+    assert isinstance(stores, HeteroNeighborLoader) and repr(stores) == "NeighborLoader()"
+    for one, two in zip(NeighborLoader(data, [3, 2], **kwargs), stores, strict=True):
+        for node_type in data.node_types:
+            assert torch.equal(one[node_type].n_id, two[node_type].n_id)
+            assert torch.equal(two[node_type].x, data[node_type].x[two[node_type].n_id])
+            assert two[node_type].num_nodes == two[node_type].n_id.numel()
+        for edge_type in data.edge_types:
+            assert torch.equal(one[edge_type].edge_index, two[edge_type].edge_index)
+            assert torch.equal(one[edge_type].e_id, two[edge_type].e_id)
