@@ -3,8 +3,9 @@ mean per relation, as Schlichtkrull et al.) on graphs of the RGCN datasets' shap
 featgraph's ``RGCNConv`` (PyG's API) and ``RelGraphConv`` (DGL's API, ``featgraph-dgl-api``) against PyG's
 ``RGCNConv`` (a loop over relations), PyG's ``FastRGCNConv`` (an
 (E, in, out) weight per edge, skipped where it passes ``--fast-max-gb``) and DGL's ``RelGraphConv`` where DGL
-installs. Each row trains in a fresh process: seconds per epoch (forward, loss on the training nodes,
-backward, Adam step) and the peak memory the training adds.
+installs; on request (``--frameworks ... featgraph-compiled``) featgraph's model under
+``torch.compile(fullgraph=True)``. Each row trains in a fresh process: seconds per epoch (forward, loss on the
+training nodes, backward, Adam step) and the peak memory the training adds.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ..graph.interop import import_dgl
 from .measure import peak_extra_mb
 from .report import Table, add_common_arguments, machine, run_worker, write_json
 
-FRAMEWORKS = ("featgraph", "featgraph-dgl-api", "pyg", "pyg-fast", "dgl")
+FRAMEWORKS = ("featgraph", "featgraph-compiled", "featgraph-dgl-api", "pyg", "pyg-fast", "dgl")
+DEFAULT_FRAMEWORKS = tuple(f for f in FRAMEWORKS if f != "featgraph-compiled")
 HIDDEN = 16
 TABLE = Table({
     "graph": lambda r: f"{r.graph} ({r.nodes} nodes, {r.edges} edges, {r.relations} relations)",
@@ -76,10 +78,11 @@ def _model(framework: str, data, fast_max_gb: float) -> tuple[torch.nn.Module, t
     """The model and its graph arguments, or why the framework does not run here."""
     hg, relations, width = data.graph, data.graph.num_relations, data.x.shape[1]
     edge_index, edge_type = hg.graph.edge_index, hg.etype
-    if framework == "featgraph":
+    if framework in ("featgraph", "featgraph-compiled"):
         from ..nn import RGCNConv
 
-        return RGCN(lambda i, o: RGCNConv(i, o, relations), width, data.num_classes), (hg,)
+        model = RGCN(lambda i, o: RGCNConv(i, o, relations), width, data.num_classes)
+        return (model if framework == "featgraph" else torch.compile(model, fullgraph=True)), (hg,)
     if framework in ("pyg", "pyg-fast"):
         from torch_geometric import nn as pyg_nn
 
@@ -140,7 +143,10 @@ def run_one(shape: str, scale: float, framework: str, repeat: int, fast_max_gb: 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", nargs="+", default=["aifb", "mutag", "bgs", "am"], choices=list(ENTITY_SHAPES))
-    parser.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS), choices=FRAMEWORKS)
+    parser.add_argument(
+        "--frameworks", nargs="+", default=list(DEFAULT_FRAMEWORKS), choices=FRAMEWORKS,
+        help="featgraph-compiled: featgraph's model under torch.compile(fullgraph=True), Inductor (not by default)",
+    )  # fmt: skip
     parser.add_argument("--fast-max-gb", type=float, default=4.0, help="skip FastRGCNConv above this per-edge weight")
     add_common_arguments(parser, repeat=3, scale=1.0, scale_help="shrink the graphs' nodes and edges")
 

@@ -21,3 +21,16 @@ def test_bench_rgcn_train_trains_every_framework_on_each_shape(tmp_path, capsys)
     assert dgl["ms"] is not None or dgl["note"] == "skipped: DGL is not installed"
     assert ours["nodes"] == 414 and ours["relations"] == 90
     assert "| aifb-like-0.05 (414 nodes, 2904 edges, 90 relations) | featgraph |" in capsys.readouterr().out
+
+
+def test_the_compiled_row_is_featgraphs_model_under_fullgraph_compile():
+    import torch
+
+    from featgraph.bench.rgcn_training import _model
+    from featgraph.datasets import entity_like
+
+    data = entity_like("aifb", 0.02)
+    model, graph = _model("featgraph-compiled", data, 1.0)
+    eager, _ = _model("featgraph", data, 1.0)
+    assert isinstance(model, torch._dynamo.eval_frame.OptimizedModule) and graph == (data.graph,)
+    assert type(model._orig_mod) is type(eager) and model.dynamo_ctx.fullgraph
