@@ -137,12 +137,12 @@ class HeteroNeighborSampler:
                         continue
                     drawn = kernel.sample_typed_hop(
                         self._csr[edge_type], targets, fanout, self.replace, self._weights.get(edge_type),
-                        self._local[src_type], counts[src_type], seed, hop * relations + r, threads,
+                        self._local[src_type], counts[src_type], start, seed, hop * relations + r, threads,
                     )  # fmt: skip
                     if drawn.new_nodes.numel():
                         n_id[src_type].append(drawn.new_nodes)
                         counts[src_type] += drawn.new_nodes.numel()
-                    edges[edge_type].append(torch.stack([drawn.sources, drawn.destinations.add_(start)]))
+                    edges[edge_type].append(drawn.edge_index)
                     e_ids[edge_type].append(drawn.edge_ids)
                     per_hop_edges[edge_type].append(drawn.edge_ids.numel())
                 for node_type in graph.node_types:

@@ -96,17 +96,17 @@ def sample_hop(
     node_ids = torch.empty(frontier.numel() + num_edges, dtype=torch.int64)
     num_nodes = torch.empty(1, dtype=torch.int64)
     outputs = [sources, edge_ids, node_ids, num_nodes]
-    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, hop, 0, 0])
+    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, hop, 0, 0, 0])
     # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
     return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())
 
 
 class TypedHop(NamedTuple):
-    """One relation's draws in a typed batch: each drawn edge's source (its type's batch id), destination
-    (a ``frontier`` position) and user edge id, and the source-type vertices it brought into the batch."""
+    """One relation's draws in a typed batch: ``edge_index`` (2, E): each drawn edge's source (its type's batch
+    id) and destination (its type's batch id), the edges' user ids, and the source-type vertices they
+    brought into the batch."""
 
-    sources: torch.Tensor
-    destinations: torch.Tensor
+    edge_index: torch.Tensor
     edge_ids: torch.Tensor
     new_nodes: torch.Tensor
 
@@ -119,6 +119,7 @@ def sample_typed_hop(
     weights: WeightTables | None,
     local: torch.Tensor,
     base: int,
+    first_destination: int,
     seed: int,
     stream: int,
     threads: int,
@@ -126,13 +127,16 @@ def sample_typed_hop(
     """``sample_hop`` for one relation of a typed batch: ``csr`` rows are the destination type's vertices,
     its indices the source type's; ``local`` is the source type's map for the whole batch (batch ids of its
     vertices already in, else ``UNCLAIMED``), which the new sources join with ids from ``base`` on and stay in
-    (the caller resets it after the batch). ``stream`` picks the random streams (one per hop and relation)."""
+    (the caller resets it after the batch); the frontier's batch ids run from ``first_destination``.
+    ``stream`` picks the random streams (one per hop and relation)."""
     indptr, num_edges = _counted(csr, frontier, fanout, replace, weights, stream, threads)
-    sources, destinations, edge_ids, new = (torch.empty(num_edges, dtype=torch.int64) for _ in range(4))
+    edge_index = torch.empty(2, num_edges, dtype=torch.int64)  # the kernel writes both rows in place
+    edge_ids, new = torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)
     count = torch.empty(1, dtype=torch.int64)
-    outputs = [sources, edge_ids, new, count, destinations]
-    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, stream, 1, base])
-    return TypedHop(sources, destinations, edge_ids, new[: int(count)].clone())
+    outputs = [edge_index[0], edge_ids, new, count, edge_index[1]]
+    scalars = [threads, seed, stream, 1, base, first_destination]
+    _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, scalars)
+    return TypedHop(edge_index, edge_ids, new[: int(count)].clone())
 
 
 def _counted(
@@ -164,7 +168,7 @@ def _sample(
     weights: WeightTables | None, local: torch.Tensor, outputs: list, scalars: list[int],
 ) -> None:  # fmt: skip
     """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count[, destinations]) and
-    ``scalars`` (threads, seed, stream, typed, base) as the C++ reads them."""
+    ``scalars`` (threads, seed, stream, typed, base, first destination) as the C++ reads them."""
     positive = None if weights is None else weights.positive_degree
     weight, cumulative = (None, None) if weights is None else (weights.weight, weights.cumulative)
     pointers = [csr.indptr, csr.indices, csr.edge_ids, weight, positive, cumulative, frontier, indptr, local]

@@ -138,25 +138,27 @@ def test_relabelling_map_is_left_unclaimed():
 def test_a_typed_hop_keeps_claimed_sources_and_numbers_new_ones_from_base(threads):
     """One relation of a typed batch (sources of one type, destinations of another): sources already in the
     batch keep their ids, the others get base, base + 1, ... in order of first appearance and stay claimed;
-    every edge is an edge of the relation, its destination the frontier position it was drawn for."""
+    every edge is an edge of the relation, its destination the batch id of the frontier vertex it was drawn for
+    (the frontier's ids start at 10 here)."""
     gen = torch.Generator().manual_seed(4)
     src, dst = torch.randint(0, 40, (600,), generator=gen), torch.randint(0, 25, (600,), generator=gen)
     relation = Graph(src, dst, (40, 25))
     local = torch.full((40,), kernel.UNCLAIMED, dtype=torch.int64)
     local[[7, 3, 12]] = torch.tensor([0, 1, 2])  # already in the batch
     frontier = torch.tensor([5, 0, 24, 9])
-    hop = kernel.sample_typed_hop(relation.csr(), frontier, 6, False, None, local, 3, 11, 2, threads)
+    hop = kernel.sample_typed_hop(relation.csr(), frontier, 6, False, None, local, 3, 10, 11, 2, threads)
+    sources, destinations = hop.edge_index
     degree = torch.bincount(dst, minlength=25)[frontier]
-    assert torch.equal(torch.bincount(hop.destinations, minlength=4), degree.clamp(max=6))
-    assert torch.equal(src[hop.edge_ids], torch.cat([torch.tensor([7, 3, 12]), hop.new_nodes])[hop.sources])
-    assert torch.equal(dst[hop.edge_ids], frontier[hop.destinations])
+    assert torch.equal(torch.bincount(destinations - 10, minlength=4), degree.clamp(max=6))
+    assert torch.equal(src[hop.edge_ids], torch.cat([torch.tensor([7, 3, 12]), hop.new_nodes])[sources])
+    assert torch.equal(dst[hop.edge_ids], frontier[destinations - 10])
     outside = src[hop.edge_ids][~torch.isin(src[hop.edge_ids], torch.tensor([7, 3, 12]))]
     first = [u for i, u in enumerate(outside.tolist()) if u not in outside[:i].tolist()]
     assert hop.new_nodes.tolist() == first  # order of first appearance
     assert torch.equal(local[hop.new_nodes], torch.arange(3, 3 + len(first)))
     claimed = (local != kernel.UNCLAIMED).nonzero().flatten()
     assert set(claimed.tolist()) == {7, 3, 12, *first}
-    again = kernel.sample_typed_hop(relation.csr(), frontier, 6, False, None, local.clone(), 3, 11, 2, 1)
+    again = kernel.sample_typed_hop(relation.csr(), frontier, 6, False, None, local.clone(), 3, 10, 11, 2, 1)
     assert torch.equal(again.edge_ids, hop.edge_ids)  # the thread count changes nothing
 
 

@@ -152,11 +152,12 @@ static void count(void** ptr, const int64_t* arg) {
 // frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
 // node_ids (out, F + block edges), num_block_nodes (out, 1);
 // arg: op, F, fanout, replace, threads, seed, hop.
-// Typed (one relation of a typed batch; ptr[13] destinations (out, block edges), arg[7] = 1, arg[8] = base):
+// Typed (one relation of a typed batch; ptr[13] destinations (out, block edges), arg[7] = 1, arg[8] = base,
+// arg[9] = the frontier's first batch id):
 // the frontier is of another vertex set, so it is neither claimed nor listed; ``local`` is the source type's
 // map for the whole batch (ids >= 0 for its vertices already in the batch, kept); sources it lacks get ids
 // base, base + 1, ... in order of first appearance and stay claimed; node_ids lists those new vertices and
-// num_block_nodes counts them; destinations[j] is edge j's frontier position.
+// num_block_nodes counts them; destinations[j] is edge j's destination's batch id (arg[9] + its position).
 static void sample(void** ptr, const int64_t* arg) {
   const int64_t* indptr = (const int64_t*)ptr[0];
   const int64_t* indices = (const int64_t*)ptr[1];
@@ -178,6 +179,7 @@ static void sample(void** ptr, const int64_t* arg) {
   const bool typed = arg[7] != 0;
   const int64_t base = typed ? arg[8] : num_frontier;  // the first new vertex's id
   int64_t* destinations = typed ? (int64_t*)ptr[13] : nullptr;
+  const int64_t first_destination = typed ? arg[9] : 0;
   std::vector<int64_t> firsts(threads + 1, 0);
   #pragma omp parallel num_threads(threads)
   {
@@ -228,7 +230,7 @@ static void sample(void** ptr, const int64_t* arg) {
       const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
       if (typed)
         for (int64_t i = group; i < group_end; ++i)
-          for (int64_t j = block_indptr[i]; j < block_indptr[i + 1]; ++j) destinations[j] = i;
+          for (int64_t j = block_indptr[i]; j < block_indptr[i + 1]; ++j) destinations[j] = first_destination + i;
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t p = picked[j], u = indices[p];
         sources[j] = u;
