@@ -12,6 +12,7 @@ edge type, ``edge_index`` in the two node types' batch ids, every per-edge value
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,34 @@ def _from_typed_stores(feature_store: Any, graph_store: Any) -> TypedSource:
     return TypedSource(graph, nodes, {et: {} for et in graph.edge_types}, None)
 
 
+def both_ways(edge_index: dict[EdgeType, torch.Tensor]) -> tuple[dict[EdgeType, torch.Tensor], set[EdgeType]]:
+    """PyG's bidirectional typed batch (``HeteroSamplerOutput.to_bidirectional``): the edge types merged
+    with their reverses' reversed edges, and which types were merged."""
+    out, merged = dict(edge_index), set()
+    by_ends: dict[tuple[str, str], list[EdgeType]] = {}
+    for key in edge_index:
+        by_ends.setdefault((key[0], key[2]), []).append(key)
+    for edge_type in [key for key in edge_index if not key[1].startswith("rev_")]:
+        src_type, rel, dst_type = edge_type
+        reverse = (dst_type, f"rev_{rel}", src_type)
+        if reverse not in edge_index:
+            candidates = by_ends.get((dst_type, src_type), [])
+            if src_type == dst_type or len(candidates) != 1:
+                if src_type != dst_type:
+                    warnings.warn(f"subgraph_type: edge type {edge_type} has no reverse edge type", stacklevel=4)
+                    continue
+                candidates = [edge_type]
+            reverse = candidates[0]
+        both = torch.cat([edge_index[edge_type], edge_index[reverse].flip(0)], dim=1)
+        ends = torch.unique(both.flip(0), dim=1)  # each pair once, sorted by destination then source
+        out[edge_type] = ends.flip(0)
+        merged.add(edge_type)
+        if reverse[1] == f"rev_{rel}":
+            out[reverse] = ends
+            merged.add(reverse)
+    return out, merged
+
+
 def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
     """(node type, ids or mask or None) from PyG's ``input_nodes``: a node type, or a (node type, ids) pair."""
     if isinstance(input_nodes, str):
@@ -120,9 +149,12 @@ class HeteroNeighborLoader(EpochLoader[Any]):
     (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
     ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
     ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
-    ``pin_memory`` as in ``NeighborLoader``; ``subgraph_type`` only "directional" (PyG's default); PyG's
-    ``is_sorted`` and ``filter_per_worker`` change nothing here. The typed graph and each relation's CSR are
-    built once, here.
+    ``pin_memory`` as in ``NeighborLoader``. ``subgraph_type="bidirectional"``: as PyG, each edge type's
+    sampled edges merged with its reverse type's reversed (``rev_`` + relation, else the one edge type
+    between the two node types the other way; a relation within one node type without a reverse type with
+    its own reversed), each pair once, sorted by destination; merged types carry no ``e_id`` or per-edge
+    values, and no batch carries per-hop counts. PyG's ``is_sorted`` and ``filter_per_worker`` change nothing.
+    The typed graph and each relation's CSR are built once, here.
     """
 
     def __init__(
@@ -144,8 +176,7 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         is_sorted: bool = False,
         filter_per_worker: bool | None = None,
     ) -> None:
-        if checked_subgraph_type(subgraph_type):
-            raise ValueError(f"subgraph_type: typed batches are directional (PyG's default), got {subgraph_type!r}")
+        self.bidirectional = checked_subgraph_type(subgraph_type)
         checked_batching_flags(is_sorted, filter_per_worker)
         if not is_typed(data):
             raise TypeError(f"data: expected a PyG HeteroData or a typed store pair, got {type(data).__name__}")
@@ -192,15 +223,21 @@ class HeteroNeighborLoader(EpochLoader[Any]):
             for key, value in self.source.node_attrs[node_type].items():
                 out[node_type][key] = gathered(value, n_id)
             out[node_type].n_id = n_id
-            out[node_type].num_sampled_nodes = sampled.num_sampled_nodes[node_type]
+            if not self.bidirectional:
+                out[node_type].num_sampled_nodes = sampled.num_sampled_nodes[node_type]
+        edge_index, merged = sampled.edge_index, set()
+        if self.bidirectional:
+            edge_index, merged = both_ways(edge_index)
         for edge_type in self.graph.edge_types:
             e_id = sampled.e_id[edge_type]
             device = self.graph.device if template is None else template[edge_type].edge_index.device
-            out[edge_type].edge_index = sampled.edge_index[edge_type].to(device)
+            out[edge_type].edge_index = edge_index[edge_type].to(device)
             for key, value in self.source.edge_attrs[edge_type].items():
-                out[edge_type][key] = gathered(value, e_id)
-            out[edge_type].e_id = e_id
-            out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
+                out[edge_type][key] = None if edge_type in merged else gathered(value, e_id)
+            if edge_type not in merged:
+                out[edge_type].e_id = e_id
+            if not self.bidirectional:
+                out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
         out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
         out[self.input_type].batch_size = sampled.batch_size
         return out

@@ -176,8 +176,6 @@ def test_bad_input_is_named() -> None:
         NeighborLoader(data, {("paper", "cites", "paper"): [2]}, input_nodes="paper")
     with pytest.raises(ValueError, match="weight_attr 'w': edge type"):
         NeighborLoader(data, [2], input_nodes="paper", weight_attr="w")
-    with pytest.raises(ValueError, match="subgraph_type: typed batches are directional"):
-        NeighborLoader(data, [2], input_nodes="paper", subgraph_type="bidirectional")
     with pytest.raises(ValueError, match="the induced subgraph is not supported"):
         NeighborLoader(data, [2], input_nodes="paper", subgraph_type="induced")
     with pytest.raises(TypeError, match="time_attr"):
@@ -219,3 +217,33 @@ def test_a_typed_store_pair_gives_the_heterodatas_batches():
         for edge_type in data.edge_types:
             assert torch.equal(one[edge_type].edge_index, two[edge_type].edge_index)
             assert torch.equal(one[edge_type].e_id, two[edge_type].e_id)
+
+
+def test_bidirectional_batches_merge_each_edge_type_with_its_reverse_as_pyg():
+    """Each typed batch's edges against a reference built from the directional batch of the same seed:
+    ``writes`` merged with ``rev_writes`` reversed (and ``rev_writes`` its mirror), ``cites`` (paper to paper,
+    no reverse type) with itself reversed, ``has``/``in`` (venue and paper, no ``rev_``) each with the other."""
+    data = hetero_data(seed=5)
+    kwargs = dict(batch_size=10, input_nodes=("paper", None), seed=3)
+    for one, two in zip(
+        NeighborLoader(data, [3, 2], **kwargs),
+        NeighborLoader(data, [3, 2], subgraph_type="bidirectional", **kwargs),
+        strict=True,
+    ):
+
+        def merged(edge_type, reverse, one=one):
+            both = torch.cat([one[edge_type].edge_index, one[reverse].edge_index.flip(0)], dim=1)
+            pairs = sorted(set(map(tuple, both.t().tolist())), key=lambda pair: (pair[1], pair[0]))
+            return torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
+
+        writes, rev_writes = ("author", "writes", "paper"), ("paper", "rev_writes", "author")
+        cites, has, into = ("paper", "cites", "paper"), ("venue", "has", "paper"), ("paper", "in", "venue")
+        assert torch.equal(two[writes].edge_index, merged(writes, rev_writes))
+        assert torch.equal(two[rev_writes].edge_index, two[writes].edge_index.flip(0))
+        assert torch.equal(two[cites].edge_index, merged(cites, cites))
+        assert torch.equal(two[has].edge_index, merged(has, into))
+        assert torch.equal(two[into].edge_index, merged(into, has))
+        for edge_type in data.edge_types:
+            assert "e_id" not in two[edge_type] and "weight" not in two[edge_type]
+            assert "num_sampled_edges" not in two[edge_type]
+        assert torch.equal(one["paper"].n_id, two["paper"].n_id) and "num_sampled_nodes" not in two["paper"]
