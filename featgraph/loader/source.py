@@ -81,11 +81,14 @@ def _is_pyg_data(data: Any) -> bool:
 
 
 def _from_pyg(data: Any) -> LoaderSource:
-    if data.edge_index is None:
-        raise ValueError("data has no edge_index: the loaders sample from a PyG Data's edge_index")
-    # the sampler runs on the CPU; per-vertex and per-edge data stay where they are, gathered there
-    edges = interop.from_pyg(data)
-    graph = Graph(**{key: value.cpu() if isinstance(value, torch.Tensor) else value for key, value in edges.items()})
+    if data.edge_index is None:  # vertices alone: a batch holds its seeds (PyG samples such a Data too)
+        if data.num_nodes is None:
+            raise ValueError("data has neither edge_index nor num_nodes: there is no graph to sample")
+        empty = torch.zeros(0, dtype=torch.int64)
+        graph = Graph(empty, empty, data.num_nodes)
+    else:  # the sampler runs on the CPU; per-vertex and per-edge data stay where they are, gathered there
+        edges = interop.from_pyg(data)
+        graph = Graph(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in edges.items()})
     node_attrs, edge_attrs, graph_attrs = {}, {}, {}
     for key, value in data.items():
         if key in ("edge_index", "num_nodes"):

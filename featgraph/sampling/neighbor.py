@@ -69,8 +69,9 @@ class MiniBatch:
 
     @property
     def input_nodes(self) -> torch.Tensor:
-        """Global ids of the vertices whose features the first layer reads (``blocks[0]``'s sources)."""
-        return self.blocks[0].n_id
+        """Global ids of the vertices whose features the first layer reads (``blocks[0]``'s sources; the seeds
+        where there are no hops)."""
+        return self.blocks[0].n_id if self.blocks else self.seeds
 
     @property
     def batch_size(self) -> int:
@@ -91,14 +92,17 @@ class MiniBatch:
             edges.append(torch.stack([sources[start:], dst]))
             edge_ids.append(block.e_id[start:])
             expanded = block.graph.num_dst_nodes
+        if not edges:  # no hops: the seeds alone
+            return EdgeIndexBatch(torch.zeros(2, 0, dtype=torch.int64), self.seeds, self.seeds[:0], self.batch_size)
         return EdgeIndexBatch(torch.cat(edges, dim=1), self.input_nodes, torch.cat(edge_ids), self.batch_size)
 
 
 def checked_fanouts(fanouts: Any, name: str = "fanouts") -> tuple[int, ...]:
-    """Per-hop neighbour counts (``name`` is the caller's argument): a non-empty list of ints from 0 to
-    ``FANOUT_LIMIT - 1``, or -1 (every neighbour)."""
-    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence) or len(fanouts) == 0:
-        raise ValueError(f"{name} must be a non-empty list of per-hop neighbour counts, got {fanouts!r}")
+    """Per-hop neighbour counts (``name`` is the caller's argument): a list of ints from 0 to
+    ``FANOUT_LIMIT - 1``, or -1 (every neighbour); empty for no hops (the seeds alone, as PyG's
+    ``num_neighbors=[]``)."""
+    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence):
+        raise ValueError(f"{name} must be a list of per-hop neighbour counts, got {fanouts!r}")
     for fanout in fanouts:
         if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or not -1 <= fanout < FANOUT_LIMIT:
             raise ValueError(

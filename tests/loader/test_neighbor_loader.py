@@ -148,8 +148,7 @@ def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(cora, monkeypatc
         ([2**31], r"num_neighbors must hold ints from 0 to 2\*\*31 - 1 or -1"),
         ([5, -2], "num_neighbors must hold"),
         ([2.5], "num_neighbors"),
-        ([], "num_neighbors must be a non-empty list"),
-        (5, "num_neighbors must be a non-empty list"),
+        (5, "num_neighbors must be a list of per-hop neighbour counts"),
     ],
 )
 def test_bad_num_neighbors_is_named(cora, num_neighbors, message):
@@ -267,3 +266,19 @@ def test_defaults_are_pygs_so_ported_code_batches_alike(cora):
         assert (loader.batch_size, loader.shuffle) == (1, False)
     loader = NeighborLoader(data, [2], input_nodes=cora.test_idx[:5])
     assert [int(batch.n_id[0]) for batch in loader] == cora.test_idx[:5].tolist()
+
+
+def test_no_hops_give_the_seeds_alone_and_a_graph_without_edges_samples(cora):
+    """PyG's ``num_neighbors=[]``: each batch is its seeds, no edges; a Data with vertices and no edge_index
+    samples the same way; the link loader's batch holds its seed edges' endpoints alone."""
+    from featgraph.loader import LinkNeighborLoader
+
+    data = cora_data(cora)
+    for batch in NeighborLoader(data, [], batch_size=100, input_nodes=cora.val_idx):
+        assert torch.equal(batch.n_id, cora.val_idx[batch.input_id]) and batch.edge_index.shape == (2, 0)
+        assert torch.equal(batch.x, cora.features[batch.n_id]) and batch.num_sampled_edges == []
+    pairs = torch.randint(0, 50, (2, 60), generator=torch.Generator().manual_seed(0))
+    for batch in LinkNeighborLoader(Data(num_nodes=50), [], batch_size=20, edge_label_index=pairs):
+        assert batch.edge_label_index.shape == (2, 20) and batch.edge_index.shape == (2, 0)
+        assert torch.equal(batch.n_id[batch.edge_label_index], pairs[:, batch.input_id])
+        assert batch.num_nodes == pairs[:, batch.input_id].unique().numel()

@@ -29,8 +29,10 @@ def test_pyg_data_splits_into_vertex_edge_and_graph_level_values():
     assert source.graph_attrs == {"scale": 2.0}
     with pytest.raises(ValueError, match="x must have one row per vertex"):
         loader_source(data_module.Data(x=torch.ones(3, 2), edge_index=edge_index, num_nodes=4))
-    with pytest.raises(ValueError, match="data has no edge_index"):
-        loader_source(data_module.Data(x=torch.ones(3, 2)))
+    vertices_alone = loader_source(data_module.Data(x=torch.ones(3, 2)))  # no edge_index: vertices, no edges
+    assert (vertices_alone.graph.num_nodes, vertices_alone.graph.num_edges) == (3, 0)
+    with pytest.raises(ValueError, match="data has neither edge_index nor num_nodes"):
+        loader_source(data_module.Data())
 
 
 def test_a_dataset_brings_features_labels_and_edge_weights_a_graph_takes_them_here():
@@ -85,7 +87,8 @@ def test_argument_checks_name_the_argument():
     assert checked_fanouts((5, -1), "fanouts") == (5, -1)
     with pytest.raises(ValueError, match=r"num_neighbors must hold ints from 0 to 2\*\*31 - 1 or -1"):
         checked_fanouts([True], "num_neighbors")
-    with pytest.raises(ValueError, match="fanouts must be a non-empty list"):
+    assert checked_fanouts([], "fanouts") == ()  # no hops: the seeds alone
+    with pytest.raises(ValueError, match="fanouts must be a list of per-hop neighbour counts"):
         checked_fanouts("10", "fanouts")
     assert checked_count(0, "prefetch", 0) == 0
     with pytest.raises(ValueError, match="prefetch must be an int >= 0, got -1"):
