@@ -21,7 +21,7 @@ import torch
 from ..sampling.negative import checked_negative_sampling
 from .base import SeedLoader
 from .neighbor_loader import Batch, flat_attrs, pyg_data_class
-from .source import checked_batching_flags, checked_subgraph_type, loader_source
+from .source import checked_batching_flags, checked_flag, checked_subgraph_type, loader_source
 
 # a PyG Data's own supervision values, which PyG's link batches replace or drop, never slice
 LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time")
@@ -38,8 +38,9 @@ class LinkNeighborLoader(SeedLoader[Any]):
     ``dst_weight`` (PyG's ``NegativeSampling``); ``neg_sampling_ratio`` its deprecated binary form.
     ``subgraph_type``: "directional" (the sampled edges) or "bidirectional" (each also reversed, per-hop counts
     dropped, as PyG). ``transform`` is applied to each batch. ``is_sorted`` and ``filter_per_worker`` change
-    only how PyG builds a batch, not the batch, and are accepted. Temporal sampling (``edge_label_time``,
-    ``time_attr``, ``temporal_strategy`` other than "uniform"), ``disjoint``, the induced subgraph
+    only how PyG builds a batch, not the batch, and are accepted. ``disjoint``: a subgraph per endpoint (and
+    negative), PyG's ``batch`` vector naming each vertex's seed edge, the seeds first and unmerged. Temporal
+    sampling (``edge_label_time``, ``time_attr``, ``temporal_strategy`` other than "uniform"), the induced subgraph
     (``subgraph_type="induced"``, ``directed=False``), ``transform_sampler_output`` and a custom
     ``neighbor_sampler`` are refused by name. The other arguments are ``NeighborLoader``'s; ``seed`` also fixes
     the negatives.
@@ -79,7 +80,6 @@ class LinkNeighborLoader(SeedLoader[Any]):
             "edge_label_time": (edge_label_time is not None, "temporal sampling is not supported"),
             "time_attr": (time_attr is not None, "temporal sampling is not supported"),
             "temporal_strategy": (temporal_strategy != "uniform", "temporal sampling is not supported"),
-            "disjoint": (disjoint is not False, "disjoint subgraphs per seed edge are not supported"),
             "directed": (directed is not True, "directed=False (PyG's induced subgraph) is not supported"),
             "transform_sampler_output": (transform_sampler_output is not None, "no sampler output: use transform"),
             "neighbor_sampler": (neighbor_sampler is not None, "featgraph's compiled sampler is the only one"),
@@ -103,6 +103,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
             prefetch, drop_last, weight_attr, pin_memory=pin_memory,
         )  # fmt: skip
         self.bidirectional = bidirectional
+        self.disjoint = checked_flag(disjoint, "disjoint")
         self.transform = transform
         self.batch_class = pyg_data_class() or Batch
 
@@ -122,14 +123,23 @@ class LinkNeighborLoader(SeedLoader[Any]):
             if negative.mode == "binary":
                 src = torch.cat([src, negative.draw(count, "src", num_nodes, generator)])
             dst = torch.cat([dst, negative.draw(count, "dst", num_nodes, generator)])
-        seeds, inverse = torch.unique(torch.cat([src, dst]), return_inverse=True)
-        attrs = flat_attrs(self.source, self.sampler.sample(seeds, seed), self.bidirectional)
+        ends = torch.cat([src, dst])
+        if self.disjoint:  # a subgraph per endpoint, each seed edge's (and its negatives') under one batch id
+            inverse = torch.arange(ends.numel())
+            attrs = flat_attrs(self.source, self.sampler.sample_disjoint(ends, seed), self.bidirectional)
+            attrs["batch"] = attrs["batch"] % positives
+        else:
+            seeds, inverse = torch.unique(ends, return_inverse=True)
+            attrs = flat_attrs(self.source, self.sampler.sample(seeds, seed), self.bidirectional)
         attrs["input_id"] = positions
         if negative is not None and negative.mode == "triplet":
+            negatives = inverse[2 * positives :]
+            # disjoint: the negatives come amount by amount, each block one per seed edge in order
+            negatives = negatives.view(-1, positives).t() if self.disjoint else negatives.view(positives, -1)
             attrs.update(
                 src_index=inverse[:positives],
                 dst_pos_index=inverse[positives : 2 * positives],
-                dst_neg_index=inverse[2 * positives :].view(positives, -1).squeeze(-1),
+                dst_neg_index=negatives.squeeze(-1),
             )
         else:
             attrs["edge_label_index"] = inverse.view(2, -1)

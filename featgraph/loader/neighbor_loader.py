@@ -16,11 +16,13 @@ from typing import Any
 import torch
 
 from ..sampling import MiniBatch
+from ..sampling.neighbor import DisjointBatch
 from .base import SeedLoader, gathered
 from .hetero_loader import HeteroNeighborLoader, is_typed
 from .source import (
     LoaderSource,
     checked_batching_flags,
+    checked_flag,
     checked_input_nodes,
     checked_subgraph_type,
     is_mask,
@@ -85,8 +87,10 @@ class NeighborLoader(SeedLoader[Any]):
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
     ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. ``subgraph_type``: "directional"
     (the sampled edges) or "bidirectional" (each also reversed, per-hop counts dropped, as PyG); ``is_sorted``
-    and ``filter_per_worker`` are PyG's and change nothing here. The full graph and its CSR are built once,
-    here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as PyG's class serves both.
+    and ``filter_per_worker`` are PyG's and change nothing here. ``disjoint``: each seed its own subgraph
+    (``NeighborSampler.sample_disjoint``: one sampler call per seed), a ``batch`` vector naming each vertex's.
+    The full graph and its CSR are built once, here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as
+    PyG's class serves both.
     """
 
     def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -114,8 +118,10 @@ class NeighborLoader(SeedLoader[Any]):
         subgraph_type: Any = "directional",
         is_sorted: bool = False,
         filter_per_worker: bool | None = None,
+        disjoint: bool = False,
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
+        self.disjoint = checked_flag(disjoint, "disjoint")
         checked_batching_flags(is_sorted, filter_per_worker)
         source = loader_source(data, x, y)
         super().__init__(
@@ -126,27 +132,37 @@ class NeighborLoader(SeedLoader[Any]):
         self.batch_class = pyg_data_class() or Batch
         self.input_id_is_vertex = is_mask(input_nodes)
 
-    def _make(self, positions: torch.Tensor, batch: MiniBatch) -> Any:
+    def _batch(self, positions: torch.Tensor, seed: int) -> Any:
+        seeds = self.inputs[positions]
+        sample = self.sampler.sample_disjoint if self.disjoint else self.sampler.sample
+        return self._make(positions, sample(seeds, seed))
+
+    def _make(self, positions: torch.Tensor, batch: MiniBatch | DisjointBatch) -> Any:
         attrs = flat_attrs(self.source, batch, self.bidirectional)
         input_id = self.inputs[positions] if self.input_id_is_vertex else positions
-        attrs.update(batch_size=batch.batch_size, input_id=input_id)
+        attrs.update(batch_size=positions.numel(), input_id=input_id)
         return self.batch_class(**attrs)
 
 
-def flat_attrs(source: LoaderSource, batch: MiniBatch, bidirectional: bool = False) -> dict[str, Any]:
+def flat_attrs(source: LoaderSource, batch: MiniBatch | DisjointBatch, bidirectional: bool = False) -> dict[str, Any]:
     """PyG's flat layout of a sampled ``batch``: ``edge_index`` in local ids, ``n_id``, ``e_id``, ``num_nodes``,
-    the per-hop counts, the source's per-vertex and per-edge tensors gathered and its graph-level values.
+    the per-hop counts, the source's per-vertex and per-edge tensors gathered and its graph-level values; a
+    disjoint batch brings each vertex's subgraph (``batch``) instead of the per-hop counts.
     ``bidirectional`` (PyG's ``subgraph_type="bidirectional"``): every sampled edge also reversed, each pair
     once, and no per-hop counts, which no longer describe the edges (PyG drops them too)."""
-    flat = batch.to_edge_index()
-    n_id, e_id, edge_index = flat.n_id, flat.e_id, flat.edge_index
     attrs: dict[str, Any] = dict(source.graph_attrs)
+    if isinstance(batch, DisjointBatch):
+        n_id, e_id, edge_index = batch.n_id, batch.e_id, batch.edge_index
+        attrs["batch"] = batch.batch
+    else:
+        flat = batch.to_edge_index()
+        n_id, e_id, edge_index = flat.n_id, flat.e_id, flat.edge_index
     if bidirectional:
         edge_index, e_id = both_ways(edge_index, e_id, n_id.numel())
-    else:
+    elif not isinstance(batch, DisjointBatch):
         # vertices reached at each hop (seeds first) and the edges into each hop's vertices: the flat edges run
         # hop by hop, each hop's grouped by destination, so their destinations ascend
-        num_sampled_nodes = [flat.batch_size] + [
+        num_sampled_nodes = [batch.batch_size] + [
             block.graph.num_src_nodes - block.graph.num_dst_nodes for block in reversed(batch.blocks)
         ]
         reached = torch.tensor(num_sampled_nodes).cumsum(0)  # vertices reached by the end of each hop

@@ -252,7 +252,7 @@ def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(data, monkeypatc
         ({"edge_label_time": torch.zeros(600)}, ValueError, "edge_label_time is given: temporal sampling is not"),
         ({"time_attr": "time"}, ValueError, "time_attr is given: temporal sampling"),
         ({"temporal_strategy": "last"}, ValueError, "temporal_strategy is given"),
-        ({"disjoint": True}, ValueError, "disjoint is given"),
+        ({"disjoint": "yes"}, TypeError, "disjoint must be a bool"),
         ({"directed": False}, ValueError, "directed is given: directed=False"),
         (
             {"subgraph_type": "induced"},

@@ -282,3 +282,34 @@ def test_no_hops_give_the_seeds_alone_and_a_graph_without_edges_samples(cora):
         assert batch.edge_label_index.shape == (2, 20) and batch.edge_index.shape == (2, 0)
         assert torch.equal(batch.n_id[batch.edge_label_index], pairs[:, batch.input_id])
         assert batch.num_nodes == pairs[:, batch.input_id].unique().numel()
+
+
+def test_disjoint_batches_hold_each_seeds_own_subgraph(cora):
+    """With every neighbour taken, subgraph ``s`` is exactly the single-seed batch of its seed (vertices and
+    edges), the seeds come first, and ``batch`` names each vertex's subgraph; the link loader's triplets come
+    in PyG's disjoint layout."""
+    from featgraph.loader import LinkNeighborLoader
+
+    data = cora_data(cora)
+    seeds = torch.tensor([5, 17, 1200, 9])
+    disjoint = NeighborLoader(data, [-1, -1], batch_size=4, input_nodes=seeds, disjoint=True)(torch.arange(4))
+    assert torch.equal(disjoint.n_id[:4], seeds) and torch.equal(disjoint.batch[:4], torch.arange(4))
+    assert torch.equal(disjoint.x, cora.features[disjoint.n_id])
+    for s, vertex in enumerate(seeds.tolist()):
+        alone = NeighborLoader(data, [-1, -1], batch_size=1, input_nodes=torch.tensor([vertex]))(torch.arange(1))
+        mine = (disjoint.batch == s).nonzero().flatten()
+        assert set(disjoint.n_id[mine].tolist()) == set(alone.n_id.tolist())
+        inside = disjoint.batch[disjoint.edge_index[1]] == s
+        assert bool((disjoint.batch[disjoint.edge_index[0][inside]] == s).all())
+        assert sorted(disjoint.e_id[inside].tolist()) == sorted(alone.e_id.tolist())
+        ends = disjoint.n_id[disjoint.edge_index[:, inside]]
+        assert torch.equal(ends, data.edge_index[:, disjoint.e_id[inside]])
+    triplets = LinkNeighborLoader(
+        data, [3], edge_label_index=cora.edge_index[:, :30], batch_size=10, disjoint=True,
+        neg_sampling=dict(mode="triplet", amount=2), seed=1,
+    )  # fmt: skip
+    for batch in triplets:
+        assert torch.equal(batch.src_index, torch.arange(10)) and torch.equal(batch.dst_pos_index, torch.arange(10, 20))
+        assert torch.equal(batch.dst_neg_index, torch.arange(20, 40).view(2, 10).t())
+        assert torch.equal(batch.batch[:40], torch.arange(10).repeat(4))
+        assert torch.equal(batch.n_id[batch.src_index], cora.edge_index[0, batch.input_id])
