@@ -43,42 +43,61 @@ def _integer_vector(name: str, x: torch.Tensor, length: int | None = None) -> to
     return x
 
 
-def segment_products(a: torch.Tensor, b: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+def _segment(a: torch.Tensor, rows: torch.Tensor | None, start: int, stop: int) -> torch.Tensor:
+    """Rows ``start:stop`` of ``a``, or with ``rows`` the rows of ``a`` that ``rows[start:stop]`` name: a
+    segment's gather alone, never the whole gathered matrix."""
+    return a[start:stop] if rows is None else a.index_select(0, rows[start:stop])
+
+
+def segment_products(
+    a: torch.Tensor, b: torch.Tensor, lengths: list[int], a_rows: torch.Tensor | None = None
+) -> torch.Tensor:
     """``a``'s consecutive segments of ``lengths`` rows, segment ``k`` times ``b[k]``, each one ``torch.mm``
-    into its slice of the output. A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal: column block
-    ``j`` of the result is ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per segment)."""
+    into its slice of the output. ``a_rows``: the segments are of ``a[a_rows]``, gathered a segment at a
+    time (R-GCN's pairs read their vertices' rows so, holding one relation's rows at once rather than all).
+    A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal: column block ``j`` of the result is
+    ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per segment)."""
+    count = a.shape[0] if a_rows is None else a_rows.numel()
     if b.dim() == 4:
         blocks, rows_in, cols = b.shape[1:]
-        out = a.new_empty((a.shape[0], blocks * cols))
+        out = a.new_empty((count, blocks * cols))
         start = 0
         for k, rows in enumerate(lengths):
             if rows:
-                part = torch.bmm(a[start : start + rows].view(rows, blocks, rows_in).transpose(0, 1), b[k])
+                segment = _segment(a, a_rows, start, start + rows).view(rows, blocks, rows_in)
+                part = torch.bmm(segment.transpose(0, 1), b[k])
                 out[start : start + rows].view(rows, blocks, cols).copy_(part.transpose(0, 1))
             start += rows
         return out
-    out = a.new_empty((a.shape[0], b.shape[2]))
+    out = a.new_empty((count, b.shape[2]))
     start = 0
     for k, rows in enumerate(lengths):
         if rows:
-            torch.mm(a[start : start + rows], b[k], out=out[start : start + rows])
+            torch.mm(_segment(a, a_rows, start, start + rows), b[k], out=out[start : start + rows])
         start += rows
     return out
 
 
 def segment_weight_gradient(
-    a: torch.Tensor, grad: torch.Tensor, lengths: list[int], num_types: int, blocks: int | None = None
+    a: torch.Tensor,
+    grad: torch.Tensor,
+    lengths: list[int],
+    num_types: int,
+    blocks: int | None = None,
+    a_rows: torch.Tensor | None = None,
+    grad_rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``sum over segment k's rows of a_i^T grad_i`` per type (zero for empty segments): ``b``'s gradient; with
-    ``blocks``, only the diagonal blocks (a 4-D ``b``'s gradient)."""
+    ``blocks``, only the diagonal blocks (a 4-D ``b``'s gradient). ``a_rows``, ``grad_rows``: the segments are
+    of ``a[a_rows]`` (``grad[grad_rows]``), gathered a segment at a time."""
     if blocks is not None:
         rows_in, cols = a.shape[1] // blocks, grad.shape[1] // blocks
         out = a.new_zeros((num_types, blocks, rows_in, cols))
         start = 0
         for k, rows in enumerate(lengths):
             if rows:
-                left = a[start : start + rows].view(rows, blocks, rows_in).permute(1, 2, 0)
-                right = grad[start : start + rows].view(rows, blocks, cols).transpose(0, 1)
+                left = _segment(a, a_rows, start, start + rows).view(rows, blocks, rows_in).permute(1, 2, 0)
+                right = _segment(grad, grad_rows, start, start + rows).view(rows, blocks, cols).transpose(0, 1)
                 torch.bmm(left, right, out=out[k])
             start += rows
         return out
@@ -86,7 +105,8 @@ def segment_weight_gradient(
     start = 0
     for k, rows in enumerate(lengths):
         if rows:
-            torch.mm(a[start : start + rows].t(), grad[start : start + rows], out=out[k])
+            left, right = _segment(a, a_rows, start, start + rows), _segment(grad, grad_rows, start, start + rows)
+            torch.mm(left.t(), right, out=out[k])
         start += rows
     return out
 

@@ -220,20 +220,23 @@ def _gradient(g: Graph, x, weight, etype, edge_weight, relations: int, reduce: s
             grad_pairs = segment_products(grad_rows, weight.transpose(-1, -2), sources.lengths)
             grad_x = gspmm(sources.to_vertex, "copy_lhs", "sum", grad_pairs, None)
         if wants[1]:
-            grad_w = segment_weight_gradient(x[sources.vertex], grad_rows, sources.lengths, relations, _blocks(weight))
+            grad_w = segment_weight_gradient(
+                x, grad_rows, sources.lengths, relations, _blocks(weight), a_rows=sources.vertex
+            )
         return [grad_x, grad_w, None, None]
     destinations = pairs.destinations
-    grad_pairs = grad[destinations.vertex]
     if wants[1]:
         summed = gspmm(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight)
-        grad_w = segment_weight_gradient(summed, grad_pairs, destinations.lengths, relations, _blocks(weight))
+        grad_w = segment_weight_gradient(
+            summed, grad, destinations.lengths, relations, _blocks(weight), grad_rows=destinations.vertex
+        )
     if wants[0] and way == "fused":
         full = block_diagonal(weight)
         kernel = _fused_kernel(g, x, full, coefficient is not None)
         inputs = _fused_inputs(x, full, etype, coefficient)
         grad_x = placeholder_gradients(kernel, inputs, grad, None, None, ["X"])["X"]
     elif wants[0]:
-        grad_summed = segment_products(grad_pairs, weight.transpose(-1, -2), destinations.lengths)
+        grad_summed = segment_products(grad, weight.transpose(-1, -2), destinations.lengths, destinations.vertex)
         grad_x = _lhs_gradient(destinations.graph, _spmm_op(edge_weight), reduce, x, edge_weight, grad_summed)
     return [grad_x, grad_w, None, None]
 
@@ -266,7 +269,7 @@ def _relational_aggregate(
     coefficient = _coefficients(pairs, edge_weight, reduce, x.dtype)
     if way == "transform_first":
         sources = pairs.sources
-        rows = segment_products(x[sources.vertex], weight, sources.lengths)
+        rows = segment_products(x, weight, sources.lengths, sources.vertex)
         return gspmm(sources.graph, _spmm_op(coefficient), "sum", rows, coefficient)
     if way == "fused":
         full = block_diagonal(weight)

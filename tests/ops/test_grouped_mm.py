@@ -86,3 +86,30 @@ def test_operators_pass_opcheck(name):
     index = torch.tensor([4, 0, 6, 1]) if name == "segment_mm" else torch.tensor([3, 0, 0, 2, 3, 3, 0, 2, 2, 0, 3])
     result = torch.library.opcheck(getattr(torch.ops.featgraph, name).default, (a, b, index))
     assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("blocks", [None, 3])
+def test_segments_of_gathered_rows_equal_the_gathered_matrixs(blocks):
+    """``a_rows``/``grad_rows`` gather a segment at a time: the products and weight gradients equal those of
+    the gathered matrices (rows repeated, skipped, an empty segment), against a dense per-row reference."""
+    from featgraph.ops.grouped_mm import segment_products, segment_weight_gradient
+
+    gen = torch.Generator().manual_seed(2)
+    a = torch.randn(9, 6, generator=gen, dtype=torch.float64)
+    grad = torch.randn(11, 9, generator=gen, dtype=torch.float64)
+    rows = torch.tensor([4, 4, 0, 8, 2, 7, 1, 1, 3, 5, 6])
+    lengths = [3, 0, 5, 3]
+    b = torch.randn((4, 3, 2, 3) if blocks else (4, 6, 9), generator=gen, dtype=torch.float64)
+    types = torch.repeat_interleave(torch.arange(4), torch.tensor(lengths))
+    dense = torch.stack([torch.block_diag(*m.unbind(0)) for m in b]) if blocks else b
+    expected = torch.einsum("ri,rio->ro", a[rows], dense[types])
+    torch.testing.assert_close(segment_products(a, b, lengths, a_rows=rows), expected)
+    torch.testing.assert_close(segment_products(a[rows], b, lengths), expected)
+    g = grad[rows]
+    got = segment_weight_gradient(a, grad, lengths, 4, blocks, a_rows=rows, grad_rows=rows)
+    reference = segment_weight_gradient(a[rows], g, lengths, 4, blocks)
+    torch.testing.assert_close(got, reference)
+    per_type = torch.zeros(4, 6, 9, dtype=torch.float64).index_add_(0, types, a[rows].unsqueeze(2) * g.unsqueeze(1))
+    if blocks:
+        per_type = torch.stack([per_type[:, j * 2 : (j + 1) * 2, j * 3 : (j + 1) * 3] for j in range(3)], 1)
+    torch.testing.assert_close(got, per_type)
