@@ -25,7 +25,7 @@ import torch
 from ..graph.hetero import EdgeType, HeteroGraph
 from ..native import toolchain
 from . import kernel
-from .neighbor import _checked_seed, _checked_weight, checked_fanouts, row_scaled
+from .neighbor import _checked_seed, _checked_weight, checked_fanouts, checked_seeds, row_scaled
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class HeteroNeighborSampler:
         """The typed mini-batch of ``seeds`` (distinct ids of node type ``input_type``)."""
         graph = self.graph
         graph.node_type_id(input_type)  # names an unknown type
-        seeds = _checked_type_seeds(seeds, graph.num_nodes_dict[input_type], input_type)
+        seeds = checked_seeds(seeds, graph.num_nodes_dict[input_type], f"node type {input_type!r}", allow_empty=True)
         seed = _checked_seed(seed)
         with self._lock:
             return self._sample(input_type, seeds, seed)
@@ -166,15 +166,3 @@ class HeteroNeighborSampler:
             input_type=input_type,
             batch_size=seeds.numel(),
         )
-
-
-def _checked_type_seeds(seeds: Any, num_nodes: int, node_type: str) -> torch.Tensor:
-    nodes = torch.as_tensor(seeds)
-    if nodes.dim() != 1 or nodes.is_floating_point() or nodes.is_complex() or nodes.dtype == torch.bool:
-        raise ValueError(f"seeds: expected a 1-D tensor of {node_type!r} ids, got {nodes.dtype} {tuple(nodes.shape)}")
-    nodes = nodes.to(device="cpu", dtype=torch.int64)
-    if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= num_nodes):
-        raise ValueError(f"seeds: ids must lie in [0, {num_nodes}) for node type {node_type!r}")
-    if torch.unique(nodes).numel() != nodes.numel():
-        raise ValueError("seeds: each seed vertex at most once")
-    return nodes

@@ -150,12 +150,15 @@ def row_scaled(weight: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
     return torch.where(weight > 0, scaled.clamp_min(torch.finfo(weight.dtype).tiny), 0.0)
 
 
-def _checked_seeds(seeds: Any, num_nodes: int) -> torch.Tensor:
-    """``seeds`` as a fresh int64 CPU vector of distinct vertex ids of the graph."""
+def checked_seeds(seeds: Any, num_nodes: int, owner: str = "a graph", allow_empty: bool = False) -> torch.Tensor:
+    """``seeds`` as a fresh int64 CPU vector of distinct vertex ids of ``owner`` (``num_nodes`` vertices; a
+    graph, or a node type of a typed graph); empty only where ``allow_empty``."""
     tensor = torch.as_tensor(seeds)
     if tensor.dim() != 1:
         raise ValueError(f"seeds must be 1-D, got shape {tuple(tensor.shape)}")
     if tensor.numel() == 0:  # before the dtype: torch.as_tensor([]) is float32
+        if allow_empty:
+            return torch.zeros(0, dtype=torch.int64)
         raise ValueError("seeds is empty: a mini-batch needs at least one seed vertex")
     if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
         raise TypeError(f"seeds must hold integer vertex ids, got dtype {tensor.dtype}")
@@ -163,7 +166,7 @@ def _checked_seeds(seeds: Any, num_nodes: int) -> torch.Tensor:
     low, high = int(tensor.min()), int(tensor.max())
     if low < 0 or high >= num_nodes:
         bad = low if low < 0 else high
-        raise ValueError(f"seeds holds vertex id {bad}, out of range for a graph of {num_nodes} vertices")
+        raise ValueError(f"seeds holds vertex id {bad}, out of range for {owner} of {num_nodes} vertices")
     unique = torch.unique(tensor)
     if unique.numel() != tensor.numel():
         counts = torch.bincount(torch.searchsorted(unique, tensor))
@@ -241,7 +244,7 @@ class NeighborSampler:
         (None: drawn from torch's generator); the same seeds and seed give the same batch on any number of
         threads. ``torch.compile`` never traces into it: a compiled training step that samples runs the
         sampler eagerly (one graph break) and compiles the model after it."""
-        seeds = _checked_seeds(seeds, self.graph.num_src_nodes)
+        seeds = checked_seeds(seeds, self.graph.num_src_nodes)
         seed = _checked_seed(seed)
         threads = self._threads()
         weight = self.graph.edge_weight

@@ -198,7 +198,7 @@ def test_bad_input_is_named() -> None:
     sampler = HeteroNeighborSampler(graph, [1])
     with pytest.raises(KeyError, match="unknown node type 'nope'"):
         sampler.sample("nope", torch.tensor([0]))
-    with pytest.raises(ValueError, match=r"ids must lie in \[0, 35\) for node type 'author'"):
+    with pytest.raises(ValueError, match="seeds holds vertex id 35, out of range for node type 'author' of 35"):
         sampler.sample("author", torch.tensor([35]))
-    with pytest.raises(ValueError, match="each seed vertex at most once"):
+    with pytest.raises(ValueError, match="seeds holds vertex 1 more than once"):
         sampler.sample("paper", torch.tensor([1, 1]))
