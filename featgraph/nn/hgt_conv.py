@@ -12,12 +12,11 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.nn
 
-from ..graph import HeteroGraph
+from ..graph import Graph, HeteroGraph
 from ..graph.conversion import same_values
 from ..ops import edge_softmax, gsddmm, gspmm, segment_mm
-from ..ops.relational import plan
+from ..ops.relational import Pairs, plan
 from .pyg_layer import FusedLayer
-from .rgat_conv import _rows
 
 _DTYPES = (torch.float32, torch.float64)
 EdgeType = tuple[str, str, str]
@@ -36,7 +35,8 @@ class HGTConv(FusedLayer, torch_geometric.nn.HGTConv):
     product per node type where their widths differ); ``k_rel`` (scaled by ``p_rel / sqrt(dim)``) and ``v_rel``
     transform each (edge type, source) pair once per head, in one grouped product; the logits are one SDDMM
     between the pairs and the destinations' queries, the softmax runs over each destination's in-edges of all
-    edge types, and one SpMM sums the pairs' values. Then PyG's output path: gelu, ``out_lin`` (one grouped
+    edge types, and one SpMM sums the pairs' values, all three on a graph with each edge once per head, so that
+    every head's rows stay contiguous (no transposes). Then PyG's output path: gelu, ``out_lin`` (one grouped
     product) and the skip gate where a node type's input width is ``out_channels``. As PyG's, the output holds
     the node types of ``x_dict`` that the metadata makes a destination (without in-edges in this call too).
     PyG's own forward runs lazy parameters not yet initialised, sparse adjacencies, edge types outside the
@@ -59,21 +59,21 @@ class HGTConv(FusedLayer, torch_geometric.nn.HGTConv):
         hg = self._typed_graph(dict(zip(node_types, lengths, strict=True)), edge_index_dict)
         channels, heads = self.out_channels, self.heads
         dim = channels // heads
-        # K and V first: the pairs read one (N, 2 * channels) block of K and V
-        order = torch.arange(3 * channels).view(3, channels)[[0, 2, 1]].flatten()
+        stacked = xs if len({x.shape[1] for x in xs}) > 1 else torch.cat(xs)
         lins = [self.kqv_lin.lins[t] for t in node_types]
-        kvq = _typed_linear(
-            xs if len({x.shape[1] for x in xs}) > 1 else torch.cat(xs),
-            lengths,
-            [lin.weight[order] for lin in lins],
-            [lin.bias[order] for lin in lins],
+        # each node type's K, Q and V weights and biases, (3, channels, ...): K and V in one product, Q in another
+        weights = [lin.weight.view(3, channels, -1) for lin in lins]
+        biases = [lin.bias.view(3, channels) for lin in lins]
+        kv = _typed_linear(
+            stacked, lengths, [w[[0, 2]].flatten(0, 1) for w in weights], [b[[0, 2]].flatten() for b in biases]
         )
+        q = _typed_linear(stacked, lengths, [w[1] for w in weights], [b[1] for b in biases])
         sources = plan(hg.graph, hg.etype, len(self.edge_types)).sources
-        kv = self._relation_transform(_rows(kvq[:, : 2 * channels], sources), sources.lengths, dim)
-        queries = kvq[:, 2 * channels :].reshape(-1, heads, dim)
-        logits = gsddmm(sources.graph, "dot", kv[:, :heads], queries, "u", "v")
-        alpha = edge_softmax(sources.graph, logits)
-        out = gspmm(sources.graph, "mul", "sum", kv[:, heads:], alpha).reshape(-1, channels)
+        gather, attend = _head_graphs(hg, sources, heads)
+        blocks = self._relation_transform(gspmm(gather, "copy_lhs", "sum", kv.view(-1, dim), None), sources.lengths)
+        keys, values = blocks.split(heads * sources.count)
+        alpha = edge_softmax(attend, gsddmm(attend, "dot", keys, q.view(-1, dim), "u", "v"))
+        out = gspmm(attend, "mul", "sum", values, alpha).view(-1, channels)
         lins = [self.out_lin.lins[t] for t in node_types]
         out = _typed_linear(F.gelu(out), lengths, [lin.weight for lin in lins], [lin.bias for lin in lins])
         result = {}
@@ -134,17 +134,41 @@ class HGTConv(FusedLayer, torch_geometric.nn.HGTConv):
             _typed_graphs.popitem(last=False)
         return typed
 
-    def _relation_transform(self, rows: torch.Tensor, lengths: list[int], dim: int) -> torch.Tensor:
-        """(pairs, 2 * heads, dim): head ``h`` of each (edge type ``r``, source) pair's K and V rows (``rows``,
-        sorted by edge type) times ``k_rel``'s (times ``p_rel[r, h] / sqrt(dim)``) and ``v_rel``'s weight
-        ``h * R + r``, as one grouped product over (K or V, head, edge type) segments."""
-        pairs, heads = rows.shape[0], self.heads
+    def _relation_transform(self, blocks: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+        """Block ``j * P + p`` of the (edge type ``r``, source) pairs' K (``j < heads``) and V heads (``blocks``,
+        (2 * heads * P, dim), the pairs sorted by edge type) times ``k_rel``'s weight ``j * R + r`` (times
+        ``p_rel[r, j] / sqrt(dim)``) or ``v_rel``'s ``(j - heads) * R + r``: one grouped product over the
+        (K or V, head, edge type) segments."""
         p_rel = torch.cat([self.p_rel["__".join(et)] for et in self.edge_types])  # (R, heads)
-        scale = p_rel.t().reshape(-1, 1, 1) / math.sqrt(dim)
+        scale = p_rel.t().reshape(-1, 1, 1) / math.sqrt(blocks.shape[1])
         weight = torch.cat([self.k_rel.weight * scale, self.v_rel.weight])  # (2 * heads * R, dim, dim)
-        by_head = rows.view(pairs, 2 * heads, dim).transpose(0, 1).reshape(-1, dim)
-        out = segment_mm(by_head, weight, torch.tensor(lengths * (2 * heads)))
-        return out.view(2 * heads, pairs, dim).transpose(0, 1).contiguous()
+        return segment_mm(blocks, weight, torch.tensor(lengths * (2 * self.heads)))
+
+
+def _head_graphs(hg: HeteroGraph, sources: Pairs, heads: int) -> tuple[Graph, Graph]:
+    """The graphs that keep every head's rows contiguous, built once per typed graph and head count: ``gather``
+    from each node's K and V heads (block ``u * 2 * heads + j`` of a (N, 2 * heads, dim) tensor) to the pairs'
+    (block ``j * P + p``), and ``attend``, each edge once per head, from head ``h`` of its source pair (block
+    ``h * P + p``) to head ``h`` of its destination (block ``v * heads + h`` of a (N, heads, dim) tensor), so
+    that its softmax is one per destination and head."""
+    key = ("hgt-heads", heads)
+    kept = hg.graph._cache.get(key)
+    if kept is not None:
+        return kept
+    count, device = sources.count, hg.device
+    blocks = torch.arange(2 * heads, device=device).unsqueeze(1)
+    pairs = torch.arange(count, device=device)
+    gather = Graph(
+        (sources.vertex * 2 * heads + blocks).flatten(), (blocks * count + pairs).flatten(),
+        (hg.num_nodes * 2 * heads, 2 * heads * count),
+    )  # fmt: skip
+    src, dst = sources.graph.coo()
+    head = torch.arange(heads, device=device).unsqueeze(1)
+    attend = Graph(
+        (head * count + src).flatten(), (dst * heads + head).flatten(), (heads * count, hg.num_nodes * heads)
+    )
+    hg.graph._cache[key] = (gather, attend)
+    return gather, attend
 
 
 def _holds(edges: torch.Tensor, local: tuple[torch.Tensor, torch.Tensor]) -> bool:
