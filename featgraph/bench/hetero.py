@@ -6,6 +6,8 @@ the same weights.
   ``FastRGCNConv`` (an (E, in, out) weight per edge).
 - ``--layer rgat``: featgraph's ``RGATConv`` against PyG's (an (E, in, heads x out) weight per edge), both
   attention mechanisms, ``--heads`` heads.
+- ``--layer hgt``: featgraph's ``HGTConv`` against PyG's (loops over node and edge types), ``--heads`` heads,
+  ``--channels`` random features for every node type.
 
 Graphs: synthetic typed graphs of 3 node types and 10 or 50 relations (relation sizes skewed, as real
 knowledge graphs' are), an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts) and
@@ -95,38 +97,73 @@ def graphs(scale: float, mag_scale: float) -> dict[str, HeteroGraph]:
     return out
 
 
-def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
-    """RGATConv forward + backward per graph and attention mechanism: featgraph's against PyG's."""
+Case = tuple[str, dict[str, ForwardBackward], str | None]  # (mechanism, steps by implementation, why PyG's is left out)
+
+
+def rgat_cases(hg: HeteroGraph, args: argparse.Namespace) -> list[Case]:
+    """RGATConv's two attention mechanisms on ``hg``'s homogeneous view; PyG's left out where its per-edge weight
+    would exceed ``--fast-max-gb``."""
     from torch_geometric.nn import RGATConv as PygRGATConv
 
     from ..nn import RGATConv
 
-    d, heads = args.channels, args.heads
+    d, heads, relations = args.channels, args.heads, hg.num_relations
+    x = torch.randn(hg.num_nodes, d, requires_grad=True)
+    edge_index, edge_type = hg.graph.edge_index, hg.etype
+    pyg_gb = hg.num_edges * d * heads * d * x.element_size() / 2**30
+    cases = []
+    for mechanism in ("across-relation", "within-relation"):
+        torch.manual_seed(0)
+        pyg = PygRGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
+        ours = RGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
+        ours.load_state_dict(pyg.state_dict())
+        steps = {"featgraph": layer_step(ours, x, edge_index, edge_type)}
+        skipped = f"{pyg_gb:.1f} GB per-edge weight"
+        if pyg_gb <= args.fast_max_gb:
+            steps["PyG"], skipped = layer_step(pyg, x, edge_index, edge_type), None
+        cases.append((mechanism, steps, skipped))
+    return cases
+
+
+def hgt_cases(hg: HeteroGraph, args: argparse.Namespace) -> list[Case]:
+    """HGTConv (its softmax across each destination's edge types) on ``hg``'s ``x_dict`` and ``edge_index_dict``,
+    every node type with ``--channels`` random features."""
+    from torch_geometric.nn import HGTConv as PygHGTConv
+
+    from ..nn import HGTConv
+
+    d = args.channels
+    x_dict = {t: torch.randn(n, d, requires_grad=True) for t, n in hg.num_nodes_dict.items()}
+    edges = hg.to_edge_index_dict()
+    torch.manual_seed(0)
+    pyg = PygHGTConv(d, d, (list(hg.node_types), list(hg.edge_types)), heads=args.heads)
+    ours = HGTConv(d, d, (list(hg.node_types), list(hg.edge_types)), heads=args.heads)
+    ours.load_state_dict(pyg.state_dict())
+
+    def step(layer: torch.nn.Module) -> ForwardBackward:
+        leaves = [*x_dict.values(), *layer.parameters()]
+        return ForwardBackward(lambda: torch.cat(list(layer(x_dict, edges).values())), leaves)
+
+    return [("across-relation", {"featgraph": step(ours), "PyG": step(pyg)}, None)]
+
+
+def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
+    """Forward + backward of an attention layer (``--layer`` rgat or hgt) per graph and attention mechanism:
+    featgraph's against PyG's."""
+    cases = rgat_cases if args.layer == "rgat" else hgt_cases
     print(markdown_header("graph", "mechanism", "featgraph ms", "PyG ms", "PyG / featgraph"), flush=True)
     rows = []
     for name, hg in graphs(args.scale, args.mag_scale).items():
-        relations = hg.num_relations
-        x = torch.randn(hg.num_nodes, d, requires_grad=True)
-        edge_index, edge_type = hg.graph.edge_index, hg.etype
-        pyg_gb = hg.num_edges * d * heads * d * x.element_size() / 2**30
-        for mechanism in ("across-relation", "within-relation"):
-            torch.manual_seed(0)
-            pyg = PygRGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
-            ours = RGATConv(d, d, relations, heads=heads, attention_mechanism=mechanism)
-            ours.load_state_dict(pyg.state_dict())
-            steps = {"featgraph": layer_step(ours, x, edge_index, edge_type)}
-            if pyg_gb <= args.fast_max_gb:
-                steps["PyG"] = layer_step(pyg, x, edge_index, edge_type)
+        for mechanism, steps, skipped in cases(hg, args):
             times = interleaved_best_ms(steps, args.repeat)
             pyg_ms = times.get("PyG")
             ratio = None if pyg_ms is None else pyg_ms / times["featgraph"]
             rows.append(AttentionRow(
-                name, hg.num_nodes, hg.num_edges, relations, d, mechanism, times["featgraph"], pyg_ms, ratio
+                name, hg.num_nodes, hg.num_edges, hg.num_relations, args.channels, mechanism, times["featgraph"],
+                pyg_ms, ratio,
             ))  # fmt: skip
-            label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={d}, {heads} heads)"
-            pyg_cells = [f"skipped ({pyg_gb:.1f} GB per-edge weight)", "-"]
-            if pyg_ms is not None:
-                pyg_cells = [f"{pyg_ms:.1f}", f"{ratio:.1f}x"]
+            label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={args.channels}, {args.heads} heads)"
+            pyg_cells = [f"skipped ({skipped})", "-"] if pyg_ms is None else [f"{pyg_ms:.1f}", f"{ratio:.1f}x"]
             print(markdown_row([label, mechanism, f"{times['featgraph']:.1f}", *pyg_cells]), flush=True)
     return rows
 
@@ -137,10 +174,10 @@ def layer_step(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> Forwar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--layer", choices=("rgcn", "rgat"), default="rgcn")
+    parser.add_argument("--layer", choices=("rgcn", "rgat", "hgt"), default="rgcn")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--channels", type=int, default=64, help="input and output feature width")
-    parser.add_argument("--heads", type=int, default=2, help="RGATConv's attention heads")
+    parser.add_argument("--heads", type=int, default=2, help="RGATConv's and HGTConv's attention heads")
     parser.add_argument("--mag-scale", type=float, default=0.01, help="the mag-like graph's scale")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the graphs' node and edge counts (tests)")
     parser.add_argument("--fast-max-gb", type=float, default=2.0, help="skip FastRGCNConv above this per-edge weight")
@@ -149,7 +186,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[Row] | list[AttentionRow]:
     print(f"machine: {machine()}")
-    if args.layer == "rgat":
+    if args.layer in ("rgat", "hgt"):
         rows = attention_rows(args)
         write_json(args.json, [asdict(r) for r in rows])
         return rows

@@ -23,12 +23,12 @@ from .report import Table, write_json
 
 LAYERS = (
     "AGNNConv", "APPNP", "EdgeConv", "FastRGCNConv", "GATConv", "GATv2Conv", "GCNConv", "GINConv", "GINEConv",
-    "GraphConv", "RGATConv", "RGCNConv", "SAGEConv", "SGConv", "TransformerConv",
+    "GraphConv", "HGTConv", "RGATConv", "RGCNConv", "SAGEConv", "SGConv", "TransformerConv",
 )  # fmt: skip
 FILES = (
     "test_agnn_conv.py", "test_appnp.py", "test_edge_conv.py", "test_gat_conv.py", "test_gatv2_conv.py",
-    "test_gcn_conv.py", "test_gin_conv.py", "test_graph_conv.py", "test_rgat_conv.py", "test_rgcn_conv.py",
-    "test_sage_conv.py", "test_sg_conv.py", "test_transformer_conv.py",
+    "test_gcn_conv.py", "test_gin_conv.py", "test_graph_conv.py", "test_hgt_conv.py", "test_rgat_conv.py",
+    "test_rgcn_conv.py", "test_sage_conv.py", "test_sg_conv.py", "test_transformer_conv.py",
     # typed models built of these layers: HeteroConv, and to_hetero beside test/nn/conv
     "test_hetero_conv.py", "../test_to_hetero_transformer.py", "../test_to_hetero_with_bases_transformer.py",
 )  # fmt: skip

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
         ("sparse-features", sparse_features, "ops.linear over bag-of-words features' nonzeros against F.linear"),
-        ("hetero", hetero, "RGCNConv forward + backward on typed graphs: featgraph against PyG's two paths"),
+        ("hetero", hetero, "RGCNConv, RGATConv or HGTConv forward + backward on typed graphs: featgraph against PyG's"),
         ("hetero-minibatch", hetero_minibatch_bench, "typed sampling and to_hetero training steps on mag-like"),
         ("rgcn-train", rgcn_training, "RGCN training epochs on RGCN-dataset-shaped graphs: featgraph, PyG, DGL"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),

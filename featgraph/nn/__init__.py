@@ -3,7 +3,8 @@ forward on featgraph's fused ops where the call allows and PyG's own otherwise (
 take a ``featgraph.Graph``. ``accelerate(model)`` switches an existing PyG model's layers (and its
 ``torch.nn.Dropout`` modules) to them in place; ``Dropout`` and ``functional.dropout`` are torch's dropout on
 featgraph's hashed masks; ``TypedLinear`` and ``RelGraphConv`` are DGL's typed linear layer and R-GCN layer on
-featgraph's grouped products and relational aggregation.
+featgraph's grouped products and relational aggregation; ``HGTConv`` runs PyG's typed-graph transformer over
+all node and edge types at once.
 Requires torch_geometric."""
 
 from ..graph.conversion import as_graph
@@ -19,6 +20,7 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
+from .hgt_conv import HGTConv
 from .pyg_layer import FallbackWarning
 from .rel_graph_conv import RelGraphConv
 from .rgat_conv import RGATConv
@@ -50,6 +52,7 @@ __all__ = [
     "RGCNConv",
     "FastRGCNConv",
     "RGATConv",
+    "HGTConv",
     "TypedLinear",
     "RelGraphConv",
 ]

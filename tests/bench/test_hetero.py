@@ -49,6 +49,21 @@ def test_bench_hetero_rgat_times_both_mechanisms_against_pygs_layer(tmp_path, ca
     assert "| mag-like-0.0005, 8 relations (" in capsys.readouterr().out
 
 
+def test_bench_hetero_hgt_times_featgraphs_layer_against_pygs(tmp_path, capsys):
+    out = tmp_path / "hgt.json"
+    main([
+        "bench", "hetero", "--layer", "hgt", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
+        "--channels", "8", "--heads", "2", "--json", str(out),
+    ])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["graph"], r["mechanism"]) for r in rows] == [
+        (name, "across-relation") for name in [*hetero.GRAPHS, "mag-like-0.0005, 8 relations"]
+    ]
+    for r in rows:
+        assert r["featgraph_ms"] > 0 and r["pyg_over_featgraph"] == pytest.approx(r["pyg_ms"] / r["featgraph_ms"])
+    assert "| mag-like-0.0005, 8 relations (" in capsys.readouterr().out
+
+
 def test_mag_graph_has_every_edge_type_reversed():
     hg = hetero.mag_graph(0.0005)
     assert hg.num_relations == 8 and ("paper", "rev_writes", "author") in hg.edge_types
