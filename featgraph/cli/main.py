@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     _add(sub, "datasets", "list the datasets featgraph.datasets.load accepts", no_arguments, _datasets)
     demo_help = "the main job: train GCN and GAT on Cora with featgraph and with PyG"
     _add(sub, "demo", demo_help, train.add_demo_arguments, train.demo)
-    _add(sub, "train", "full-graph node classification on a bundled dataset", train.add_arguments, train.run)
+    train_help = "node classification (--task link: link prediction) on a bundled dataset"
+    _add(sub, "train", train_help, train.add_arguments, train.run)
     bench = sub.add_parser("bench", help="benchmarks against baselines in the same run").add_subparsers(
         dest="suite", required=True
     )
