@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
     from ..bench import hetero_sampling as hetero_sampling_bench
+    from ..bench import linkpred as linkpred_bench
     from ..bench import minibatch as minibatch_bench
     from ..bench import sampling as sampling_bench
     from ..bench import training as training_bench
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
+        ("linkpred", linkpred_bench, "mini-batch link-prediction edges/s on products-like: vs PyG's layers, DGL"),
         ("sampling", sampling_bench, "neighbour sampling seeds/s on R-MAT: featgraph, vectorised torch, DGL"),
         ("distributed", distributed_bench, "epoch time, halo bytes, edge cut over 1-4 processes; N-machine model"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),

@@ -255,11 +255,13 @@ def full_graph_steps(task: LinkTask, seed: int) -> Iterator[list[Step]]:
 
 
 def link_loader(
-    task: LinkTask, fanouts: list[int], batch_size: int, seed: int, prefetch: int = 2
-) -> LinkNeighborLoader:
-    """featgraph's ``LinkNeighborLoader`` over the training positives with one binary negative each."""
+    graph: Graph, x: torch.Tensor, positives: torch.Tensor, fanouts: list[int], batch_size: int, seed: int,
+    prefetch: int = 2,
+) -> LinkNeighborLoader:  # fmt: skip
+    """featgraph's ``LinkNeighborLoader`` on the message-passing ``graph`` with rows ``x``, over the ``(2, N)``
+    training ``positives`` with one uniform random negative pair each."""
     return LinkNeighborLoader(
-        Dataset(task.name, task.graph, task.x), fanouts, edge_label_index=task.train, neg_sampling="binary",
+        Dataset("link", graph, x), fanouts, edge_label_index=positives, neg_sampling="binary",
         batch_size=batch_size, shuffle=True, seed=seed, prefetch=prefetch,
     )  # fmt: skip
 
@@ -290,7 +292,7 @@ def fit(
         epochs_of_steps: Iterator = full_graph_steps(task, seed)
         batches = 1
     else:
-        loader = link_loader(task, fanouts, batch_size, seed)
+        loader = link_loader(task.graph, task.x, task.train, fanouts, batch_size, seed)
         epochs_of_steps, batches = loader_steps(loader), len(loader)
     val_pairs = EvalPairs.draw(task.val, task.graph.num_nodes, seed + 1)
     optimizer = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
