@@ -8,7 +8,8 @@ neighbourhoods (mean, 3 layers of 256, fan-out 15/10/5 by default) around their 
 pair by the dot product of its endpoints' embeddings, under binary cross-entropy. Frameworks:
 
 - ``featgraph``: featgraph's ``LinkNeighborLoader`` and layers, pairs scored by featgraph's SDDMM
-  (``training.linkpred.LinkPredictor``); every layer runs over the batch's whole sampled subgraph;
+  (``training.linkpred.LinkPredictor``); layer ``i`` of ``L`` runs over the first ``L - i`` hops' edges
+  only (the rows later layers read, as DGL's blocks);
 - ``featgraph-pyg``: the same loader, batches and model code with PyG's layers, pairs scored by
   ``(h[src] * h[dst]).sum(-1)``;
 - ``dgl``: DGL's ``as_edge_prediction_sampler`` over its ``NeighborSampler`` with a uniform negative sampler
@@ -42,7 +43,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..native import toolchain
 from ..training import Preset
-from ..training.linkpred import LinkPredictor, link_loader, split_edges
+from ..training.linkpred import LinkPredictor, link_loader, sampled_graph, split_edges
 from ..training.minibatch import fanout_list
 from .measure import peak_extra_mb
 from .minibatch import CLOCKS, BenchModel, DGLSampledNet, endless, seeds_per_s, unavailable
@@ -83,7 +84,7 @@ def _featgraph(raw: dict, fanouts: list[int], net: LinkPredictor) -> tuple[Calla
 
     def batches(background: bool) -> Iterator[LinkBatch]:
         loader = link_loader(graph, raw["x"], raw["train"], fanouts, BATCH_SIZE, 0, prefetch=2 if background else 0)
-        return ((b.x, b.edge_index, b.edge_label_index, b.edge_label) for b in endless(loader))
+        return ((b.x, sampled_graph(b), b.edge_label_index, b.edge_label) for b in endless(loader))
 
     return batches, net
 

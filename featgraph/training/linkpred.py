@@ -18,6 +18,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -102,6 +103,20 @@ def pair_features(h: torch.Tensor, pairs: torch.Tensor, op: str, backend: str) -
     return product.sum(-1, keepdim=True) if op == "dot" else product
 
 
+class SampledGraph(NamedTuple):
+    """A loader batch's flat ``edge_index`` with its per-hop counts (``NeighborLoader``'s layout: seeds first,
+    then each hop's new vertices; edges hop by hop, each hop's edges into that hop's vertices)."""
+
+    edge_index: torch.Tensor
+    num_sampled_nodes: list[int]
+    num_sampled_edges: list[int]
+
+    def layer(self, hops: int) -> tuple[torch.Tensor, int, int]:
+        """The edges of the first ``hops`` hops, the vertices they come from and those they reach."""
+        num_src, num_dst = sum(self.num_sampled_nodes[: hops + 1]), sum(self.num_sampled_nodes[:hops])
+        return self.edge_index[:, : sum(self.num_sampled_edges[:hops])], num_src, num_dst
+
+
 class LinkPredictor(torch.nn.Module):
     """GraphSAGE (mean, ``num_layers`` layers of ``hidden``, ReLU between) from ``backend``'s layers, and a
     ``decoder``: "dot" (the pair's embeddings' dot product) or "mlp" (their element-wise product through two
@@ -122,18 +137,39 @@ class LinkPredictor(torch.nn.Module):
         if decoder == "mlp":
             self.mlp = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
 
-    def encode(self, x: torch.Tensor, graph: Graph | torch.Tensor) -> torch.Tensor:
-        """Every vertex's embedding; ``graph`` a ``Graph`` or a ``(2, E)`` edge_index over ``x``'s rows.
-        featgraph's layers get one ``Graph`` (its formats built once for all layers), PyG's the edge_index."""
+    def encode(self, x: torch.Tensor, graph: Graph | torch.Tensor | SampledGraph) -> torch.Tensor:
+        """Embeddings: of every vertex for a ``Graph`` or a ``(2, E)`` edge_index over ``x``'s rows (featgraph's
+        layers get one ``Graph``, its formats built once for all layers; PyG's the edge_index); of the seeds
+        only, for a ``SampledGraph`` whose hops match the layers."""
+        if isinstance(graph, SampledGraph):
+            return self._encode_sampled(x, graph)
         if self.backend == "featgraph":
             edges: Graph | torch.Tensor = graph if isinstance(graph, Graph) else Graph(graph[0], graph[1], x.shape[0])
         else:
             edges = graph.edge_index if isinstance(graph, Graph) else graph
         h = x
         for depth, conv in enumerate(self.convs):
-            h = conv(h, edges)
-            h = h if depth == len(self.convs) - 1 else F.relu(h)
+            h = self._activated(depth, conv(h, edges))
         return h
+
+    def _encode_sampled(self, x: torch.Tensor, graph: SampledGraph) -> torch.Tensor:
+        """Layer ``i`` of ``L`` over the edges of the first ``L - i`` hops, into the vertices they reach: the
+        rows a later layer reads, as a bipartite graph whose destinations are its first sources."""
+        if len(graph.num_sampled_edges) != len(self.convs):
+            raise ValueError(f"expected one sampled hop per layer ({len(self.convs)}), got {graph.num_sampled_edges}")
+        h = x
+        for depth, conv in enumerate(self.convs):
+            edge_index, num_src, num_dst = graph.layer(len(self.convs) - depth)
+            if self.backend == "featgraph":
+                out = conv(h[:num_src], Graph(edge_index[0], edge_index[1], (num_src, num_dst)))
+            else:
+                out = conv((h[:num_src], h[:num_dst]), edge_index, size=(num_src, num_dst))
+            h = self._activated(depth, out)
+        return h
+
+    def _activated(self, depth: int, h: torch.Tensor) -> torch.Tensor:
+        """ReLU after every layer but the last."""
+        return h if depth == len(self.convs) - 1 else F.relu(h)
 
     def decode(self, h: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """One logit per ``(2, P)`` pair of ``h``'s rows."""
@@ -240,7 +276,7 @@ class LinkMetrics:
         return asdict(self)
 
 
-Step = tuple[torch.Tensor, Graph | torch.Tensor, torch.Tensor, torch.Tensor]  # x, graph, pairs, labels
+Step = tuple[torch.Tensor, Graph | SampledGraph, torch.Tensor, torch.Tensor]  # x, graph, pairs, labels
 
 
 def full_graph_steps(task: LinkTask, seed: int) -> Iterator[list[Step]]:
@@ -267,10 +303,15 @@ def link_loader(
 
 
 def loader_steps(loader: LinkNeighborLoader) -> Iterator[Iterator[Step]]:
-    """Per epoch the loader's batches as steps: the sampled subgraph's rows and edge_index, the seed pairs
+    """Per epoch the loader's batches as steps: the sampled subgraph's rows and edges, the seed pairs
     (positives, then negatives) and their labels."""
     while True:
-        yield ((b.x, b.edge_index, b.edge_label_index, b.edge_label) for b in loader)
+        yield ((b.x, sampled_graph(b), b.edge_label_index, b.edge_label) for b in loader)
+
+
+def sampled_graph(batch: Any) -> SampledGraph:
+    """A ``LinkNeighborLoader`` batch's edges and per-hop counts."""
+    return SampledGraph(batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
 
 
 def fit(

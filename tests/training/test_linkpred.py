@@ -145,3 +145,20 @@ def test_bad_arguments_are_refused_by_name(cora_task):
         linkpred.LinkPredictor(4, 8, 2, "dgl")
     with pytest.raises(ValueError, match="--task link trains on cora, citeseer, products-like-small"):
         linkpred.link_task("karate")
+
+
+@pytest.mark.parametrize("backend", ["featgraph", "pyg"])
+def test_hop_trimmed_encoding_equals_the_whole_subgraph_on_the_seeds(cora_task, backend):
+    if backend == "pyg":
+        pytest.importorskip("torch_geometric")
+    loader = linkpred.link_loader(cora_task.graph, cora_task.x, cora_task.train, [4, 3, 2], 64, seed=0, prefetch=0)
+    batch = next(iter(loader))
+    torch.manual_seed(0)
+    net = linkpred.LinkPredictor(cora_task.x.shape[1], 16, 3, backend)
+    sampled = linkpred.sampled_graph(batch)
+    seeds = sampled.num_sampled_nodes[0]
+    trimmed = net.encode(batch.x, sampled)
+    assert trimmed.shape == (seeds, 16) and int(batch.edge_label_index.max()) < seeds
+    assert torch.allclose(trimmed, net.encode(batch.x, batch.edge_index)[:seeds], atol=1e-5)
+    with pytest.raises(ValueError, match="one sampled hop per layer"):
+        linkpred.LinkPredictor(cora_task.x.shape[1], 16, 2, backend).encode(batch.x, sampled)
