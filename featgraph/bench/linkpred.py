@@ -3,9 +3,12 @@ featgraph's loader and layers against PyG's layers on the same batches and DGL's
 same run.
 
 The graph's edges are split as ``featgraph train --task link`` splits them (``training.linkpred.split_edges``);
-each batch takes 1024 training edges and one uniform random negative pair each, samples GraphSAGE's
-neighbourhoods (mean, 3 layers of 256, fan-out 15/10/5 by default) around their endpoints and scores every
-pair by the dot product of its endpoints' embeddings, under binary cross-entropy. Frameworks:
+each batch takes 1024 training edges and one negative each, samples GraphSAGE's neighbourhoods (mean, 3
+layers of 256, fan-out 15/10/5 by default) around their endpoints and scores every pair by the dot product of
+its endpoints' embeddings, under binary cross-entropy. The negative is by default the positive's source with
+a uniform random destination, as DGL's sampler draws it (``--negatives triplet``); ``--negatives binary``
+draws a random pair instead, as ``featgraph train --task link`` does, which brings a third more vertices to
+sample (about 3,500 seeds a batch against 2,650). Frameworks:
 
 - ``featgraph``: featgraph's ``LinkNeighborLoader`` and layers, pairs scored by featgraph's SDDMM
   (``training.linkpred.LinkPredictor``); layer ``i`` of ``L`` runs over the first ``L - i`` hops' edges
@@ -43,7 +46,7 @@ from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..native import toolchain
 from ..training import Preset
-from ..training.linkpred import LinkPredictor, link_loader, sampled_graph, split_edges
+from ..training.linkpred import NEGATIVES, LinkPredictor, batch_step, link_loader, split_edges
 from ..training.minibatch import fanout_list
 from .measure import peak_extra_mb
 from .minibatch import CLOCKS, BenchModel, DGLSampledNet, endless, seeds_per_s, unavailable
@@ -79,12 +82,15 @@ def _positives(batch: LinkBatch) -> int:
     return batch[3].numel() // 2
 
 
-def _featgraph(raw: dict, fanouts: list[int], net: LinkPredictor) -> tuple[Callable[[bool], Iterator], Forward]:
+def _featgraph(
+    raw: dict, fanouts: list[int], negatives: str, net: LinkPredictor
+) -> tuple[Callable[[bool], Iterator], Forward]:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
 
     def batches(background: bool) -> Iterator[LinkBatch]:
-        loader = link_loader(graph, raw["x"], raw["train"], fanouts, BATCH_SIZE, 0, prefetch=2 if background else 0)
-        return ((b.x, sampled_graph(b), b.edge_label_index, b.edge_label) for b in endless(loader))
+        prefetch = 2 if background else 0
+        loader = link_loader(graph, raw["x"], raw["train"], fanouts, BATCH_SIZE, 0, prefetch, negatives)
+        return (batch_step(b) for b in endless(loader))
 
     return batches, net
 
@@ -111,8 +117,10 @@ def _dgl(raw: dict, fanouts: list[int], dgl: Any, net: torch.nn.Module) -> tuple
     return batches, forward
 
 
-def run_one(data_path: str, framework: str, fanouts: list[int], batches: int, warmup: int, clock: str) -> Row:
-    """One row, meant for a fresh process."""
+def run_one(
+    data_path: str, framework: str, fanouts: list[int], negatives: str, batches: int, warmup: int, clock: str
+) -> Row:
+    """One row, meant for a fresh process; ``negatives``: featgraph's loader's draws (``link_loader``)."""
     row = Row(framework, note=unavailable(framework))
     if row.note:
         return row
@@ -128,7 +136,7 @@ def run_one(data_path: str, framework: str, fanouts: list[int], batches: int, wa
     optimizer = torch.optim.Adam(net.parameters(), lr=0.003)
 
     def measure() -> None:
-        stream, forward = _dgl(raw, fanouts, dgl, net) if dgl is not None else _featgraph(raw, fanouts, net)
+        stream, forward = _dgl(raw, fanouts, dgl, net) if dgl is not None else _featgraph(raw, fanouts, negatives, net)
 
         def step(batch: LinkBatch) -> None:
             x, graph_input, pairs_input, labels = batch
@@ -152,13 +160,16 @@ def run_one(data_path: str, framework: str, fanouts: list[int], batches: int, wa
 
 
 def run_rows(
-    data_path: str, frameworks: list[str], fanouts: list[int], batches: int, warmup: int, threads: int, clock: str
-) -> list[Row]:
+    data_path: str, frameworks: list[str], fanouts: list[int], negatives: str, batches: int, warmup: int,
+    threads: int, clock: str,
+) -> list[Row]:  # fmt: skip
     """Each framework in its own process, on ``threads`` threads; ratios to featgraph's row."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     rows = []
     for framework in frameworks:
-        row = run_worker("featgraph.bench.linkpred", [data_path, framework, fanouts, batches, warmup, clock], env)
+        row = run_worker(
+            "featgraph.bench.linkpred", [data_path, framework, fanouts, negatives, batches, warmup, clock], env
+        )
         rows.append(Row(framework, note=row) if isinstance(row, str) else Row(**row))
     ours = next((r for r in rows if r.framework == "featgraph" and r.train_edges_s), None)
     for r in rows:
@@ -198,6 +209,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(DEFAULT_FANOUTS),
         help="neighbours per hop (default 15,10,5); -1 takes all",
     )
+    parser.add_argument(
+        "--negatives",
+        choices=NEGATIVES,
+        default="triplet",
+        help="featgraph's loader's negative per positive: triplet (the default), the positive's source with a random "
+        "destination, as DGL's uniform sampler draws; binary, a random pair (a third more vertices to sample)",
+    )
     parser.add_argument("--batches", type=int, default=10, help="timed batches per measurement")
     parser.add_argument("--warmup", type=int, default=2, help="untimed batches before them")
     parser.add_argument("--clock", choices=list(CLOCKS), default="wall", help="wall clock or each worker's CPU time")
@@ -215,13 +233,19 @@ def run(args: argparse.Namespace) -> list[Row]:
         path, described = write_task(args.scale, Path(directory))
         print(
             f"graph {described}; GraphSAGE {len(args.fanout)}x{HIDDEN}, fan-out {','.join(map(str, args.fanout))}, "
-            f"batches of {BATCH_SIZE} positives + {BATCH_SIZE} negatives, {args.batches} timed after {args.warmup}",
+            f"batches of {BATCH_SIZE} positives + {BATCH_SIZE} {args.negatives} negatives, {args.batches} timed after "
+            f"{args.warmup}",
             flush=True,
         )
         print(TABLE.header, flush=True)
-        rows = run_rows(str(path), args.frameworks, args.fanout, args.batches, args.warmup, threads, args.clock)
+        rows = run_rows(
+            str(path), args.frameworks, args.fanout, args.negatives, args.batches, args.warmup, threads, args.clock
+        )
         print(TABLE.rows(rows), flush=True)
-    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, fanout=args.fanout)
+    write_json(
+        args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, fanout=args.fanout,
+        negatives=args.negatives,
+    )  # fmt: skip
     return rows
 
 

@@ -34,6 +34,7 @@ from .models import Preset, conv_layer, layers
 
 DATASETS = ("cora", "citeseer", "products-like-small")
 DECODERS = ("dot", "mlp")
+NEGATIVES = ("binary", "triplet")  # link_loader's draws: a random pair, or a random destination for the source
 VAL_SHARE, TEST_SHARE = 0.05, 0.1  # PyG's link-prediction example's RandomLinkSplit
 HITS_K = 50
 RANK_NEGATIVES = 1000  # random destinations each ranked positive competes with (ogbl-citation2's count)
@@ -292,12 +293,13 @@ def full_graph_steps(task: LinkTask, seed: int) -> Iterator[list[Step]]:
 
 def link_loader(
     graph: Graph, x: torch.Tensor, positives: torch.Tensor, fanouts: list[int], batch_size: int, seed: int,
-    prefetch: int = 2,
+    prefetch: int = 2, negatives: str = "binary",
 ) -> LinkNeighborLoader:  # fmt: skip
     """featgraph's ``LinkNeighborLoader`` on the message-passing ``graph`` with rows ``x``, over the ``(2, N)``
-    training ``positives`` with one uniform random negative pair each."""
+    training ``positives`` with one negative each: ``negatives`` "binary", a uniform random pair; "triplet",
+    the positive's source with a uniform random destination (as DGL's per-source uniform sampler draws)."""
     return LinkNeighborLoader(
-        Dataset("link", graph, x), fanouts, edge_label_index=positives, neg_sampling="binary",
+        Dataset("link", graph, x), fanouts, edge_label_index=positives, neg_sampling=negatives,
         batch_size=batch_size, shuffle=True, seed=seed, prefetch=prefetch,
     )  # fmt: skip
 
@@ -306,7 +308,18 @@ def loader_steps(loader: LinkNeighborLoader) -> Iterator[Iterator[Step]]:
     """Per epoch the loader's batches as steps: the sampled subgraph's rows and edges, the seed pairs
     (positives, then negatives) and their labels."""
     while True:
-        yield ((b.x, sampled_graph(b), b.edge_label_index, b.edge_label) for b in loader)
+        yield (batch_step(b) for b in loader)
+
+
+def batch_step(batch: Any) -> Step:
+    """A ``link_loader`` batch as a training step: its rows, its ``SampledGraph``, the pairs (positives, then
+    negatives, in batch ids) and their labels, from its binary or its triplet layout."""
+    if getattr(batch, "src_index", None) is None:
+        return batch.x, sampled_graph(batch), batch.edge_label_index, batch.edge_label
+    sources = torch.cat([batch.src_index, batch.src_index])
+    pairs = torch.stack([sources, torch.cat([batch.dst_pos_index, batch.dst_neg_index])])
+    labels = torch.cat([torch.ones(batch.src_index.numel()), torch.zeros(batch.dst_neg_index.numel())])
+    return batch.x, sampled_graph(batch), pairs, labels
 
 
 def sampled_graph(batch: Any) -> SampledGraph:

@@ -22,11 +22,14 @@ def test_task_file_puts_the_training_positives_first_in_the_message_graph(task_f
     assert torch.equal(torch.stack([raw["dst"][count : 2 * count], raw["src"][count : 2 * count]]), raw["train"])
 
 
-@pytest.mark.parametrize("framework", ["featgraph", "featgraph-pyg", "dgl"])
-def test_rows_measure_sampling_and_training_edges_per_second(task_file, framework):
+@pytest.mark.parametrize(
+    ("framework", "negatives"),
+    [("featgraph", "triplet"), ("featgraph", "binary"), ("featgraph-pyg", "triplet"), ("dgl", "triplet")],
+)
+def test_rows_measure_sampling_and_training_edges_per_second(task_file, framework, negatives):
     if framework == "featgraph-pyg":
         pytest.importorskip("torch_geometric")
-    row = linkpred.run_one(task_file, framework, [5, 5], 1, 1, "cpu")
+    row = linkpred.run_one(task_file, framework, [5, 5], negatives, 1, 1, "cpu")
     if framework == "dgl" and import_dgl() is None:
         assert row.note == "DGL does not import here" and row.train_edges_s is None
         return
@@ -41,7 +44,7 @@ def test_bench_linkpred_prints_rows_with_ratios_to_featgraph(tmp_path, capsys):
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert len(table) == 4 and {line.count("|") for line in table} == {8}
     report = json.loads(out.read_text())
-    assert report["fanout"] == [5, 5]
+    assert report["fanout"] == [5, 5] and report["negatives"] == "triplet"
     ours, dgl = report["rows"]
     assert ours["framework"] == "featgraph" and ours["train_vs_featgraph"] == 1.0
     assert (dgl["train_vs_featgraph"] is not None) == (import_dgl() is not None)

@@ -162,3 +162,17 @@ def test_hop_trimmed_encoding_equals_the_whole_subgraph_on_the_seeds(cora_task, 
     assert torch.allclose(trimmed, net.encode(batch.x, batch.edge_index)[:seeds], atol=1e-5)
     with pytest.raises(ValueError, match="one sampled hop per layer"):
         linkpred.LinkPredictor(cora_task.x.shape[1], 16, 2, backend).encode(batch.x, sampled)
+
+
+def test_triplet_batches_pair_each_source_with_its_positive_and_its_negative(cora_task):
+    loader = linkpred.link_loader(
+        cora_task.graph, cora_task.x, cora_task.train, [3], 32, seed=0, prefetch=0, negatives="triplet"
+    )
+    batch = next(iter(loader))
+    x, sampled, pairs, labels = linkpred.batch_step(batch)
+    n_id = batch.n_id
+    positives = cora_task.train[:, batch.input_id]
+    assert torch.equal(n_id[pairs[:, :32]], positives)
+    assert torch.equal(n_id[pairs[0, 32:]], positives[0])
+    assert labels.tolist() == [1.0] * 32 + [0.0] * 32 and x.shape[0] == n_id.numel()
+    assert int(pairs.max()) < sampled.num_sampled_nodes[0]  # every pair's vertices are seeds
