@@ -134,7 +134,8 @@ class DGLSampledNet(torch.nn.Module):
         return h
 
 
-def _endless(loader: Iterable) -> Iterator:
+def endless(loader: Iterable) -> Iterator:
+    """The loader's batches, epoch after epoch, without end."""
     while True:
         yield from loader
 
@@ -154,7 +155,7 @@ def _featgraph(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline
             prefetch=2 if background else 0,
             self_loops=net.loops_blocks,
         )
-        return ((b.x, b.y, b.blocks) for b in _endless(loader))
+        return ((b.x, b.y, b.blocks) for b in endless(loader))
 
     return Pipeline(batches, net)
 
@@ -168,7 +169,7 @@ def _dgl(raw: dict, bench: BenchModel, dgl: Any, net: torch.nn.Module) -> Pipeli
     x, y = raw["x"], raw["y"]
 
     def batches(background: bool) -> Iterator[SampledBatch]:
-        return ((x[input_nodes], y[seeds], blocks) for input_nodes, seeds, blocks in _endless(loader))
+        return ((x[input_nodes], y[seeds], blocks) for input_nodes, seeds, blocks in endless(loader))
 
     return Pipeline(batches, lambda h, blocks: net(blocks, h))
 
@@ -191,12 +192,12 @@ def _pyg(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
         return h[:num_seeds]
 
     def batches(background: bool) -> Iterator[SampledBatch]:
-        return ((b.x, b.y[: b.batch_size], (b.edge_index, b.batch_size)) for b in _endless(loader))
+        return ((b.x, b.y[: b.batch_size], (b.edge_index, b.batch_size)) for b in endless(loader))
 
     return Pipeline(batches, forward)
 
 
-def _unavailable(framework: str) -> str:
+def unavailable(framework: str) -> str:
     """Why ``framework`` cannot run here, or "" where it can."""
     if framework in ("featgraph-pyg", "pyg"):
         try:
@@ -213,10 +214,16 @@ def _unavailable(framework: str) -> str:
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def _seeds_per_s(
-    batches: Iterator[SampledBatch], count: int, warmup: int, work: Callable[[SampledBatch], Any], clock: str
+def seeds_per_s(
+    batches: Iterator[Any],
+    count: int,
+    warmup: int,
+    work: Callable[[Any], Any],
+    clock: str,
+    size: Callable[[Any], int] = lambda batch: batch[1].numel(),
 ) -> float:
-    """Seeds per second of ``work`` over ``count`` batches after ``warmup``, by ``clock``."""
+    """Seeds per second of ``work`` over ``count`` batches after ``warmup``, by ``clock``; ``size`` counts a
+    batch's seeds (by default its labels, the second item)."""
     now = CLOCKS[clock]
     for _ in range(warmup):
         work(next(batches))
@@ -224,7 +231,7 @@ def _seeds_per_s(
     for _ in range(count):
         batch = next(batches)
         work(batch)
-        seeds += batch[1].numel()
+        seeds += size(batch)
     return seeds / (now() - start)
 
 
@@ -251,7 +258,7 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
     """One row, meant for a fresh process; ``clock`` "cpu" times by the process's CPU time (every thread's,
     the loader's included), which other processes on a shared machine disturb less than the wall clock."""
     row = Row(bench_model, framework)
-    row.note = _unavailable(framework)
+    row.note = unavailable(framework)
     if row.note:
         return row
     bench = MODELS[bench_model]
@@ -283,7 +290,7 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
         net.train()
         for name, work in (("sample_seeds_s", lambda batch: None), ("train_seeds_s", step)):
             stream = pipeline.batches(True)
-            setattr(row, name, _seeds_per_s(stream, batches, warmup, work, clock))
+            setattr(row, name, seeds_per_s(stream, batches, warmup, work, clock))
             stream.close()
         stream = pipeline.batches(False)
         format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, clock)

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
     from ..bench import hetero_minibatch as hetero_minibatch_bench
+    from ..bench import linkpred as linkpred_bench
     from ..bench import minibatch as minibatch_bench
     from ..bench import sampling as sampling_bench
     from ..bench import training as training_bench
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     _add(sub, "datasets", "list the datasets featgraph.datasets.load accepts", no_arguments, _datasets)
     demo_help = "the main job: train GCN and GAT on Cora with featgraph and with PyG"
     _add(sub, "demo", demo_help, train.add_demo_arguments, train.demo)
-    _add(sub, "train", "full-graph node classification on a bundled dataset", train.add_arguments, train.run)
+    train_help = "node classification (--task link: link prediction) on a bundled dataset"
+    _add(sub, "train", train_help, train.add_arguments, train.run)
     bench = sub.add_parser("bench", help="benchmarks against baselines in the same run").add_subparsers(
         dest="suite", required=True
     )
@@ -81,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
+        ("linkpred", linkpred_bench, "mini-batch link-prediction edges/s on products-like: vs PyG's layers, DGL"),
         ("sampling", sampling_bench, "neighbour sampling seeds/s on R-MAT: featgraph, vectorised torch, DGL"),
         ("distributed", distributed_bench, "epoch time, halo bytes, edge cut over 1-4 processes; N-machine model"),
         ("accuracy", accuracy, "test accuracy over seeds: featgraph, PyG, the papers"),

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 
 from ..distributed import launch
-from ..training import minibatch
+from ..training import linkpred, minibatch
 from ..training.loop import PRECISIONS, Metrics, build, evaluate, fit, load_model, node_task, save
 from ..training.models import BACKENDS, HOMOGENEOUS_MODELS, MODELS, RELATIONAL_MODELS, Preset, preset
 
@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_device_argument(parser)
     minibatch.add_arguments(parser)
+    linkpred.add_arguments(parser)
     launch.add_arguments(parser)
 
 
@@ -69,6 +70,12 @@ def training_device(name: str) -> torch.device:
 
 def run(args: argparse.Namespace) -> dict[str, float | int]:
     device = training_device(args.device)
+    if args.task == "link":
+        result = linkpred.run(args)
+        _write_json(args.json, result)
+        return result
+    if args.decoder is not None:
+        raise ValueError("--decoder applies to --task link")
     if device.type != "cpu" and args.distributed:
         raise ValueError(f"--device {args.device}: --distributed training runs on the CPU (gloo)")
     if (args.distributed or args.minibatch) and args.model in RELATIONAL_MODELS:
@@ -102,10 +109,15 @@ def run(args: argparse.Namespace) -> dict[str, float | int]:
         if args.save:
             save(args.save, net, task, config, args.backend)
             print(f"saved to {args.save}")
-    if args.json and launch.writes_files():
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    _write_json(args.json, result)
     return result
+
+
+def _write_json(path: str | None, result: dict) -> None:
+    """``--json``: the final metrics (from one process of a distributed run)."""
+    if path and launch.writes_files():
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 def _config(args: argparse.Namespace, model: str, presets: Callable[..., Preset]) -> Preset:

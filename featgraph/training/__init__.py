@@ -1,4 +1,5 @@
-"""End-to-end node classification with featgraph's layers (or PyG's, for comparison)."""
+"""End-to-end node classification with featgraph's layers (or PyG's, for comparison); link prediction in
+``training.linkpred``."""
 
 from .loop import Metrics, Task, build, evaluate, fit, load_model, node_task, save
 from .models import BACKENDS, MODELS, PRESETS, NodeClassifier, Preset, layers, preset

@@ -89,3 +89,39 @@ def test_training_on_the_gpu_reaches_the_cpu_accuracy(cuda, tmp_path):
         main(["train", "--model", "gcn", "--epochs", "60", "--quiet", "--device", device, "--json", str(path)])
         results[device] = json.loads(path.read_text())
     assert results[str(cuda)]["test_acc"] == pytest.approx(results["cpu"]["test_acc"], abs=0.02)
+
+
+def test_link_task_trains_full_graph_and_mini_batch(tmp_path, capsys):
+    metrics = tmp_path / "m.json"
+    main(["train", "--task", "link", "--epochs", "2", "--hidden", "16", "--quiet", "--json", str(metrics)])
+    out = capsys.readouterr().out
+    assert "sage link (featgraph, dot decoder, full-graph) on cora: val AUC" in out
+    result = json.loads(metrics.read_text())
+    assert {"val_auc", "test_auc", "test_hits", "test_mrr", "epoch_seconds", "peak_rss_mb"} <= result.keys()
+    assert f"Hits@50 {result['test_hits']:.4f} MRR {result['test_mrr']:.4f}" in out
+    argv = ["train", "--task", "link", "--minibatch", "--fanout", "5,5", "--batch-size", "2048", "--epochs", "1"]
+    main([*argv, "--hidden", "16", "--decoder", "mlp", "--quiet"])
+    assert "(featgraph, mlp decoder, mini-batch, fan-out 5,5, batch 2048) on cora" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "gcn"], "--model is not supported with --task link"),
+        (["--precision", "bf16"], "--precision is not supported with --task link"),
+        (["--save", "m.pt"], "--save is not supported with --task link"),
+        (["--aggr", "max"], "--aggr is not supported with --task link"),
+        (["--fanout", "5"], "--fanout and --batch-size apply to --minibatch"),
+        (["--dataset", "karate"], "--task link trains on cora, citeseer, products-like-small"),
+    ],
+)
+def test_link_task_refuses_what_it_does_not_take_by_name(argv, message):
+    with pytest.raises(ValueError, match=message):
+        main(["train", "--task", "link", "--epochs", "1", "--quiet", *argv])
+
+
+def test_decoder_without_the_link_task_is_refused():
+    with pytest.raises(ValueError, match="--decoder applies to --task link"):
+        main(["train", "--decoder", "mlp", "--epochs", "1", "--quiet"])
+    with pytest.raises(SystemExit):
+        main(["train", "--task", "graph"])
