@@ -32,7 +32,7 @@ from ..native import toolchain
 from ..sampling import HeteroNeighborSampler
 from ..timing import interleaved_best_ms
 from .report import Table, add_common_arguments, machine, write_json
-from .sampling import TABLE, Row
+from .sampling import TABLE, Row, timed_rows
 
 HIDDEN = 64
 TRAIN_TABLE = Table({
@@ -124,7 +124,6 @@ def run(args: argparse.Namespace) -> list[Row]:
     loader = None
     if data is not None:
         loader = NeighborLoader(data, args.fanouts, input_nodes=("paper", seeds), batch_size=args.batch, prefetch=0)
-    if loader is not None:
         positions = torch.arange(seeds.numel()).view(args.batches, args.batch)
         samplers["featgraph NeighborLoader on HeteroData (PyG's batch)"] = lambda: [loader(p) for p in positions]
     dgl = _dgl_sampler(graph, args.fanouts)
@@ -137,11 +136,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     print(f"fanouts {args.fanouts} per edge type, batch {args.batch} papers; one batch reaches {reached}")
     if dgl is None:
         print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
-    times = interleaved_best_ms(samplers, repeat=args.repeat)
-    base = times[next(iter(samplers))]
-    rows = [
-        Row(name, ms / args.batches, args.batch / (ms / args.batches) * 1e3, ms / base) for name, ms in times.items()
-    ]
+    rows = timed_rows(samplers, args.batches, args.batch, args.repeat)
     print(TABLE(rows))
     train = [] if loader is None else training_rows(loader, data, args.train_batches, args.repeat)
     if train:

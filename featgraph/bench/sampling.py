@@ -126,6 +126,14 @@ def dgl_sampler(graph: Graph, fanouts: list[int]) -> Callable[[torch.Tensor], li
     return sample
 
 
+def timed_rows(samplers: dict[str, Callable[[], object]], batches: int, batch: int, repeat: int) -> list[Row]:
+    """One row per sampler (each call samples ``batches`` batches of ``batch`` seeds), timed in turns, best of
+    ``repeat``, against the first sampler's time."""
+    times = interleaved_best_ms(samplers, repeat=repeat)
+    base = times[next(iter(samplers))]
+    return [Row(name, ms / batches, batch / (ms / batches) * 1e3, ms / base) for name, ms in times.items()]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=int, default=18, help="R-MAT scale: 2**scale vertices")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
@@ -168,11 +176,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     print(f"fanouts {args.fanouts}, batch {args.batch}; one batch's blocks (input layer first): {sizes}")
     if dgl is None:
         print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
-    times = interleaved_best_ms(samplers, repeat=args.repeat)
-    base = times[next(iter(samplers))]
-    rows = [
-        Row(name, ms / args.batches, args.batch / (ms / args.batches) * 1e3, ms / base) for name, ms in times.items()
-    ]
+    rows = timed_rows(samplers, args.batches, args.batch, args.repeat)
     print(TABLE(rows))
     write_json(args.json, [asdict(r) for r in rows], graph=f"R-MAT scale {args.scale}", fanouts=args.fanouts)
     return rows

@@ -37,15 +37,21 @@ def test_signed_features_are_not_row_normalised():
     assert split_accuracies(logits, torch.tensor([0, 0, 0]), torch.tensor([0, 1]), torch.tensor([2])) == (0.5, 1.0)
 
 
+def trained_like_pyg(model: str, task, epochs: int):
+    """(featgraph's model, PyG's, their metrics) trained from PyG's initial weights with torch's dropout in both."""
+    config = preset(model, epochs=epochs)
+    torch.manual_seed(0)
+    theirs, ours = build(model, task, config, "pyg"), build(model, task, config, "featgraph")
+    ours.load_state_dict(theirs.state_dict())
+    ours.drop = F.dropout
+    ref, got = (fit(net, task, config, seed=1, progress=False) for net in (theirs, ours))
+    return ours, theirs, got, ref
+
+
 def test_same_initial_weights_and_dropout_masks_train_like_pyg(cora):
     """With PyG's initial weights and torch's dropout in both, the two trainings follow one trajectory."""
     pytest.importorskip("torch_geometric")
-    config = preset("gcn", epochs=30)
-    torch.manual_seed(0)
-    theirs, ours = build("gcn", cora, config, "pyg"), build("gcn", cora, config, "featgraph")
-    ours.load_state_dict(theirs.state_dict())
-    ours.drop = F.dropout
-    ref, got = (fit(net, cora, config, seed=1, progress=False) for net in (theirs, ours))
+    ours, theirs, got, ref = trained_like_pyg("gcn", cora, epochs=30)
     assert got.best_epoch == ref.best_epoch and abs(got.test_acc - ref.test_acc) <= 0.002
     ours.eval(), theirs.eval()
     torch.testing.assert_close(ours(cora.x, cora.edge_index), theirs(cora.x, cora.edge_index), rtol=1e-3, atol=1e-4)
@@ -103,12 +109,7 @@ def test_typed_task_trains_rgcn_like_pyg_and_models_match_their_tasks():
     assert len(task.train_idx) + len(task.val_idx) == round(0.1 * task.x.shape[0]) // 2
     assert len(task.val_idx) == (len(task.train_idx) + len(task.val_idx)) // 5
     assert not set(task.val_idx.tolist()) & set(task.train_idx.tolist())
-    config = preset("rgcn", epochs=60)
-    torch.manual_seed(0)
-    theirs, ours = build("rgcn", task, config, "pyg"), build("rgcn", task, config, "featgraph")
-    ours.load_state_dict(theirs.state_dict())
-    ours.drop = F.dropout
-    ref, got = (fit(net, task, config, seed=1, progress=False) for net in (theirs, ours))
+    _, _, got, ref = trained_like_pyg("rgcn", task, epochs=60)
     assert got.best_epoch == ref.best_epoch and abs(got.test_acc - ref.test_acc) <= 0.01
     assert got.test_acc > 0.5, got
     with pytest.raises(ValueError, match="model 'rgcn' reads edge types"):
