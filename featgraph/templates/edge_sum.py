@@ -13,8 +13,8 @@ import torch
 from ..graph import Graph
 from ..te.expr import ComputeOp
 from .kernel import Fds, Tuner, Udf, in_dtype, template_kernel
-from .params import SDDMMParams, gpu_defaults
-from .sddmm import SDDMMKernel
+from .params import SDDMMParams
+from .sddmm import SDDMMKernel, gpu_edge_order_for
 
 
 class EdgeSumKernel(SDDMMKernel):
@@ -41,7 +41,8 @@ def edge_sum(
     ``spmm``."""
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
-        return SDDMMParams(**{**gpu_defaults(target), **template_params})
+        on_gpu = {"edge_order": gpu_edge_order_for(graph, op)} if target == "gpu" else {}
+        return SDDMMParams(**{**on_gpu, **template_params})
 
     fixed = frozenset(template_params)
     return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tuner)

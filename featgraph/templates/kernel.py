@@ -117,6 +117,10 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
         src, dst = graph.coo()
         if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
             return [edge_sources(graph, index), dst.to(index).contiguous(), ids.to(index)]
+        if order == "csr":  # the CSR's own sources and edge ids, beside each edge's row
+            csr = graph.csr(index)
+            rows = torch.arange(graph.num_dst_nodes, dtype=index, device=ids.device)
+            return [csr.indices, rows.repeat_interleave(csr.indptr.diff(), output_size=graph.num_edges), csr.edge_ids]
         return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
 
     return graph.cached(("edge_list", order, index), build)

@@ -8,11 +8,12 @@ from typing import Any
 
 import torch
 
+from ..backends import gpu as gpu_backend
 from ..graph import Graph
 from ..kernel_spec import output_dtype
 from ..te.expr import ComputeOp
 from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, in_dtype, template_kernel
-from .params import SDDMMParams, default_write_buckets, gpu_defaults
+from .params import SDDMMParams, default_write_buckets, gpu_edge_order
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
 
@@ -29,6 +30,12 @@ def median_write_jump(graph: Graph, order: str) -> int:
         return int((ids[first + 1] - ids[first]).abs().median())
 
     return graph.cached(("write-jump", order), build)
+
+
+def gpu_edge_order_for(graph: Graph, op: ComputeOp) -> str:
+    """The GPU's default edge order for a kernel over ``graph`` reading ``op``'s placeholders."""
+    input_bytes = sum(math.prod(p.shape) * TORCH_DTYPES[p.dtype].itemsize for p in op.placeholders)
+    return gpu_edge_order(input_bytes, gpu_backend.l2_cache_bytes(graph.device))
 
 
 def write_staging(graph: Graph, order: str, index: torch.dtype, buckets: int) -> list[torch.Tensor]:
@@ -90,7 +97,8 @@ def sddmm(
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
         one_step = {"edge_order": "user"} if graph.is_bipartite else {}
-        params = SDDMMParams(**{**gpu_defaults(target), **one_step, **template_params})
+        on_gpu = {"edge_order": gpu_edge_order_for(graph, op)} if target == "gpu" else {}
+        params = SDDMMParams(**{**on_gpu, **one_step, **template_params})
         if target == "gpu" and params.write_buckets:
             raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":

@@ -40,16 +40,17 @@ class TuneResult:
 
 
 def synthetic_inputs(kernel: Kernel, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random inputs of the placeholders' shapes and dtypes (integer placeholders are zeros): the kernel's
-    speed depends on the graph and shapes, not on the values."""
+    """Random inputs of the placeholders' shapes and dtypes (integer placeholders are zeros) on the kernel's
+    graph's device: the kernel's speed depends on the graph and shapes, not on the values."""
     generator = torch.Generator().manual_seed(seed)
+    device = kernel.graph.device
     inputs = {}
     for p in kernel.spec.op.placeholders:
         dtype = TORCH_DTYPES[p.dtype]
         if dtype == torch.int64:
-            inputs[p.name] = torch.zeros(p.shape, dtype=dtype)
+            inputs[p.name] = torch.zeros(p.shape, dtype=dtype, device=device)
         else:
-            inputs[p.name] = torch.randn(p.shape, generator=generator).to(dtype)
+            inputs[p.name] = torch.randn(p.shape, generator=generator).to(device, dtype)
     return inputs
 
 

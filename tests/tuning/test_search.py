@@ -190,13 +190,15 @@ def test_bad_settings_and_inputs_are_named(case):
         tune(kernel, {"XV": torch.randn(N, D + 1)}, progress=False, use_cache=False)
 
 
-def test_tuning_a_gpu_kernel_skips_cpu_only_candidates(interpreted_gpu):
+def test_tuning_a_gpu_kernel_skips_cpu_only_candidates(gpu):
+    """On the graph's device: the tuner's synthetic inputs go where the kernel's graph is (CUDA on a GPU)."""
     src, dst = random_edges(40, 300, seed=2)
-    g = Graph(src, dst, 40)
+    g = Graph(src.to(gpu), dst.to(gpu), 40)
     default = _copy_u(8, "sum", g, target="gpu")
+    assert search.synthetic_inputs(default)["XV"].device == g.device
     kernel = tune(default, progress=False, repeat=1, use_cache=False)
     assert kernel.target == "gpu" and kernel.spec.params.num_partitions == 1 and kernel.tuning.tried > 1
     # the packed rows the tuner kept: the default's, or one of the values it tried (timing decides which)
     assert kernel.spec.params.rows_per_program in (default.spec.params.rows_per_program, 1, 4, 16)
     x = torch.randn(40, 8)
-    torch.testing.assert_close(kernel(XV=x), reduce_messages(x[src], dst, 40, "sum"))
+    torch.testing.assert_close(kernel(XV=x.to(gpu)).cpu(), reduce_messages(x[src], dst, 40, "sum"))

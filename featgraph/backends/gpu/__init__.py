@@ -17,7 +17,9 @@ from . import templates
 from .loader import interpreting
 from .loader import load as compile_source
 
-__all__ = ["check_device", "compile_source", "interpreting", "launch", "source"]
+__all__ = ["check_device", "compile_source", "interpreting", "l2_cache_bytes", "launch", "source"]
+
+INTERPRETED_L2_BYTES = 50 * 2**20  # under the interpreter, decisions follow the H100 the kernels are built for
 
 
 def source(spec: KernelSpec) -> str:
@@ -35,6 +37,13 @@ def check_device(device: torch.device) -> None:
             "on a machine without a GPU, set TRITON_INTERPRET=1 to run the GPU kernels in Triton's interpreter"
         )
     raise ValueError(f"target='gpu' needs CUDA tensors, got {device}")
+
+
+def l2_cache_bytes(device: torch.device) -> int:
+    """The L2 cache of the GPU that ``device`` names (the H100's under Triton's interpreter)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).L2_cache_size
+    return INTERPRETED_L2_BYTES
 
 
 def launch(run: Callable, tensors: Sequence[torch.Tensor | None], scalars: Sequence[int]) -> None:

@@ -27,6 +27,10 @@ FEATURE_BLOCK_MAX = 128  # lanes of a feature block without an FDS split
 LANE_BUDGET = 2048  # elements of a program's (rows x) edges x features block
 MAX_ROWS_PER_PROGRAM = 16
 MAX_REDUCE_LANES = 32  # reductions longer than this are chunked rather than given whole lanes
+# edge lanes a message with a reduction keeps by narrowing its feature block: with 4 (an MLP's k = 8 beside 64
+# output lanes) the fused MLP aggregation ran 3.9x slower on an H100 than with 32 (``featgraph bench gpu --ops
+# mlp --tune 10``: the tuner's split of 8 output lanes)
+MIN_REDUCING_EDGE_LANES = 32
 STAGE_BUDGET = 4096  # elements of a staged hub tile (16 KiB of float32 per feature block)
 MAX_HUBS = 128
 EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
@@ -62,7 +66,8 @@ def feature_size(spec: KernelSpec) -> int:
 
 def feature_block(spec: KernelSpec) -> int:
     """Lanes over the flattened output: the FDS split factor of the last output axis when the output has
-    one axis, else ``num_feature_tiles`` blocks, else up to 128."""
+    one axis, else ``num_feature_tiles`` blocks, else up to 128, and beside a reduction inside the message
+    few enough to leave ``MIN_REDUCING_EDGE_LANES`` edge lanes."""
     size = feature_size(spec)
     plan = spec.schedule.plans.get(spec.op.axis[-1].name)
     if len(spec.op.axis) == 1 and plan is not None and plan.factor:
@@ -70,7 +75,15 @@ def feature_block(spec: KernelSpec) -> int:
     tiles = spec.params.num_feature_tiles
     if tiles > 1:
         return next_power_of_2(-(-size // tiles))
-    return min(next_power_of_2(size), FEATURE_BLOCK_MAX)
+    lanes = reduce_lanes(spec)
+    widest = FEATURE_BLOCK_MAX if lanes == 1 else max(1, LANE_BUDGET // (lanes * MIN_REDUCING_EDGE_LANES))
+    return min(next_power_of_2(size), widest)
+
+
+def reduce_lanes(spec: KernelSpec) -> int:
+    """Lanes of the longest reduction inside the message (an MLP's k, at most ``MAX_REDUCE_LANES``), 1 if none."""
+    extents = [math.prod(a.extent for a in node.axes) for node in spec.op.nodes if isinstance(node, Reduce)]
+    return min(next_power_of_2(max(extents)), MAX_REDUCE_LANES) if extents else 1
 
 
 def edge_block(block_f: int, reduce_lanes: int = 1) -> int:
@@ -82,9 +95,7 @@ def edge_block(block_f: int, reduce_lanes: int = 1) -> int:
 def message_edge_block(spec: KernelSpec, block_f: int) -> int:
     """Edge lanes for this message: fewer beside a short reduction (an MLP's k, up to 32 lanes) so the
     reduction fits one chunk and its edge-independent operands (the weight tile) are loaded once."""
-    extents = [math.prod(a.extent for a in node.axes) for node in spec.op.nodes if isinstance(node, Reduce)]
-    lanes = min(next_power_of_2(max(extents)), MAX_REDUCE_LANES) if extents else 1
-    return edge_block(block_f, lanes)
+    return edge_block(block_f, reduce_lanes(spec))
 
 
 def _check_gpu_params(spec: KernelSpec) -> None:

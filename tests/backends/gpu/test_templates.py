@@ -10,6 +10,7 @@ import torch
 
 import featgraph as fg
 from featgraph import te
+from featgraph.backends import gpu as gpu_backend
 from featgraph.backends.gpu.templates import hub_capacity
 from tests.conftest import adjacency, random_edges
 from tests.templates.reference import reduce_messages
@@ -277,6 +278,28 @@ def test_sddmm_dot_attention_in_user_edge_order(gpu, order, n, e):
 
     got = fg.sddmm(graph_on(gpu, src, dst, n), dot, target="gpu", edge_order=order)(XV=x.to(gpu)).cpu()
     torch.testing.assert_close(got, (x[src] * x[dst]).sum(2))
+
+
+def test_edge_kernels_visit_user_order_while_inputs_fit_the_l2_else_hilbert(gpu, monkeypatch):
+    """Inputs in the L2 come from cache in any order; larger ones are visited along the Hilbert curve."""
+    n, e, d = 60, 900, 12
+    src, dst = random_edges(n, e, seed=21)
+    X = te.placeholder((n, d), "float64", "XV")
+
+    def dot(s, t, k):
+        r = te.reduce_axis((0, d), name="r")
+        return te.compute((1,), lambda i: te.sum(X[s, r] * X[t, r], axis=r))
+
+    x = torch.randn(n, d, dtype=torch.float64)
+    for l2_bytes, want in ((n * d * 8, "user"), (n * d * 8 - 1, "hilbert")):
+        monkeypatch.setattr(gpu_backend, "l2_cache_bytes", lambda device, size=l2_bytes: size)
+        g = graph_on(gpu, src, dst, n)
+        kernel = fg.sddmm(g, dot, target="gpu")
+        assert kernel.spec.params.edge_order == want
+        torch.testing.assert_close(kernel(XV=x.to(gpu)).cpu(), (x[src] * x[dst]).sum(1, keepdim=True))
+        summed = fg.templates.edge_sum(g, dot, target="gpu")
+        assert summed.spec.params.edge_order == want
+        torch.testing.assert_close(summed(XV=x.to(gpu)).cpu(), (x[src] * x[dst]).sum().view(1))
 
 
 def test_tree_reduce_and_split_reduce_axis_give_the_same_dot(gpu):
