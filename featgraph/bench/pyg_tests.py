@@ -23,7 +23,7 @@ from .report import Table, write_json
 
 LAYERS = (
     "AGNNConv", "APPNP", "EdgeConv", "FastRGCNConv", "GATConv", "GATv2Conv", "GCNConv", "GINConv", "GINEConv",
-    "GraphConv", "HGTConv", "RGATConv", "RGCNConv", "SAGEConv", "SGConv", "TransformerConv",
+    "GraphConv", "HeteroConv", "HGTConv", "RGATConv", "RGCNConv", "SAGEConv", "SGConv", "TransformerConv",
 )  # fmt: skip
 FILES = (
     "test_agnn_conv.py", "test_appnp.py", "test_edge_conv.py", "test_gat_conv.py", "test_gatv2_conv.py",

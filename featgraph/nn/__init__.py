@@ -20,6 +20,7 @@ from .gcn import GCNConv
 from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
+from .hetero_conv import HeteroConv
 from .hgt_conv import HGTConv
 from .pyg_layer import FallbackWarning
 from .rel_graph_conv import RelGraphConv
@@ -55,4 +56,5 @@ __all__ = [
     "HGTConv",
     "TypedLinear",
     "RelGraphConv",
+    "HeteroConv",
 ]

@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+import torch_geometric.nn
 from torch_geometric.nn.conv import MessagePassing
 
 from .dropout import Dropout
+from .hetero_conv import HeteroConv
 from .pyg_layer import FusedLayer, pyg_base
+from .to_hetero import fuse_relation_sums
 
 TORCH_DROPOUTS = (F.dropout, torch.dropout)  # the functional calls accelerate cannot swap
 
@@ -79,7 +82,9 @@ def accelerate(model: torch.nn.Module, verbose: bool = False, dropout: bool = Tr
     different random stream; ``dropout=False`` keeps torch's masks). Subclasses of PyG's layers are left
     alone (their own methods would be bypassed), as are layers featgraph does not implement; calls of torch's
     functional dropout in the model's own ``forward`` code are listed as left (``featgraph.nn.functional.dropout``
-    replaces them). Returns what was swapped and what was left; ``verbose`` prints it."""
+    replaces them). A ``HeteroConv`` becomes featgraph's, and in a ``to_hetero`` model each sum over relations of
+    featgraph's ``SAGEConv``/``GraphConv`` calls becomes one ``sum_of_relations`` call (one dense product for
+    the relations into a node type). Returns what was swapped and what was left; ``verbose`` prints it."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
     layers = featgraph_layers()
@@ -89,6 +94,9 @@ def accelerate(model: torch.nn.Module, verbose: bool = False, dropout: bool = Tr
         cls = type(module)
         if dropout and cls is torch.nn.Dropout:
             module.__class__ = Dropout
+            summary.swapped.append((path, cls.__name__))
+        if cls is torch_geometric.nn.HeteroConv:
+            module.__class__ = HeteroConv
             summary.swapped.append((path, cls.__name__))
         if isinstance(module, FusedLayer) or not isinstance(module, MessagePassing):
             if dropout and cls not in inspected and not cls.__module__.startswith(("torch.", "featgraph.")):
@@ -104,6 +112,8 @@ def accelerate(model: torch.nn.Module, verbose: bool = False, dropout: bool = Tr
             summary.left.append((path, cls.__name__, "a subclass of a PyG layer: its own methods are kept"))
         else:
             summary.left.append((path, cls.__name__, "featgraph has no layer for it"))
+    if isinstance(model, torch.fx.GraphModule):  # a to_hetero model: its sums over relations
+        summary.swapped += [("", f"sum over relations of {layers}") for layers in fuse_relation_sums(model)]
     if verbose:
         print(summary)
     return summary

@@ -13,6 +13,7 @@ from ..ops.linear_sum import linear_sum
 from ..ops.precision import with_bias
 from .graph_input import PairTensor
 from .pyg_layer import FusedLayer, linear_first
+from .relation_sum import RelationTerm
 
 
 def weighted_aggregate(g: Graph, x: torch.Tensor, weight: torch.Tensor | None, reduce: str) -> torch.Tensor:
@@ -53,6 +54,18 @@ class GraphConv(FusedLayer, torch_geometric.nn.GraphConv):
             return out if x_dst is None else out + self.lin_root(x_dst)
         aggregated = weighted_aggregate(g, x_src, weight, reduce)
         return lin(aggregated) if x_dst is None else linear_sum(aggregated, lin, x_dst, self.lin_root)
+
+    def relation_term(self, x: PairTensor, edge_index: GraphLike) -> RelationTerm | str:
+        """This call (no edge weights) as one relation of a sum over relations (``relation_sum``), or why it
+        cannot be one."""
+        reason = self.fused_blocker(x, edge_index) or self._blocker(x, None)
+        if reason:
+            return reason
+        x_src, x_dst, g = self.split(x, edge_index, None)
+        if g.edge_weight is not None:
+            return "edge weights"
+        root = None if x_dst is None else self.lin_root
+        return RelationTerm(self.fused_reduce(), x_src, g, self.lin_rel, x_dst, root)
 
     def _blocker(self, x: PairTensor, edge_weight: torch.Tensor | None) -> str | None:
         if self.fused_reduce() is None:

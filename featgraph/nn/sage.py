@@ -13,6 +13,7 @@ from ..ops.linear_sum import linear_sum
 from ..ops.precision import with_bias
 from .graph_input import PairTensor
 from .pyg_layer import FusedLayer, linear_first
+from .relation_sum import RelationTerm
 
 _LINEAR_AGGREGATORS = ("mean", "sum")
 
@@ -59,3 +60,14 @@ class SAGEConv(FusedLayer, torch_geometric.nn.SAGEConv):
         else:
             out = self.lin_l(gspmm(g, "copy_lhs", reduce, source, None))
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+
+    def relation_term(self, x: PairTensor, edge_index: GraphLike) -> RelationTerm | str:
+        """This call as one relation of a sum over relations (``relation_sum``), or why it cannot be one."""
+        if self.project or self.normalize:
+            return "project or normalize: not linear in the aggregation"
+        reason, fused = self.aggregation_inputs(x, edge_index, None)
+        if fused is None:
+            return reason
+        reduce, x_src, x_dst, g = fused
+        root = self.root_weight and x_dst is not None
+        return RelationTerm(reduce, x_src, g, self.lin_l, x_dst if root else None, self.lin_r if root else None)
