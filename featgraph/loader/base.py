@@ -16,6 +16,7 @@ from ..graph import Graph
 from ..native import toolchain
 from ..sampling import MiniBatch, NeighborSampler
 from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
+from ..sampling.temporal import TemporalSampler
 from .prefetch import prefetched
 from .source import (
     LoaderSource,
@@ -127,9 +128,23 @@ class SeedLoader(EpochLoader[BatchType]):
         weight_attr: str | None,
         self_loops: bool = False,
         pin_memory: bool = False,
+        time_attr: str | None = None,
+        temporal_strategy: str = "uniform",
     ) -> None:
         self.source = source
         super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        self.temporal = None
+        if time_attr is None and temporal_strategy != "uniform":
+            raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
+        if time_attr is not None:
+            for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
+                if given:
+                    raise ValueError(
+                        f"{name} is given with time_attr: temporal sampling draws uniformly, without replacement"
+                    )
+            self.temporal = temporal_sampler(
+                source, checked_fanouts(fanouts, fanouts_name), time_attr, temporal_strategy
+            )
         weight = None
         if weight_attr is not None:
             if weight_attr not in source.edge_attrs:
@@ -158,6 +173,21 @@ class SeedLoader(EpochLoader[BatchType]):
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
         """One batch from the sampled ``batch`` of seeds ``inputs[positions]``."""
         raise NotImplementedError
+
+
+def temporal_sampler(source: LoaderSource, fanouts: tuple[int, ...], time_attr: Any, strategy: str) -> TemporalSampler:
+    """The ``TemporalSampler`` of ``source`` under its per-vertex or per-edge tensor named ``time_attr``."""
+    if not isinstance(time_attr, str):
+        raise TypeError(f"time_attr must name a per-vertex or per-edge tensor, got {time_attr!r}")
+    node_level, edge_level = time_attr in source.node_attrs, time_attr in source.edge_attrs
+    if node_level == edge_level:
+        held = "both a per-vertex and a per-edge tensor" if node_level else "no per-vertex or per-edge tensor"
+        raise ValueError(f"time_attr {time_attr!r} names {held} of the data")
+    times = source.node_attrs.get(time_attr) if node_level else source.edge_attrs.get(time_attr)
+    if not isinstance(times, torch.Tensor):
+        raise TypeError(f"time_attr {time_attr!r}: expected a tensor of times, got {type(times).__name__}")
+    level = "node_time" if node_level else "edge_time"
+    return TemporalSampler(source.graph, fanouts, strategy=strategy, **{level: times})
 
 
 def checked_workers(num_workers: Any) -> int | None:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..sampling.negative import checked_negative_sampling
+from ..sampling.temporal import checked_times
 from .base import SeedLoader
 from .neighbor_loader import Batch, flat_attrs, pyg_data_class
 from .source import checked_batching_flags, checked_flag, checked_subgraph_type, loader_source
@@ -77,9 +78,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
         pin_memory: bool = False,
     ) -> None:
         refused = {
-            "edge_label_time": (edge_label_time is not None, "temporal sampling is not supported"),
-            "time_attr": (time_attr is not None, "temporal sampling is not supported"),
-            "temporal_strategy": (temporal_strategy != "uniform", "temporal sampling is not supported"),
+            "edge_label_time": (edge_label_time is not None and time_attr is None, "it needs time_attr"),
             "directed": (directed is not True, "directed=False (PyG's induced subgraph) is not supported"),
             "transform_sampler_output": (transform_sampler_output is not None, "no sampler output: use transform"),
             "neighbor_sampler": (neighbor_sampler is not None, "featgraph's compiled sampler is the only one"),
@@ -100,8 +99,12 @@ class LinkNeighborLoader(SeedLoader[Any]):
         self.edge_label = _checked_edge_label(edge_label, seed_edges.shape[0], self.neg_sampling)
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle, seed_edges, replace, seed, num_workers,
-            prefetch, drop_last, weight_attr, pin_memory=pin_memory,
+            prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
+            temporal_strategy=temporal_strategy,
         )  # fmt: skip
+        self.edge_label_time = None
+        if edge_label_time is not None:
+            self.edge_label_time = checked_times(edge_label_time, seed_edges.shape[0], "edge_label_time")
         self.bidirectional = bidirectional
         self.disjoint = checked_flag(disjoint, "disjoint")
         self.transform = transform
@@ -115,39 +118,70 @@ class LinkNeighborLoader(SeedLoader[Any]):
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         src, dst = self.inputs[positions].unbind(1)
         positives = positions.numel()
-        num_nodes = self.graph.num_nodes
+        times = self._seed_edge_times(positions, src, dst)
         negative = self.neg_sampling
         generator = torch.Generator().manual_seed(seed)
         if negative is not None:
             count = negative.count(positives)
             if negative.mode == "binary":
-                src = torch.cat([src, negative.draw(count, "src", num_nodes, generator)])
-            dst = torch.cat([dst, negative.draw(count, "dst", num_nodes, generator)])
+                src = torch.cat([src, self._negatives(count, "src", times, generator)])
+            dst = torch.cat([dst, self._negatives(count, "dst", times, generator)])
         ends = torch.cat([src, dst])
-        if self.disjoint:  # a subgraph per endpoint, each seed edge's (and its negatives') under one batch id
+        attrs: dict[str, Any]
+        if self.temporal is not None:  # always disjoint, as PyG: each endpoint's subgraph under its edge's time
+            inverse = torch.arange(ends.numel())
+            end_times = times.repeat(-(-ends.numel() // positives))[: ends.numel()] if positives else times
+            attrs = flat_attrs(self.source, self.temporal.sample(ends, end_times, seed), self.bidirectional)
+            attrs["batch"] = attrs["batch"] % max(positives, 1)
+        elif self.disjoint:  # a subgraph per endpoint, each seed edge's (and its negatives') under one batch id
             inverse = torch.arange(ends.numel())
             attrs = flat_attrs(self.source, self.sampler.sample_disjoint(ends, seed), self.bidirectional)
-            attrs["batch"] = attrs["batch"] % positives
+            attrs["batch"] = attrs["batch"] % max(positives, 1)
         else:
             seeds, inverse = torch.unique(ends, return_inverse=True)
             attrs = flat_attrs(self.source, self.sampler.sample(seeds, seed), self.bidirectional)
         attrs["input_id"] = positions
+        disjoint = self.disjoint or self.temporal is not None
         if negative is not None and negative.mode == "triplet":
             negatives = inverse[2 * positives :]
             # disjoint: the negatives come amount by amount, each block one per seed edge in order
-            negatives = negatives.view(-1, positives).t() if self.disjoint else negatives.view(positives, -1)
+            negatives = negatives.view(-1, positives).t() if disjoint else negatives.view(positives, -1)
             attrs.update(
                 src_index=inverse[:positives],
                 dst_pos_index=inverse[positives : 2 * positives],
                 dst_neg_index=negatives.squeeze(-1),
             )
+            if times is not None:
+                attrs["seed_time"] = times
         else:
             attrs["edge_label_index"] = inverse.view(2, -1)
             labels = self._labels(positions, src.numel() - positives)
             if labels is not None:
                 attrs["edge_label"] = labels
+            if times is not None:
+                attrs["edge_label_time"] = times.repeat(-(-src.numel() // max(positives, 1)))[: src.numel()]
         batch = self.batch_class(**attrs)
         return batch if self.transform is None else self.transform(batch)
+
+    def _seed_edge_times(self, positions: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor | None:
+        """The seed edges' times under temporal sampling: ``edge_label_time``, else the later endpoint's own time
+        (per-vertex times); None without temporal sampling."""
+        if self.temporal is None:
+            return None
+        if self.edge_label_time is not None:
+            return self.edge_label_time[positions]
+        return torch.maximum(self.temporal.seed_times(src), self.temporal.seed_times(dst))
+
+    def _negatives(
+        self, count: int, endpoint: str, times: torch.Tensor | None, generator: torch.Generator
+    ) -> torch.Tensor:
+        """``count`` negative endpoints; under per-vertex times none later than its seed edge (the seed edges'
+        times repeated over the negatives, as PyG)."""
+        node_time = None if self.temporal is None else self.temporal.node_time
+        if times is None or node_time is None or times.numel() == 0:
+            return self.neg_sampling.draw(count, endpoint, self.graph.num_nodes, generator)
+        limit = times.repeat(-(-count // times.numel()))[:count]
+        return self.neg_sampling.draw_before(limit, node_time, endpoint, generator)
 
     def _labels(self, positions: torch.Tensor, negatives: int) -> torch.Tensor | None:
         """The positives' labels (ones by default with negatives), then a zero per negative; None without

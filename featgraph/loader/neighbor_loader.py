@@ -17,6 +17,7 @@ import torch
 
 from ..sampling import MiniBatch
 from ..sampling.neighbor import DisjointBatch
+from ..sampling.temporal import checked_times
 from .base import SeedLoader, gathered
 from .hetero_loader import HeteroNeighborLoader, is_typed
 from .source import (
@@ -89,6 +90,10 @@ class NeighborLoader(SeedLoader[Any]):
     (the sampled edges) or "bidirectional" (each also reversed, per-hop counts dropped, as PyG); ``is_sorted``
     and ``filter_per_worker`` are PyG's and change nothing here. ``disjoint``: each seed its own subgraph
     (``NeighborSampler.sample_disjoint``: one sampler call per seed), a ``batch`` vector naming each vertex's.
+    ``time_attr`` names a per-vertex or per-edge tensor of times: each seed then samples its own subgraph
+    (disjoint, as PyG) of in-edges whose source (per-vertex times) or own time (per-edge) is at most the seed's
+    time: ``input_time`` (one per input node) or else the seed's own per-vertex time; ``temporal_strategy``
+    "uniform" or "last" (the latest in-edges); the batch's ``seed_time`` holds the seeds' times.
     The full graph and its CSR are built once, here. A PyG ``HeteroData`` gets a ``HeteroNeighborLoader``, as
     PyG's class serves both.
     """
@@ -119,28 +124,42 @@ class NeighborLoader(SeedLoader[Any]):
         is_sorted: bool = False,
         filter_per_worker: bool | None = None,
         disjoint: bool = False,
+        time_attr: str | None = None,
+        input_time: Any = None,
+        temporal_strategy: str = "uniform",
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
         self.disjoint = checked_flag(disjoint, "disjoint")
         checked_batching_flags(is_sorted, filter_per_worker)
         source = loader_source(data, x, y)
+        inputs = checked_input_nodes(input_nodes, source.graph.num_nodes)
         super().__init__(
-            source, num_neighbors, "num_neighbors", batch_size, shuffle,
-            checked_input_nodes(input_nodes, source.graph.num_nodes), replace, seed, num_workers, prefetch, drop_last,
-            weight_attr, pin_memory=pin_memory,
+            source, num_neighbors, "num_neighbors", batch_size, shuffle, inputs, replace, seed, num_workers,
+            prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
+            temporal_strategy=temporal_strategy,
         )  # fmt: skip
+        self.input_time = None
+        if input_time is not None:
+            if self.temporal is None:
+                raise ValueError(
+                    "input_time is given without time_attr: it sets the seeds' times for temporal sampling"
+                )
+            self.input_time = checked_times(input_time, inputs.numel(), "input_time")
         self.batch_class = pyg_data_class() or Batch
         self.input_id_is_vertex = is_mask(input_nodes)
 
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         seeds = self.inputs[positions]
+        if self.temporal is not None:  # always disjoint, as PyG: each seed's subgraph under its own time
+            times = self.temporal.seed_times(seeds) if self.input_time is None else self.input_time[positions]
+            return self._make(positions, self.temporal.sample(seeds, times, seed), seed_time=times)
         sample = self.sampler.sample_disjoint if self.disjoint else self.sampler.sample
         return self._make(positions, sample(seeds, seed))
 
-    def _make(self, positions: torch.Tensor, batch: MiniBatch | DisjointBatch) -> Any:
+    def _make(self, positions: torch.Tensor, batch: MiniBatch | DisjointBatch, **extra: Any) -> Any:
         attrs = flat_attrs(self.source, batch, self.bidirectional)
         input_id = self.inputs[positions] if self.input_id_is_vertex else positions
-        attrs.update(batch_size=positions.numel(), input_id=input_id)
+        attrs.update(batch_size=positions.numel(), input_id=input_id, **extra)
         return self.batch_class(**attrs)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import torch
 
 MODES = ("binary", "triplet")
+REDRAWS = 5  # rounds of drawing again the temporal negatives that are later than their seed edge
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,25 @@ class NegativeSampling:
         if weight is None:
             return torch.randint(num_nodes, (count,), generator=generator)
         return torch.multinomial(weight, count, replacement=True, generator=generator)
+
+    def draw_before(
+        self,
+        limit: torch.Tensor,
+        node_time: torch.Tensor,
+        endpoint: Literal["src", "dst"],
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """One vertex per entry of ``limit`` whose ``node_time`` is at most it (temporal negatives, as PyG): draws
+        that break it are drawn again up to ``REDRAWS`` times, then take the earliest vertex."""
+        drawn = self.draw(limit.numel(), endpoint, node_time.numel(), generator)
+        late = node_time[drawn] > limit
+        for _ in range(REDRAWS):
+            if not bool(late.any()):
+                break
+            drawn[late] = self.draw(int(late.sum()), endpoint, node_time.numel(), generator)
+            late = node_time[drawn] > limit
+        drawn[late] = int(node_time.argmin())
+        return drawn
 
 
 def checked_negative_sampling(value: Any, ratio: Any, num_nodes: int) -> NegativeSampling | None:

@@ -249,9 +249,13 @@ def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(data, monkeypatc
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        ({"edge_label_time": torch.zeros(600)}, ValueError, "edge_label_time is given: temporal sampling is not"),
-        ({"time_attr": "time"}, ValueError, "time_attr is given: temporal sampling"),
-        ({"temporal_strategy": "last"}, ValueError, "temporal_strategy is given"),
+        ({"edge_label_time": torch.zeros(600)}, ValueError, "edge_label_time is given: it needs time_attr"),
+        ({"time_attr": "time"}, ValueError, "time_attr 'time' names no per-vertex or per-edge tensor"),
+        ({"time_attr": 3}, TypeError, "time_attr must name"),
+        ({"temporal_strategy": "last"}, ValueError, "temporal_strategy is given .* without time_attr"),
+        ({"time_attr": "x", "temporal_strategy": "first"}, ValueError, "temporal_strategy must be one of"),
+        ({"time_attr": "x", "edge_label_time": torch.zeros(5)}, ValueError, r"edge_label_time must hold one time"),
+        ({"time_attr": "x", "replace": True}, ValueError, "replace is given with time_attr"),
         ({"disjoint": "yes"}, TypeError, "disjoint must be a bool"),
         ({"directed": False}, ValueError, "directed is given: directed=False"),
         (
@@ -285,3 +289,38 @@ def test_unsupported_and_bad_arguments_are_named(data, kwargs, error, message):
     kwargs = {"num_neighbors": [2], **kwargs}
     with pytest.raises(error, match=message):
         LinkNeighborLoader(data, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_temporal_batches_sample_each_endpoints_past_and_negatives_no_later(mode):
+    gen = torch.Generator().manual_seed(3)
+    data = Data(
+        x=torch.arange(NUM_NODES), edge_index=torch.randint(0, NUM_NODES, (2, NUM_EDGES), generator=gen),
+        time=torch.randint(0, 50, (NUM_NODES,), generator=gen),
+    )  # fmt: skip
+    ends_time = torch.maximum(data.time[data.edge_index[0]], data.time[data.edge_index[1]])
+    label_time = ends_time + torch.randint(0, 10, (NUM_EDGES,), generator=gen)  # no seed edge before its ends
+    loader = LinkNeighborLoader(
+        data, [3, 2], time_attr="time", edge_label_time=label_time, neg_sampling=dict(mode=mode, amount=2),
+        batch_size=16, shuffle=True, seed=0,
+    )  # fmt: skip
+    graph = graph_of(data)
+    for batch in loader:
+        times = label_time[batch.input_id]
+        positives = batch.input_id.numel()
+        assert bool((batch.time <= times[batch.batch]).all())  # PyG's check: nothing later than the seed edge
+        ends = (6 if mode == "binary" else 4) * positives  # every endpoint its own subgraph, seeds first
+        assert torch.equal(batch.batch[:ends], torch.arange(ends) % positives)
+        src, dst = graph.coo()
+        assert torch.equal(src[batch.e_id], batch.n_id[batch.edge_index[0]])
+        assert torch.equal(dst[batch.e_id], batch.n_id[batch.edge_index[1]])
+        assert torch.equal(batch.batch[batch.edge_index[0]], batch.batch[batch.edge_index[1]])
+        if mode == "binary":
+            assert torch.equal(batch.edge_label_time, times.repeat(3))
+            negatives = batch.n_id[batch.edge_label_index[:, positives:]]
+            assert bool((data.time[negatives] <= batch.edge_label_time[positives:]).all())
+            assert torch.equal(batch.n_id[batch.edge_label_index[:, :positives]], data.edge_index[:, batch.input_id])
+        else:
+            assert torch.equal(batch.seed_time, times)
+            assert bool((data.time[batch.n_id[batch.dst_neg_index]] <= times.view(-1, 1)).all())
+            assert torch.equal(batch.n_id[batch.src_index], data.edge_index[0, batch.input_id])

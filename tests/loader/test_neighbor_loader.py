@@ -313,3 +313,53 @@ def test_disjoint_batches_hold_each_seeds_own_subgraph(cora):
         assert torch.equal(batch.dst_neg_index, torch.arange(20, 40).view(2, 10).t())
         assert torch.equal(batch.batch[:40], torch.arange(10).repeat(4))
         assert torch.equal(batch.n_id[batch.src_index], cora.edge_index[0, batch.input_id])
+
+
+def temporal_data(seed: int = 0) -> Data:
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, 40, (2, 300), generator=gen)
+    return Data(
+        x=torch.arange(40) * 10,
+        edge_index=edge_index,
+        time=torch.randint(0, 20, (40,), generator=gen),
+        edge_time=torch.randint(0, 20, (300,), generator=gen),
+        num_nodes=40,
+    )
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "last"])
+@pytest.mark.parametrize("level", ["time", "edge_time"])
+def test_temporal_batches_sample_each_seeds_past(level, strategy):
+    from tests.sampling.test_temporal import check
+
+    data = temporal_data()
+    input_time = None if level == "time" else torch.randint(5, 20, (40,), generator=torch.Generator().manual_seed(1))
+    loader = NeighborLoader(
+        data, [3, 2], batch_size=8, time_attr=level, input_time=input_time, temporal_strategy=strategy, seed=0
+    )
+    graph = Graph(data.edge_index[0], data.edge_index[1], 40)
+    node_time, edge_time = (data.time, None) if level == "time" else (None, data.edge_time)
+    for batch in loader:
+        seeds = batch.n_id[: batch.batch_size]
+        want = data.time[seeds] if input_time is None else input_time[batch.input_id]
+        assert torch.equal(batch.seed_time, want)
+        check(graph, batch, seeds, batch.seed_time, [3, 2], node_time, edge_time)
+        assert torch.equal(batch.x, data.x[batch.n_id]) and torch.equal(batch.edge_time, data.edge_time[batch.e_id])
+        if level == "time":  # PyG's own check: no vertex later than its subgraph's seed
+            assert bool((batch.time <= batch.seed_time[batch.batch]).all())
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"input_time": torch.zeros(40)}, ValueError, "input_time is given without time_attr"),
+        ({"time_attr": "time", "input_time": torch.zeros(3)}, ValueError, r"input_time must hold one time per entry"),
+        ({"time_attr": "nothing"}, ValueError, "time_attr 'nothing' names no per-vertex or per-edge tensor"),
+        ({"time_attr": "time", "weight_attr": "edge_time"}, ValueError, "weight_attr is given with time_attr"),
+        ({"temporal_strategy": "last"}, ValueError, "temporal_strategy is given"),
+        ({"time_attr": "edge_time"}, ValueError, "input_time is required with edge-level times"),
+    ],
+)
+def test_bad_temporal_arguments_are_named(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        next(iter(NeighborLoader(temporal_data(), [2], batch_size=4, **kwargs)))

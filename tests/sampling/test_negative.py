@@ -87,3 +87,12 @@ def test_pyg_s_own_configuration_is_read_by_its_attributes():
 def test_bad_configurations_are_named(value, ratio, error, message):
     with pytest.raises(error, match=message):
         checked_negative_sampling(value, ratio, 5)
+
+
+def test_draw_before_keeps_each_negative_no_later_than_its_limit_else_the_earliest_vertex():
+    node_time = torch.arange(100.0)
+    sampling = NegativeSampling("binary")
+    limit = torch.tensor([50.0] * 500 + [-1.0] * 3)  # the last three: no vertex is early enough
+    drawn = sampling.draw_before(limit, node_time, "dst", torch.Generator().manual_seed(0))
+    assert bool((node_time[drawn[:500]] <= 50).all()) and drawn[:500].unique().numel() > 40
+    assert drawn[500:].tolist() == [0, 0, 0]
