@@ -20,6 +20,7 @@ import torch
 
 from ..graph.hetero import EdgeType, HeteroGraph
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
+from ..sampling.temporal import TemporalSampler, checked_times
 from .base import EpochLoader, checked_workers, gathered
 from .source import (
     StoreColumn,
@@ -175,6 +176,9 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         subgraph_type: Any = "directional",
         is_sorted: bool = False,
         filter_per_worker: bool | None = None,
+        time_attr: str | None = None,
+        input_time: Any = None,
+        temporal_strategy: str = "uniform",
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
         checked_batching_flags(is_sorted, filter_per_worker)
@@ -204,13 +208,83 @@ class HeteroNeighborLoader(EpochLoader[Any]):
             weights=weights,
             num_threads=checked_workers(num_workers),
         )
+        self.temporal = None
+        if time_attr is None and (input_time is not None or temporal_strategy != "uniform"):
+            given = "input_time" if input_time is not None else "temporal_strategy"
+            raise ValueError(f"{given} is given without time_attr to sample by")
+        if time_attr is not None:
+            for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
+                if given:
+                    raise ValueError(f"{name} is given with time_attr: temporal sampling draws uniformly")
+            if self.bidirectional:
+                raise ValueError("subgraph_type='bidirectional' is given with time_attr: not supported together")
+            self.temporal = self._temporal_sampler(time_attr, temporal_strategy)
+            self.input_time = None
+            if input_time is not None:
+                self.input_time = checked_times(input_time, self.input_nodes.numel(), "input_time")
 
     def __repr__(self) -> str:
         return "NeighborLoader()"  # PyG's class serves typed graphs under that name
 
+    def _temporal_sampler(self, time_attr: Any, strategy: str) -> TemporalSampler:
+        """The ``TemporalSampler`` of the typed graph's homogeneous view under the per-vertex or per-edge values
+        named ``time_attr`` (a type without them is never later than a seed)."""
+        if not isinstance(time_attr, str):
+            raise TypeError(f"time_attr must name per-vertex or per-edge times, got {time_attr!r}")
+        graph, source = self.graph, self.source
+        node_level = [t for t in graph.node_types if time_attr in source.node_attrs[t]]
+        edge_level = [et for et in graph.edge_types if time_attr in source.edge_attrs[et]]
+        if bool(node_level) == bool(edge_level):
+            held = "both per-vertex and per-edge values" if node_level else "no per-vertex or per-edge values"
+            raise ValueError(f"time_attr {time_attr!r} names {held} of the data")
+        if node_level:
+            parts = {t: _all_rows(source.node_attrs[t][time_attr], graph.num_nodes_dict[t]) for t in node_level}
+            times = _filled(parts, [(t, graph.num_nodes_dict[t]) for t in graph.node_types])
+            level = {"node_time": times}
+        else:
+            parts = {et: _all_rows(source.edge_attrs[et][time_attr], graph.num_edges_of(et)) for et in edge_level}
+            level = {"edge_time": _filled(parts, [(et, graph.num_edges_of(et)) for et in graph.edge_types])}
+        fanouts = [[self.sampler.fanouts[et][hop] for et in graph.edge_types] for hop in range(self.sampler.num_hops)]
+        return TemporalSampler(graph.graph, fanouts, strategy=strategy, relation=graph.etype, **level)
+
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
+        if self.temporal is not None:  # always disjoint, as PyG
+            return self._temporal_batch(positions, seed)
         sampled = self.sampler.sample(self.input_type, self.input_nodes[positions], seed)
         return self._make(positions, sampled)
+
+    def _temporal_batch(self, positions: torch.Tensor, seed: int) -> Any:
+        """PyG's typed disjoint batch: per node type ``n_id`` and ``batch`` (each vertex's seed), per edge type
+        ``edge_index`` and ``e_id``, the input type's ``seed_time``."""
+        graph, template = self.graph, self.source.template
+        seeds = self.input_nodes[positions] + graph.node_offset(self.input_type)
+        times = self.temporal.seed_times(seeds) if self.input_time is None else self.input_time[positions]
+        sampled = self.temporal.sample(seeds, times, seed)
+        node_type = graph.ntype[sampled.n_id]
+        local = torch.empty_like(sampled.n_id)  # each batch vertex's id among its type's batch vertices
+        out = pyg_hetero_data() if template is None else copy.copy(template)
+        for t, name in enumerate(graph.node_types):
+            mine = torch.nonzero(node_type == t).flatten()
+            local[mine] = torch.arange(mine.numel())
+            n_id = sampled.n_id[mine] - graph.node_offset(name)
+            if template is None or "num_nodes" in template[name]:
+                out[name].num_nodes = n_id.numel()
+            for key, value in self.source.node_attrs[name].items():
+                out[name][key] = gathered(value, n_id)
+            out[name].n_id, out[name].batch = n_id, sampled.batch[mine]
+        relation = graph.etype[sampled.e_id]
+        for r, edge_type in enumerate(graph.edge_types):
+            mine = torch.nonzero(relation == r).flatten()
+            e_id = sampled.e_id[mine] - int(graph.edge_offsets[r])
+            device = graph.device if template is None else template[edge_type].edge_index.device
+            out[edge_type].edge_index = local[sampled.edge_index[:, mine]].to(device)
+            for key, value in self.source.edge_attrs[edge_type].items():
+                out[edge_type][key] = gathered(value, e_id)
+            out[edge_type].e_id = e_id
+        out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
+        out[self.input_type].seed_time = times
+        out[self.input_type].batch_size = positions.numel()
+        return out
 
     def _make(self, positions: torch.Tensor, sampled: HeteroMiniBatch) -> Any:
         template = self.source.template
@@ -241,3 +315,19 @@ class HeteroNeighborLoader(EpochLoader[Any]):
         out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
         out[self.input_type].batch_size = sampled.batch_size
         return out
+
+
+def _all_rows(values: Any, count: int) -> torch.Tensor:
+    """Every row of a per-vertex or per-edge value (a feature store's column read whole) as a CPU tensor."""
+    return torch.as_tensor(gathered(values, torch.arange(count))).detach().cpu()
+
+
+def _filled(parts: dict[Any, torch.Tensor], sizes: list[tuple[Any, int]]) -> torch.Tensor:
+    """The types' values one after another (``sizes``: each type and its count, in order), the lowest value of
+    their dtype where a type has none (never later than a seed)."""
+    dtypes = [p.dtype for p in parts.values()]
+    dtype = dtypes[0]
+    for other in dtypes[1:]:
+        dtype = torch.promote_types(dtype, other)
+    low = torch.finfo(dtype).min if dtype.is_floating_point else torch.iinfo(dtype).min
+    return torch.cat([parts[t].to(dtype) if t in parts else torch.full((n,), low, dtype=dtype) for t, n in sizes])

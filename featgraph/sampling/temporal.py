@@ -37,30 +37,49 @@ def checked_times(values: Any, count: int, name: str) -> torch.Tensor:
 class TemporalSampler:
     """Samples ``graph`` (one vertex set, on the CPU) with ``fanouts`` (-1: all) under the time of each seed:
     ``node_time`` (one per vertex) or ``edge_time`` (one per edge, user order), exactly one of them;
-    ``strategy`` "uniform" (a random subset of the allowed in-edges) or "last" (the latest ones)."""
+    ``strategy`` "uniform" (a random subset of the allowed in-edges) or "last" (the latest ones). Each
+    vertex's in-edges are listed in time order (ties in the user's order), as PyG sorts them for pyg-lib, so
+    vertices first reached in one hop are numbered in that order. ``relation`` (one id per edge, user order,
+    from 0) samples a typed graph's homogeneous view: ``fanouts[h]`` is then a list with one fan-out per
+    relation, drawn separately for each (vertex, relation)."""
 
     def __init__(
         self,
         graph: Graph,
-        fanouts: Sequence[int],
+        fanouts: Sequence[Any],
         node_time: Any = None,
         edge_time: Any = None,
         strategy: str = "uniform",
+        relation: torch.Tensor | None = None,
     ) -> None:
         if (node_time is None) == (edge_time is None):
             raise ValueError("TemporalSampler takes node_time or edge_time, exactly one of them")
         if strategy not in STRATEGIES:
             raise ValueError(f"temporal_strategy must be one of {STRATEGIES}, got {strategy!r}")
         self.graph = graph
-        self.fanouts = checked_fanouts(fanouts)
         self.strategy = strategy
-        self._csr = graph.csr()
+        csr = graph.csr()
         if node_time is not None:
             self.node_time = checked_times(node_time, graph.num_nodes, "node_time")
-            self.edge_time = None
+            when = self.node_time[csr.indices]
         else:
             self.node_time = None
-            self.edge_time = checked_times(edge_time, graph.num_edges, "edge_time")[self._csr.edge_ids]
+            when = checked_times(edge_time, graph.num_edges, "edge_time")[csr.edge_ids]
+        rows = torch.repeat_interleave(torch.arange(csr.indptr.numel() - 1), csr.indptr.diff())
+        order = torch.sort(when, stable=True).indices
+        order = order[torch.sort(rows[order], stable=True).indices]  # each row's in-edges in time order
+        self._indptr, self._indices, self._edge_ids = csr.indptr, csr.indices[order], csr.edge_ids[order]
+        self.edge_time = None if self.node_time is not None else when[order]
+        if relation is None:
+            self.fanouts = torch.tensor(checked_fanouts(fanouts), dtype=torch.int64).view(-1, 1)
+            self._relation = torch.zeros(graph.num_edges, dtype=torch.int64)
+        else:
+            self._relation = torch.as_tensor(relation, dtype=torch.int64)[self._edge_ids]
+            hops = [checked_fanouts(hop, "fanouts[h]") for hop in fanouts]
+            width = int(self._relation.max()) + 1 if self._relation.numel() else 1
+            if any(len(hop) != width for hop in hops):
+                raise ValueError(f"fanouts: each hop needs one fan-out per relation ({width})")
+            self.fanouts = torch.tensor(hops, dtype=torch.int64).view(len(hops), width)
 
     def seed_times(self, seeds: torch.Tensor) -> torch.Tensor:
         """The seeds' own times (node-level times only: edge-level ones need the seeds' times given)."""
@@ -95,7 +114,7 @@ class TemporalSampler:
             src_ids[~found] = vertex.numel() + rank[first]
             edges_src.append(src_ids)
             edges_dst.append(frontier[group])
-            edge_ids.append(self._csr.edge_ids[eid])
+            edge_ids.append(self._edge_ids[eid])
             appended = torch.empty_like(new_keys)
             appended[rank] = new_keys
             frontier = vertex.numel() + torch.arange(appended.numel())
@@ -118,7 +137,7 @@ class TemporalSampler:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The in-edges of each frontier vertex whose time is at most its subgraph's: (frontier position, source,
         CSR position, time)."""
-        indptr, indices = self._csr.indptr, self._csr.indices
+        indptr, indices = self._indptr, self._indices
         start, degree = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
         group = torch.repeat_interleave(torch.arange(frontier.numel()), degree)
         offset = torch.arange(group.numel()) - torch.repeat_interleave(degree.cumsum(0) - degree, degree)
@@ -134,19 +153,24 @@ class TemporalSampler:
         src: torch.Tensor,
         eid: torch.Tensor,
         when: torch.Tensor,
-        fanout: int,
+        fanouts: torch.Tensor,
         generator: torch.Generator,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Up to ``fanout`` of each group's edges (all for -1), grouped: random ones or the latest ones."""
-        if fanout < 0 or group.numel() == 0:
+        """Up to the relation's fan-out (``fanouts[relation]``, -1: all) of each group's edges of that relation,
+        grouped, each group in time order: random ones or the latest ones."""
+        if group.numel() == 0 or bool((fanouts < 0).all()):
             return group, src, eid
         if self.strategy == "uniform":
             order = torch.sort(torch.rand(group.numel(), generator=generator)).indices
-        else:  # the latest first, ties in CSR order
+        else:  # the latest first, ties in the listed order
             order = torch.sort(when.to(torch.float64), descending=True, stable=True).indices
-        order = order[torch.sort(group[order], stable=True).indices]  # grouped, each group in that order
-        grouped = group[order]
-        chosen = order[torch.arange(grouped.numel()) - torch.searchsorted(grouped, grouped) < fanout]
+        relation = self._relation[eid]
+        key = group * fanouts.numel() + relation
+        order = order[torch.sort(key[order], stable=True).indices]  # grouped, each (group, relation) in that order
+        grouped = key[order]
+        rank = torch.arange(grouped.numel()) - torch.searchsorted(grouped, grouped)
+        limit = fanouts[relation[order]]
+        chosen = torch.sort(order[(limit < 0) | (rank < limit)]).values  # back to the listed (time) order
         return group[chosen], src[chosen], eid[chosen]
 
 

@@ -247,3 +247,62 @@ def test_bidirectional_batches_merge_each_edge_type_with_its_reverse_as_pyg():
             assert "e_id" not in two[edge_type] and "weight" not in two[edge_type]
             assert "num_sampled_edges" not in two[edge_type]
         assert torch.equal(one["paper"].n_id, two["paper"].n_id) and "num_sampled_nodes" not in two["paper"]
+
+
+@pytest.mark.parametrize("level", ["node", "edge"])
+def test_temporal_batches_sample_each_seeds_past_per_edge_type(level):
+    """Each seed's subgraph: vertices no later than the seed (types without times always allowed), at most
+    the edge type's fan-out of allowed in-edges per vertex, every one allowed, all of them under -1."""
+    data = hetero_data()
+    gen = torch.Generator().manual_seed(4)
+    if level == "node":
+        data["paper"].time = torch.randint(0, 20, (PAPERS,), generator=gen)
+        data["author"].time = torch.randint(0, 20, (AUTHORS,), generator=gen)  # venues have none
+    else:
+        for edge_type in data.edge_types:
+            data[edge_type].time = torch.randint(0, 20, (data[edge_type].num_edges,), generator=gen)
+    fanouts = {et: [3, -1] if et[1] == "cites" else [2, 1] for et in data.edge_types}
+    input_time = torch.randint(5, 20, (PAPERS,), generator=gen)
+    loader = NeighborLoader(
+        data, fanouts, input_nodes="paper", time_attr="time", input_time=input_time, batch_size=8, seed=0
+    )
+    for batch in loader:
+        seeds = batch["paper"].n_id[: batch["paper"].batch_size]
+        assert torch.equal(seeds, batch["paper"].input_id)
+        assert torch.equal(batch["paper"].seed_time, input_time[batch["paper"].input_id])
+        limit = batch["paper"].seed_time
+        for node_type in batch.node_types:
+            store = batch[node_type]
+            skip = batch["paper"].batch_size if node_type == "paper" else 0  # the seeds: there whatever their time
+            if level == "node" and "time" in data[node_type]:
+                assert bool((store.time[skip:] <= limit[store.batch[skip:]]).all())
+        for edge_type in data.edge_types:
+            src_type, _, dst_type = edge_type
+            store, full = batch[edge_type], data[edge_type]
+            src, dst = store.edge_index
+            assert torch.equal(full.edge_index[:, store.e_id], torch.stack([
+                batch[src_type].n_id[src], batch[dst_type].n_id[dst]]))  # fmt: skip
+            assert torch.equal(batch[src_type].batch[src], batch[dst_type].batch[dst])
+            if level == "edge" or "time" in data[src_type]:
+                when = data[src_type].time[batch[src_type].n_id[src]] if level == "node" else full.time[store.e_id]
+                assert bool((when <= limit[batch[dst_type].batch[dst]]).all())
+            if edge_type[1] != "cites" and dst.numel():  # fan-outs 2 then 1: at most 2 per destination and seed
+                assert int(torch.unique(batch[dst_type].batch[dst] * 1000 + dst, return_counts=True)[1].max()) <= 2
+
+
+def test_temporal_typed_seeds_take_their_own_time_and_bad_temporal_input_is_named():
+    data = hetero_data()
+    data["paper"].time = torch.arange(PAPERS)
+    batch = next(iter(NeighborLoader(data, [-1], input_nodes="paper", time_attr="time", batch_size=5)))
+    assert torch.equal(batch["paper"].seed_time, torch.arange(5))
+    assert bool((batch["paper"].time <= batch["paper"].seed_time[batch["paper"].batch]).all())
+    cases = [
+        ({"input_time": torch.zeros(PAPERS)}, "input_time is given without time_attr"),
+        ({"time_attr": "nothing"}, "time_attr 'nothing' names no per-vertex or per-edge values"),
+        ({"time_attr": "time", "replace": True}, "replace is given with time_attr"),
+        ({"time_attr": "time", "subgraph_type": "bidirectional"}, "bidirectional' is given with time_attr"),
+        ({"time_attr": "time", "input_time": torch.zeros(2)}, "input_time must hold one time per entry"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValueError, match=message):
+            NeighborLoader(data, [2], input_nodes="paper", batch_size=4, **kwargs)

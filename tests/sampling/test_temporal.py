@@ -123,3 +123,21 @@ def test_bad_arguments_are_named():
         sampler.sample(torch.tensor([0, 1]), torch.zeros(3), 0)
     with pytest.raises(ValueError, match="out of range"):
         sampler.sample(torch.tensor([N]), torch.zeros(1), 0)
+
+
+def test_a_fan_out_per_relation_and_vertices_numbered_in_time_order():
+    g = graph(edges=200)
+    relation = torch.arange(g.num_edges) % 2
+    node_time = torch.randperm(N, generator=torch.Generator().manual_seed(2))
+    sampler = TemporalSampler(g, [[1, -1]], node_time=node_time, relation=relation)
+    seeds, times = torch.arange(10), torch.full((10,), N)  # every vertex allowed
+    batch = sampler.sample(seeds, times, seed=0)
+    src, dst = g.coo()
+    for s in range(10):
+        mine = batch.e_id[batch.batch[batch.edge_index[1]] == s]
+        assert int((relation[mine] == 0).sum()) == min(1, int(((dst == s) & (relation == 0)).sum()))
+        assert int((relation[mine] == 1).sum()) == int(((dst == s) & (relation == 1)).sum())
+        reached = batch.n_id[(batch.batch == s).nonzero().flatten()[1:]]  # one hop: its vertices in time order
+        assert torch.equal(node_time[reached], torch.sort(node_time[reached]).values)
+    with pytest.raises(ValueError, match="one fan-out per relation"):
+        TemporalSampler(g, [[1]], node_time=node_time, relation=relation)
