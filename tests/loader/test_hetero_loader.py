@@ -178,8 +178,10 @@ def test_bad_input_is_named() -> None:
         NeighborLoader(data, [2], input_nodes="paper", weight_attr="w")
     with pytest.raises(ValueError, match="the induced subgraph is not supported"):
         NeighborLoader(data, [2], input_nodes="paper", subgraph_type="induced")
-    with pytest.raises(TypeError, match="time_attr"):
+    with pytest.raises(ValueError, match="time_attr 'time' names no per-vertex or per-edge values"):
         NeighborLoader(data, [2], input_nodes="paper", time_attr="time")
+    with pytest.raises(TypeError, match="time_attr must name"):
+        NeighborLoader(data, [2], input_nodes="paper", time_attr=3)
     with pytest.raises(TypeError, match="data: expected a PyG HeteroData"):
         HeteroNeighborLoader(object(), [2], input_nodes="paper")
 
