@@ -2,8 +2,8 @@
 ``test/nn/conv`` files for a layer that ``featgraph.nn`` replaces runs twice, with PyG's classes and with
 featgraph's bound in their place (``torch_geometric.nn.<Layer>`` and ``torch_geometric.nn.conv.<Layer>``, before
 the test files import them), and a table says which tests pass with each. ``--loaders`` does the same for
-PyG's ``test/loader`` files of ``NeighborLoader`` (typed graphs included) and ``LinkNeighborLoader`` (its
-tests on one vertex type, those without "hetero_link" in their name): with featgraph's loaders bound, PyG's
+PyG's ``test/loader`` files of ``NeighborLoader`` and ``LinkNeighborLoader`` (typed graphs included): with
+featgraph's loaders bound, PyG's
 markers that skip a test for want of a neighbour-sampling package (pyg-lib, torch-sparse) let it run, since
 featgraph's loader is that sampler. PyG's tests ship in
 neither PyG's wheel nor featgraph: check out PyG's repository at the installed version's tag and point
@@ -37,8 +37,7 @@ FILES = (
 @dataclass(frozen=True)
 class Suite:
     """PyG test ``files`` in its ``directory``, run with featgraph's ``module``'s ``names`` bound in each of
-    PyG's ``targets``; ``samplers``: featgraph stands in for PyG's neighbour-sampling packages; ``select``:
-    pytest's ``-k`` expression for the tests to run."""
+    PyG's ``targets``; ``samplers``: featgraph stands in for PyG's neighbour-sampling packages."""
 
     directory: str
     targets: tuple[str, ...]
@@ -46,13 +45,12 @@ class Suite:
     names: tuple[str, ...]
     files: tuple[str, ...]
     samplers: bool = False
-    select: str = ""
 
 
 LAYER_SUITE = Suite("test/nn/conv", ("torch_geometric.nn", "torch_geometric.nn.conv"), "featgraph.nn", LAYERS, FILES)
 LOADER_SUITE = Suite(
     "test/loader", ("torch_geometric.loader",), "featgraph.loader", ("LinkNeighborLoader", "NeighborLoader"),
-    ("test_link_neighbor_loader.py", "test_neighbor_loader.py"), samplers=True, select="not hetero_link",
+    ("test_link_neighbor_loader.py", "test_neighbor_loader.py"), samplers=True,
 )  # fmt: skip
 RUN = """
 import importlib, sys
@@ -69,8 +67,7 @@ if sys.argv[1] == "featgraph":
         testing.onlyNeighborSampler = lambda func: func
         samplers = ("pyg_lib", "torch_sparse")
         testing.withPackage = lambda *names: pyg_with_package(*(n for n in names if n not in samplers))
-select = ["-k", suite["select"]] if suite["select"] else []
-sys.exit(pytest.main(["-q", "-rA", "-p", "no:cacheprovider", *select, *sys.argv[2:]]))
+sys.exit(pytest.main(["-q", "-rA", "-p", "no:cacheprovider", *sys.argv[2:]]))
 """
 TABLE = Table({
     "test file": "file", "PyG's pass": "pyg_passing", "featgraph's pass (of those)": "featgraph_passing",

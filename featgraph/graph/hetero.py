@@ -142,7 +142,7 @@ class HeteroGraph:
     @classmethod
     def from_pyg(cls, data: Any) -> HeteroGraph:
         """From PyG's ``HeteroData``: its ``edge_index_dict`` and ``num_nodes_dict`` (node and edge type order kept)."""
-        if not hasattr(data, "edge_index_dict") or not hasattr(data, "node_types"):
+        if not all(hasattr(data, name) for name in ("node_types", "edge_types", "metadata")):
             raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
         counts = {}
         for node_type in data.node_types:
@@ -150,7 +150,8 @@ class HeteroGraph:
             if count is None:
                 raise ValueError(f"data: node type {node_type!r} has no num_nodes and no features to count")
             counts[node_type] = count
-        return cls(data.edge_index_dict, counts)
+        edges = {et: data[et].edge_index for et in data.edge_types if "edge_index" in data[et]}
+        return cls(edges, counts)
 
     @classmethod
     def from_dgl(cls, data_dict: Mapping[Any, Any], num_nodes_dict: Mapping[str, Any] | None = None) -> HeteroGraph:

@@ -42,7 +42,7 @@ def pyg_hetero_data() -> Any:
 
 def is_hetero_data(data: Any) -> bool:
     """A PyG ``HeteroData`` (or any object laid out like one), recognised without importing PyG."""
-    return all(hasattr(data, name) for name in ("node_types", "edge_types", "edge_index_dict", "node_items"))
+    return all(hasattr(data, name) for name in ("node_types", "edge_types", "node_items", "edge_items", "metadata"))
 
 
 def is_typed(data: Any) -> bool:
@@ -143,55 +143,43 @@ def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
     return input_nodes[0], input_nodes[1]
 
 
-class HeteroNeighborLoader(EpochLoader[Any]):
-    """Mini-batches of one node type's vertices of a PyG ``HeteroData`` (or of PyG's ``(FeatureStore,
-    GraphStore)`` pair whose graph store holds edge types: features read per batch), with ``num_neighbors`` sampled
-    in-neighbours per vertex, hop and edge type: one list for every edge type or a dict keyed by edge type
-    (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
-    ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
-    ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
-    ``pin_memory`` as in ``NeighborLoader``. ``subgraph_type="bidirectional"``: as PyG, each edge type's
-    sampled edges merged with its reverse type's reversed (``rev_`` + relation, else the one edge type
-    between the two node types the other way; a relation within one node type without a reverse type with
-    its own reversed), each pair once, sorted by destination; merged types carry no ``e_id`` or per-edge
-    values, and no batch carries per-hop counts. PyG's ``is_sorted`` and ``filter_per_worker`` change nothing.
-    The typed graph and each relation's CSR are built once, here.
-    """
+def typed_source(data: Any) -> TypedSource:
+    """The ``TypedSource`` of a ``HeteroData`` or of a typed store pair."""
+    if not is_typed(data):
+        raise TypeError(f"data: expected a PyG HeteroData or a typed store pair, got {type(data).__name__}")
+    return _from_hetero_data(data) if is_hetero_data(data) else _from_typed_stores(*data)
+
+
+class TypedLoader(EpochLoader[Any]):
+    """What the typed loaders share: the source and its typed sampler, built once; PyG's typed batch of a sample
+    (``_layout``) and, for temporal or disjoint sampling, of one subgraph per seed (``_disjoint_layout``). The
+    subclasses say what their inputs are and what a batch adds (``_batch``)."""
 
     def __init__(
         self,
-        data: Any,
-        num_neighbors: Any = (15, 10),
-        *,
-        batch_size: int = 1,
-        shuffle: bool = False,
-        input_nodes: Any = None,
-        replace: bool = False,
-        seed: int | None = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-        drop_last: bool = False,
-        weight_attr: str | None = None,
-        pin_memory: bool = False,
-        subgraph_type: Any = "directional",
-        is_sorted: bool = False,
-        filter_per_worker: bool | None = None,
-        time_attr: str | None = None,
-        input_time: Any = None,
-        temporal_strategy: str = "uniform",
+        source: TypedSource,
+        num_neighbors: Any,
+        inputs: torch.Tensor,
+        batch_size: int,
+        shuffle: bool,
+        replace: bool,
+        seed: int | None,
+        num_workers: int,
+        prefetch: int,
+        drop_last: bool,
+        weight_attr: str | None,
+        pin_memory: bool,
+        subgraph_type: Any,
+        is_sorted: bool,
+        filter_per_worker: bool | None,
+        time_attr: str | None,
+        temporal_strategy: str,
+        disjoint: bool = False,
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
         checked_batching_flags(is_sorted, filter_per_worker)
-        if not is_typed(data):
-            raise TypeError(f"data: expected a PyG HeteroData or a typed store pair, got {type(data).__name__}")
-        if input_nodes is None:
-            raise ValueError("input_nodes: a HeteroData needs the seeds' node type, e.g. ('paper', train_idx)")
-        self.source = _from_hetero_data(data) if is_hetero_data(data) else _from_typed_stores(*data)
-        self.graph = self.source.graph
-        self.input_type, ids = _input(input_nodes, self.graph.node_types)
-        self.input_nodes = checked_input_nodes(ids, self.graph.num_nodes_dict[self.input_type])
-        self.input_id_is_vertex = is_mask(ids)
-        super().__init__(self.input_nodes, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        self.source, self.graph = source, source.graph
+        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
         weights = None
         if weight_attr is not None:
             edge_attrs = self.source.edge_attrs
@@ -209,84 +197,44 @@ class HeteroNeighborLoader(EpochLoader[Any]):
             num_threads=checked_workers(num_workers),
         )
         self.temporal = None
-        if time_attr is None and (input_time is not None or temporal_strategy != "uniform"):
-            given = "input_time" if input_time is not None else "temporal_strategy"
-            raise ValueError(f"{given} is given without time_attr to sample by")
-        if time_attr is not None:
+        if time_attr is None and temporal_strategy != "uniform":
+            raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
+        if time_attr is not None or checked_flag(disjoint, "disjoint"):
             for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
                 if given:
-                    raise ValueError(f"{name} is given with time_attr: temporal sampling draws uniformly")
+                    raise ValueError(f"{name} is given with time_attr or disjoint: those draw uniformly")
             if self.bidirectional:
-                raise ValueError("subgraph_type='bidirectional' is given with time_attr: not supported together")
+                raise ValueError("subgraph_type='bidirectional' is given with time_attr or disjoint: not supported")
             self.temporal = self._temporal_sampler(time_attr, temporal_strategy)
-            self.input_time = None
-            if input_time is not None:
-                self.input_time = checked_times(input_time, self.input_nodes.numel(), "input_time")
-
-    def __repr__(self) -> str:
-        return "NeighborLoader()"  # PyG's class serves typed graphs under that name
 
     def _temporal_sampler(self, time_attr: Any, strategy: str) -> TemporalSampler:
         """The ``TemporalSampler`` of the typed graph's homogeneous view under the per-vertex or per-edge values
-        named ``time_attr`` (a type without them is never later than a seed)."""
-        if not isinstance(time_attr, str):
-            raise TypeError(f"time_attr must name per-vertex or per-edge times, got {time_attr!r}")
+        named ``time_attr`` (a type without them is never later than a seed); without ``time_attr`` (disjoint
+        sampling) every vertex has time 0, as every seed."""
         graph, source = self.graph, self.source
-        node_level = [t for t in graph.node_types if time_attr in source.node_attrs[t]]
-        edge_level = [et for et in graph.edge_types if time_attr in source.edge_attrs[et]]
-        if bool(node_level) == bool(edge_level):
-            held = "both per-vertex and per-edge values" if node_level else "no per-vertex or per-edge values"
-            raise ValueError(f"time_attr {time_attr!r} names {held} of the data")
-        if node_level:
-            parts = {t: _all_rows(source.node_attrs[t][time_attr], graph.num_nodes_dict[t]) for t in node_level}
-            times = _filled(parts, [(t, graph.num_nodes_dict[t]) for t in graph.node_types])
-            level = {"node_time": times}
+        if time_attr is None:
+            level = {"node_time": torch.zeros(graph.num_nodes, dtype=torch.int64)}
+        elif not isinstance(time_attr, str):
+            raise TypeError(f"time_attr must name per-vertex or per-edge times, got {time_attr!r}")
         else:
-            parts = {et: _all_rows(source.edge_attrs[et][time_attr], graph.num_edges_of(et)) for et in edge_level}
-            level = {"edge_time": _filled(parts, [(et, graph.num_edges_of(et)) for et in graph.edge_types])}
+            node_level = [t for t in graph.node_types if time_attr in source.node_attrs[t]]
+            edge_level = [et for et in graph.edge_types if time_attr in source.edge_attrs[et]]
+            if bool(node_level) == bool(edge_level):
+                held = "both per-vertex and per-edge values" if node_level else "no per-vertex or per-edge values"
+                raise ValueError(f"time_attr {time_attr!r} names {held} of the data")
+            if node_level:
+                parts = {t: _all_rows(source.node_attrs[t][time_attr], graph.num_nodes_dict[t]) for t in node_level}
+                level = {"node_time": _filled(parts, [(t, graph.num_nodes_dict[t]) for t in graph.node_types])}
+            else:
+                parts = {et: _all_rows(source.edge_attrs[et][time_attr], graph.num_edges_of(et)) for et in edge_level}
+                level = {"edge_time": _filled(parts, [(et, graph.num_edges_of(et)) for et in graph.edge_types])}
         fanouts = [[self.sampler.fanouts[et][hop] for et in graph.edge_types] for hop in range(self.sampler.num_hops)]
         return TemporalSampler(graph.graph, fanouts, strategy=strategy, relation=graph.etype, **level)
 
-    def _batch(self, positions: torch.Tensor, seed: int) -> Any:
-        if self.temporal is not None:  # always disjoint, as PyG
-            return self._temporal_batch(positions, seed)
-        sampled = self.sampler.sample(self.input_type, self.input_nodes[positions], seed)
-        return self._make(positions, sampled)
-
-    def _temporal_batch(self, positions: torch.Tensor, seed: int) -> Any:
-        """PyG's typed disjoint batch: per node type ``n_id`` and ``batch`` (each vertex's seed), per edge type
-        ``edge_index`` and ``e_id``, the input type's ``seed_time``."""
-        graph, template = self.graph, self.source.template
-        seeds = self.input_nodes[positions] + graph.node_offset(self.input_type)
-        times = self.temporal.seed_times(seeds) if self.input_time is None else self.input_time[positions]
-        sampled = self.temporal.sample(seeds, times, seed)
-        node_type = graph.ntype[sampled.n_id]
-        local = torch.empty_like(sampled.n_id)  # each batch vertex's id among its type's batch vertices
-        out = pyg_hetero_data() if template is None else copy.copy(template)
-        for t, name in enumerate(graph.node_types):
-            mine = torch.nonzero(node_type == t).flatten()
-            local[mine] = torch.arange(mine.numel())
-            n_id = sampled.n_id[mine] - graph.node_offset(name)
-            if template is None or "num_nodes" in template[name]:
-                out[name].num_nodes = n_id.numel()
-            for key, value in self.source.node_attrs[name].items():
-                out[name][key] = gathered(value, n_id)
-            out[name].n_id, out[name].batch = n_id, sampled.batch[mine]
-        relation = graph.etype[sampled.e_id]
-        for r, edge_type in enumerate(graph.edge_types):
-            mine = torch.nonzero(relation == r).flatten()
-            e_id = sampled.e_id[mine] - int(graph.edge_offsets[r])
-            device = graph.device if template is None else template[edge_type].edge_index.device
-            out[edge_type].edge_index = local[sampled.edge_index[:, mine]].to(device)
-            for key, value in self.source.edge_attrs[edge_type].items():
-                out[edge_type][key] = gathered(value, e_id)
-            out[edge_type].e_id = e_id
-        out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
-        out[self.input_type].seed_time = times
-        out[self.input_type].batch_size = positions.numel()
-        return out
-
-    def _make(self, positions: torch.Tensor, sampled: HeteroMiniBatch) -> Any:
+    def _layout(self, sampled: HeteroMiniBatch) -> Any:
+        """PyG's typed batch of ``sampled``: per node type its values sliced by ``n_id`` with the per-hop
+        counts, per edge type ``edge_index`` with its values sliced by ``e_id`` (merged with the reverse
+        type's under ``bidirectional``)."""
         template = self.source.template
         # PyG's copy: fresh stores sharing the values, which are replaced below
         out = pyg_hetero_data() if template is None else copy.copy(template)
@@ -312,8 +260,115 @@ class HeteroNeighborLoader(EpochLoader[Any]):
                 out[edge_type].e_id = e_id
             if not self.bidirectional:
                 out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
+        return out
+
+    def _disjoint_layout(self, seeds: torch.Tensor, times: torch.Tensor, seed: int) -> tuple[Any, torch.Tensor]:
+        """PyG's typed disjoint batch of ``seeds`` (global ids, each its own subgraph under its time): per node
+        type ``n_id`` and ``batch`` (each vertex's seed), per edge type ``edge_index`` and ``e_id``; and each
+        seed's position among its type's batch vertices."""
+        graph, template = self.graph, self.source.template
+        sampled = self.temporal.sample(seeds, times, seed)
+        node_type = graph.ntype[sampled.n_id]
+        local = torch.empty_like(sampled.n_id)  # each batch vertex's id among its type's batch vertices
+        out = pyg_hetero_data() if template is None else copy.copy(template)
+        for t, name in enumerate(graph.node_types):
+            mine = torch.nonzero(node_type == t).flatten()
+            local[mine] = torch.arange(mine.numel())
+            n_id = sampled.n_id[mine] - graph.node_offset(name)
+            if template is None or "num_nodes" in template[name]:
+                out[name].num_nodes = n_id.numel()
+            for key, value in self.source.node_attrs[name].items():
+                out[name][key] = gathered(value, n_id)
+            out[name].n_id, out[name].batch = n_id, sampled.batch[mine]
+        relation = graph.etype[sampled.e_id]
+        for r, edge_type in enumerate(graph.edge_types):
+            mine = torch.nonzero(relation == r).flatten()
+            e_id = sampled.e_id[mine] - int(graph.edge_offsets[r])
+            device = graph.device if template is None else template[edge_type].edge_index.device
+            out[edge_type].edge_index = local[sampled.edge_index[:, mine]].to(device)
+            for key, value in self.source.edge_attrs[edge_type].items():
+                out[edge_type][key] = gathered(value, e_id)
+            out[edge_type].e_id = e_id
+        return out, local[: seeds.numel()]
+
+
+class HeteroNeighborLoader(TypedLoader):
+    """Mini-batches of one node type's vertices of a PyG ``HeteroData`` (or of PyG's ``(FeatureStore,
+    GraphStore)`` pair whose graph store holds edge types: features read per batch), with ``num_neighbors`` sampled
+    in-neighbours per vertex, hop and edge type: one list for every edge type or a dict keyed by edge type
+    (-1: all). ``input_nodes``: a node type (all its vertices) or ``(node_type, ids or boolean mask)``;
+    ``weight_attr`` names a per-edge value every edge type holds, to draw neighbours in proportion to.
+    ``batch_size``, ``shuffle``, ``replace``, ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and
+    ``pin_memory`` as in ``NeighborLoader``. ``subgraph_type="bidirectional"``: as PyG, each edge type's
+    sampled edges merged with its reverse type's reversed (``rev_`` + relation, else the one edge type
+    between the two node types the other way; a relation within one node type without a reverse type with
+    its own reversed), each pair once, sorted by destination; merged types carry no ``e_id`` or per-edge
+    values, and no batch carries per-hop counts. PyG's ``is_sorted`` and ``filter_per_worker`` change nothing.
+    ``time_attr``, ``input_time`` and ``temporal_strategy``: temporal sampling as ``NeighborLoader``'s, each
+    edge type with its own fan-out; ``disjoint``: a subgraph per seed. The typed graph and each relation's
+    CSR are built once, here.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Any = (15, 10),
+        *,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        input_nodes: Any = None,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        pin_memory: bool = False,
+        subgraph_type: Any = "directional",
+        is_sorted: bool = False,
+        filter_per_worker: bool | None = None,
+        time_attr: str | None = None,
+        input_time: Any = None,
+        temporal_strategy: str = "uniform",
+        disjoint: bool = False,
+    ) -> None:
+        source = typed_source(data)
+        if input_nodes is None:
+            raise ValueError("input_nodes: a HeteroData needs the seeds' node type, e.g. ('paper', train_idx)")
+        self.input_type, ids = _input(input_nodes, source.graph.node_types)
+        self.input_nodes = checked_input_nodes(ids, source.graph.num_nodes_dict[self.input_type])
+        self.input_id_is_vertex = is_mask(ids)
+        super().__init__(
+            source, num_neighbors, self.input_nodes, batch_size, shuffle, replace, seed, num_workers, prefetch,
+            drop_last, weight_attr, pin_memory, subgraph_type, is_sorted, filter_per_worker, time_attr,
+            temporal_strategy, disjoint,
+        )  # fmt: skip
+        self.input_time = None
+        if input_time is not None:
+            if time_attr is None:
+                raise ValueError("input_time is given without time_attr to sample by")
+            self.input_time = checked_times(input_time, self.input_nodes.numel(), "input_time")
+        self.time_attr = time_attr
+
+    def __repr__(self) -> str:
+        return "NeighborLoader()"  # PyG's class serves typed graphs under that name
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> Any:
+        seeds = self.inputs[positions]
+        if self.temporal is None:
+            out = self._layout(self.sampler.sample(self.input_type, seeds, seed))
+        else:  # temporal (always disjoint, as PyG) or disjoint
+            if self.input_time is not None:
+                times = self.input_time[positions]
+            elif self.time_attr is not None:
+                times = self.temporal.seed_times(seeds + self.graph.node_offset(self.input_type))
+            else:
+                times = torch.zeros(seeds.numel(), dtype=torch.int64)
+            out, _ = self._disjoint_layout(seeds + self.graph.node_offset(self.input_type), times, seed)
+            if self.time_attr is not None:
+                out[self.input_type].seed_time = times
         out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
-        out[self.input_type].batch_size = sampled.batch_size
+        out[self.input_type].batch_size = positions.numel()
         return out
 
 

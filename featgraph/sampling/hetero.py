@@ -39,7 +39,7 @@ class HeteroMiniBatch:
     e_id: dict[EdgeType, torch.Tensor]
     num_sampled_nodes: dict[str, list[int]]
     num_sampled_edges: dict[EdgeType, list[int]]
-    input_type: str
+    input_type: str | None
     batch_size: int
 
 
@@ -106,14 +106,26 @@ class HeteroNeighborSampler:
     @torch.compiler.disable  # data-dependent sizes: a compiled step runs it eagerly
     def sample(self, input_type: str, seeds: Any, seed: int | None = None) -> HeteroMiniBatch:
         """The typed mini-batch of ``seeds`` (distinct ids of node type ``input_type``)."""
+        return self.sample_types({input_type: seeds}, seed, input_type)
+
+    @torch.compiler.disable
+    def sample_types(
+        self, seeds: Mapping[str, Any], seed: int | None = None, input_type: str | None = None
+    ) -> HeteroMiniBatch:
+        """The typed mini-batch of seeds of several node types (``seeds``: node type -> distinct ids, as a link
+        batch's endpoints of two types); each type's seeds lead its ``n_id``. ``input_type`` names the type
+        whose seeds count as the batch's ``batch_size`` (None: all seeds)."""
         graph = self.graph
-        graph.node_type_id(input_type)  # names an unknown type
-        seeds = checked_seeds(seeds, graph.num_nodes_dict[input_type], f"node type {input_type!r}", allow_empty=True)
+        checked = {}
+        for node_type, ids in seeds.items():
+            graph.node_type_id(node_type)  # names an unknown type
+            owner = f"node type {node_type!r}"
+            checked[node_type] = checked_seeds(ids, graph.num_nodes_dict[node_type], owner, allow_empty=True)
         seed = _checked_seed(seed)
         with self._lock:
-            return self._sample(input_type, seeds, seed)
+            return self._sample(checked, seed, input_type)
 
-    def _sample(self, input_type: str, seeds: torch.Tensor, seed: int) -> HeteroMiniBatch:
+    def _sample(self, seeds: dict[str, torch.Tensor], seed: int, input_type: str | None) -> HeteroMiniBatch:
         graph, threads, relations = self.graph, self._threads(), len(self.graph.edge_types)
         n_id: dict[str, list[torch.Tensor]] = {t: [] for t in graph.node_types}
         counts = {t: 0 for t in graph.node_types}
@@ -121,9 +133,10 @@ class HeteroNeighborSampler:
         edges: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
         e_ids: dict[EdgeType, list[torch.Tensor]] = {et: [] for et in graph.edge_types}
         per_hop_edges: dict[EdgeType, list[int]] = {et: [] for et in graph.edge_types}
-        self._local[input_type][seeds] = torch.arange(seeds.numel())
-        n_id[input_type].append(seeds)
-        counts[input_type] = per_hop_nodes[input_type][0] = seeds.numel()
+        for node_type, ids in seeds.items():
+            self._local[node_type][ids] = torch.arange(ids.numel())
+            n_id[node_type].append(ids)
+            counts[node_type] = per_hop_nodes[node_type][0] = ids.numel()
         frontier = {t: (ids[0] if ids else None, 0) for t, ids in n_id.items()}  # new vertices, first batch id
         try:
             for hop in range(self.num_hops):
@@ -164,5 +177,5 @@ class HeteroNeighborSampler:
             num_sampled_nodes=per_hop_nodes,
             num_sampled_edges=per_hop_edges,
             input_type=input_type,
-            batch_size=seeds.numel(),
+            batch_size=seeds[input_type].numel() if input_type else sum(ids.numel() for ids in seeds.values()),
         )

@@ -73,8 +73,9 @@ class NegativeSampling:
         return drawn
 
 
-def checked_negative_sampling(value: Any, ratio: Any, num_nodes: int) -> NegativeSampling | None:
-    """PyG's ``neg_sampling`` for a graph of ``num_nodes`` vertices: None, a mode name, a dict of
+def checked_negative_sampling(value: Any, ratio: Any, num_nodes: int | tuple[int, int]) -> NegativeSampling | None:
+    """PyG's ``neg_sampling`` for a graph of ``num_nodes`` vertices (a typed seed edge's: (source type's,
+    destination type's)): None, a mode name, a dict of
     ``NegativeSampling``'s fields, or an object with them as attributes (PyG's ``NegativeSampling``, read
     without importing PyG). ``ratio`` is PyG's deprecated ``neg_sampling_ratio``: "binary" negatives of that
     amount (0 or None: none)."""
@@ -102,9 +103,10 @@ def checked_negative_sampling(value: Any, ratio: Any, num_nodes: int) -> Negativ
         )
     mode = fields["mode"]
     fields["mode"] = getattr(mode, "value", mode)  # PyG's NegativeSamplingMode enum
-    for name in ("src_weight", "dst_weight"):
+    counts = num_nodes if isinstance(num_nodes, tuple) else (num_nodes, num_nodes)  # sources', destinations'
+    for name, count in zip(("src_weight", "dst_weight"), counts, strict=True):
         if fields.get(name) is not None:
-            fields[name] = _checked_weight(fields[name], f"neg_sampling {name}", num_nodes)
+            fields[name] = _checked_weight(fields[name], f"neg_sampling {name}", count)
     return NegativeSampling(**fields)
 
 

@@ -67,8 +67,9 @@ def test_homo_needs_a_sampler_package():
     assert False
 
 
-def test_hetero_link_left_out():
-    assert False
+@onlyNeighborSampler
+def test_hetero_link_sampled():
+    assert torch_geometric.loader.LinkNeighborLoader.__module__.startswith("featgraph")
 """
 NEIGHBOR_TESTS = """import torch_geometric.loader
 from torch_geometric.testing import onlyNeighborSampler
@@ -95,6 +96,6 @@ def test_with_loaders_pygs_sampler_markers_let_featgraphs_loaders_run_their_test
         "pyg_passing": 0,
         "featgraph_passing": 0,
         "failing_with_featgraph_only": [],
-        "passing_where_pyg_skips": 1,
+        "passing_where_pyg_skips": 2,
         "failing_where_pyg_skips": ["test_homo_needs_a_sampler_package"],
     }

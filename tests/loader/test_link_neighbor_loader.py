@@ -249,13 +249,22 @@ def test_without_pyg_a_batch_is_featgraph_s_with_the_same_names(data, monkeypatc
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        ({"edge_label_time": torch.zeros(600)}, ValueError, "edge_label_time is given: it needs time_attr"),
-        ({"time_attr": "time"}, ValueError, "time_attr 'time' names no per-vertex or per-edge tensor"),
-        ({"time_attr": 3}, TypeError, "time_attr must name"),
+        ({"edge_label_time": torch.zeros(600)}, ValueError, "'edge_label_time' is set while 'time_attr' is not"),
+        ({"time_attr": "x"}, ValueError, "'edge_label_time' is not set while 'time_attr' is set"),
+        ({"time_attr": "time", "edge_label_time": torch.zeros(600)}, ValueError, "time_attr 'time' names no"),
+        ({"time_attr": 3, "edge_label_time": torch.zeros(600)}, TypeError, "time_attr must name"),
         ({"temporal_strategy": "last"}, ValueError, "temporal_strategy is given .* without time_attr"),
-        ({"time_attr": "x", "temporal_strategy": "first"}, ValueError, "temporal_strategy must be one of"),
+        (
+            {"time_attr": "x", "edge_label_time": torch.zeros(600), "temporal_strategy": "first"},
+            ValueError,
+            "temporal_strategy must be one of",
+        ),
         ({"time_attr": "x", "edge_label_time": torch.zeros(5)}, ValueError, r"edge_label_time must hold one time"),
-        ({"time_attr": "x", "replace": True}, ValueError, "replace is given with time_attr"),
+        (
+            {"time_attr": "x", "edge_label_time": torch.zeros(600), "replace": True},
+            ValueError,
+            "replace is given with time_attr",
+        ),
         ({"disjoint": "yes"}, TypeError, "disjoint must be a bool"),
         ({"directed": False}, ValueError, "directed is given: directed=False"),
         (
@@ -324,3 +333,122 @@ def test_temporal_batches_sample_each_endpoints_past_and_negatives_no_later(mode
             assert torch.equal(batch.seed_time, times)
             assert bool((data.time[batch.n_id[batch.dst_neg_index]] <= times.view(-1, 1)).all())
             assert torch.equal(batch.n_id[batch.src_index], data.edge_index[0, batch.input_id])
+
+
+def typed_link_data(seed: int = 0):
+    from torch_geometric.data import HeteroData
+
+    gen = torch.Generator().manual_seed(seed)
+    data = HeteroData()
+    data["paper"].x = torch.arange(50)
+    data["paper"].time = torch.randint(0, 30, (50,), generator=gen)
+    data["author"].x = torch.arange(100, 130)
+    data["author"].time = torch.randint(0, 30, (30,), generator=gen)
+    writes = torch.stack([torch.randint(0, 30, (120,), generator=gen), torch.randint(0, 50, (120,), generator=gen)])
+    data["author", "writes", "paper"].edge_index = writes
+    data["author", "writes", "paper"].edge_attr = torch.arange(120) * 10
+    data["paper", "rev_writes", "author"].edge_index = writes.flip(0)
+    data["paper", "cites", "paper"].edge_index = torch.randint(0, 50, (2, 200), generator=gen)
+    return data
+
+
+def check_typed_link_batch(data, batch, edge_type) -> None:
+    """Every sampled edge is the data's edge e_id between the vertices its ends stand for, values sliced."""
+    for et in data.edge_types:
+        src_type, _, dst_type = et
+        if "e_id" not in batch[et]:
+            continue
+        ends = torch.stack(
+            [batch[src_type].n_id[batch[et].edge_index[0]], batch[dst_type].n_id[batch[et].edge_index[1]]]
+        )
+        assert torch.equal(ends, data[et].edge_index[:, batch[et].e_id])
+    for node_type in data.node_types:
+        assert torch.equal(batch[node_type].x, data[node_type].x[batch[node_type].n_id])
+    assert batch.input_type == edge_type
+
+
+@pytest.mark.parametrize("mode", [None, "binary", "triplet"])
+@pytest.mark.parametrize("edge_type", [("author", "writes", "paper"), ("paper", "cites", "paper")])
+def test_typed_batches_hold_the_seed_edges_of_one_edge_type(edge_type, mode):
+    data = typed_link_data()
+    loader = LinkNeighborLoader(
+        data, [3, 2], edge_label_index=edge_type[::2] if edge_type[1] == "writes" else edge_type, batch_size=16,
+        neg_sampling=None if mode is None else dict(mode=mode, amount=2), shuffle=True, seed=0,
+    )  # fmt: skip
+    assert repr(loader) == "LinkNeighborLoader()"
+    src_type, _, dst_type = edge_type
+    seen = []
+    for batch in loader:
+        check_typed_link_batch(data, batch, edge_type)
+        positions = batch[edge_type].input_id
+        seen.append(positions)
+        seeds = data[edge_type].edge_index[:, positions]
+        src_ids, dst_ids = batch[src_type].n_id, batch[dst_type].n_id
+        if mode == "triplet":
+            assert torch.equal(src_ids[batch[src_type].src_index], seeds[0])
+            assert torch.equal(dst_ids[batch[dst_type].dst_pos_index], seeds[1])
+            assert batch[dst_type].dst_neg_index.shape == (positions.numel(), 2)
+        else:
+            label_index = batch[edge_type].edge_label_index
+            got = torch.stack([src_ids[label_index[0]], dst_ids[label_index[1]]])
+            assert torch.equal(got[:, : positions.numel()], seeds)
+            if mode == "binary":
+                assert torch.equal(
+                    batch[edge_type].edge_label,
+                    torch.cat([torch.ones(positions.numel()), torch.zeros(2 * positions.numel())]),
+                )
+            else:
+                assert "edge_label" not in batch[edge_type]
+        if src_type != dst_type:  # each type's seeds lead its n_id, each once, ascending
+            used = batch[edge_type].edge_label_index[0] if mode != "triplet" else batch[src_type].src_index
+            assert torch.equal(torch.unique(src_ids[used]), src_ids[: torch.unique(used).numel()])
+    assert torch.equal(torch.sort(torch.cat(seen)).values, torch.arange(data[edge_type].num_edges))
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_typed_temporal_and_disjoint_batches_give_each_endpoint_its_subgraph(mode):
+    data = typed_link_data()
+    edge_type = ("author", "writes", "paper")
+    ends = torch.maximum(
+        data["author"].time[data[edge_type].edge_index[0]], data["paper"].time[data[edge_type].edge_index[1]]
+    )
+    for temporal in (True, False):
+        options = dict(time_attr="time", edge_label_time=ends + 3) if temporal else dict(disjoint=True)
+        loader = LinkNeighborLoader(
+            data, [2, 2], edge_label_index=edge_type, batch_size=8, neg_sampling=dict(mode=mode, amount=1), seed=0,
+            **options,
+        )  # fmt: skip
+        for batch in loader:
+            check_typed_link_batch(data, batch, edge_type)
+            positions = batch[edge_type].input_id
+            for node_type in ("author", "paper"):  # each vertex under one seed edge
+                assert int(batch[node_type].batch.max()) < positions.numel()
+            if temporal:
+                limit = (ends + 3)[positions]
+                for node_type, skip in (("author", 2 * 8 if mode == "binary" else 8), ("paper", 2 * 8)):
+                    store = batch[node_type]  # past the seeds, nothing later than the seed edge
+                    assert bool((store.time[skip:] <= limit[store.batch[skip:]]).all())
+                if mode == "binary":
+                    assert torch.equal(batch[edge_type].edge_label_time, limit.repeat(2))
+                else:
+                    assert torch.equal(batch["paper"].seed_time, limit)
+
+
+def test_typed_link_arguments_are_named():
+    data = typed_link_data()
+    cases = [
+        ({"edge_label_index": ("paper", "nothing")}, ValueError, "0 edge types from 'paper' to 'nothing'"),
+        ({"edge_label_index": (("paper", "nothing"), torch.zeros(2, 1, dtype=torch.long))}, KeyError,
+         "unknown node type 'nothing'"),
+        ({"edge_label_index": ("author", "reads", "paper")}, ValueError, "unknown edge type"),
+        ({"edge_label_index": 3}, TypeError, "an edge type or \\(edge type"),
+        ({"edge_label_index": (("author", "writes", "paper"), torch.tensor([[30], [0]]))}, ValueError,
+         "'author' id 30, out of range"),
+        ({"edge_label_index": ("author", "writes", "paper"), "time_attr": "time"}, ValueError,
+         "'edge_label_time' is not set"),
+        ({"edge_label_index": ("author", "writes", "paper"), "disjoint": True, "replace": True}, ValueError,
+         "replace is given with time_attr or disjoint"),
+    ]  # fmt: skip
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            LinkNeighborLoader(data, [2], batch_size=4, **kwargs)
