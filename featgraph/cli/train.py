@@ -20,12 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         default="cora",
-        help="a labelled bundled dataset: cora, citeseer, products-like(-small); for --model rgcn a generated "
-        "typed one: aifb-like, mutag-like, bgs-like, am-like, each at a scale as am-like-0.1",
+        help="a labelled bundled dataset: cora, citeseer, products-like(-small); for --model rgcn, rgat or hgt a "
+        "generated typed one: aifb-like, mutag-like, bgs-like, am-like, each at a scale as am-like-0.1",
     )
     parser.add_argument("--epochs", type=int)
     parser.add_argument("--hidden", type=int)
-    parser.add_argument("--heads", type=int, help="GAT's attention heads in the first layer")
+    parser.add_argument("--heads", type=int, help="attention heads: GAT's in the first layer, RGAT's and HGT's")
     parser.add_argument("--aggr", choices=["mean", "sum", "max", "pool"], help="GraphSAGE's aggregator")
     parser.add_argument("--lr", type=float)
     parser.add_argument("--weight-decay", type=float)

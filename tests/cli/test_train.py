@@ -18,17 +18,18 @@ def test_train_writes_metrics_saves_and_reloads(tmp_path, capsys):
     assert json.loads(metrics.read_text())["test_acc"] == pytest.approx(result["test_acc"])
 
 
-def test_rgcn_trains_on_a_typed_dataset_and_is_refused_elsewhere(tmp_path, capsys):
+@pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
+def test_relational_models_train_on_a_typed_dataset_and_are_refused_elsewhere(tmp_path, capsys, model):
     pytest.importorskip("torch_geometric")
     metrics = tmp_path / "m.json"
-    argv = ["train", "--model", "rgcn", "--dataset", "mutag-like-0.1", "--epochs", "3", "--quiet"]
+    argv = ["train", "--model", model, "--dataset", "mutag-like-0.1", "--epochs", "3", "--quiet"]
     main([*argv, "--json", str(metrics)])
-    assert "rgcn (featgraph, fp32, cpu) on mutag-like-0.1" in capsys.readouterr().out
+    assert f"{model} (featgraph, fp32, cpu) on mutag-like-0.1" in capsys.readouterr().out
     assert 0 <= json.loads(metrics.read_text())["test_acc"] <= 1
-    with pytest.raises(ValueError, match="--model rgcn trains full-graph"):
-        main(["train", "--model", "rgcn", "--dataset", "aifb-like", "--minibatch"])
-    with pytest.raises(ValueError, match="model 'rgcn' reads edge types"):
-        main(["train", "--model", "rgcn", "--epochs", "1", "--quiet"])
+    with pytest.raises(ValueError, match=f"--model {model} trains full-graph"):
+        main(["train", "--model", model, "--dataset", "aifb-like", "--minibatch"])
+    with pytest.raises(ValueError, match=f"model '{model}' reads edge types"):
+        main(["train", "--model", model, "--epochs", "1", "--quiet"])
 
 
 def test_precision_flag_trains_under_autocast(tmp_path, capsys):
