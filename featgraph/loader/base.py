@@ -15,8 +15,8 @@ import torch
 from ..graph import Graph
 from ..native import toolchain
 from ..sampling import MiniBatch, NeighborSampler
+from ..sampling.disjoint import DisjointSampler
 from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
-from ..sampling.temporal import TemporalSampler
 from .prefetch import prefetched
 from .source import (
     LoaderSource,
@@ -130,10 +130,10 @@ class SeedLoader(EpochLoader[BatchType]):
         pin_memory: bool = False,
         time_attr: str | None = None,
         temporal_strategy: str = "uniform",
+        disjoint: bool = False,
     ) -> None:
         self.source = source
         super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
-        self.temporal = None
         if time_attr is None and temporal_strategy != "uniform":
             raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
         if time_attr is not None:
@@ -142,9 +142,6 @@ class SeedLoader(EpochLoader[BatchType]):
                     raise ValueError(
                         f"{name} is given with time_attr: temporal sampling draws uniformly, without replacement"
                     )
-            self.temporal = temporal_sampler(
-                source, checked_fanouts(fanouts, fanouts_name), time_attr, temporal_strategy
-            )
         weight = None
         if weight_attr is not None:
             if weight_attr not in source.edge_attrs:
@@ -153,14 +150,23 @@ class SeedLoader(EpochLoader[BatchType]):
                     f"(per-edge tensors: {sorted(source.edge_attrs)})"
                 )
             weight = source.edge_attrs[weight_attr]
+        fanouts = checked_fanouts(fanouts, fanouts_name)
+        replace = checked_flag(replace, "replace")
         self.sampler = NeighborSampler(
             source.graph,
-            checked_fanouts(fanouts, fanouts_name),
-            replace=checked_flag(replace, "replace"),
+            fanouts,
+            replace=replace,
             weight=weight,
             num_threads=checked_workers(num_workers),
             self_loops=checked_flag(self_loops, "self_loops"),
         )
+        self.time_attr = time_attr
+        self.disjoint_sampler = None  # PyG's disjoint batches, temporal ones always
+        if checked_flag(disjoint, "disjoint") or time_attr is not None:
+            times = {} if time_attr is None else source_times(source, time_attr)
+            self.disjoint_sampler = DisjointSampler(
+                source.graph, fanouts, strategy=temporal_strategy, weight=weight, replace=replace, **times
+            )
 
     @property
     def graph(self) -> Graph:
@@ -175,8 +181,9 @@ class SeedLoader(EpochLoader[BatchType]):
         raise NotImplementedError
 
 
-def temporal_sampler(source: LoaderSource, fanouts: tuple[int, ...], time_attr: Any, strategy: str) -> TemporalSampler:
-    """The ``TemporalSampler`` of ``source`` under its per-vertex or per-edge tensor named ``time_attr``."""
+def source_times(source: LoaderSource, time_attr: Any) -> dict[str, torch.Tensor]:
+    """``{"node_time": ...}`` or ``{"edge_time": ...}``: ``source``'s per-vertex or per-edge tensor named
+    ``time_attr``, as ``DisjointSampler`` takes it."""
     if not isinstance(time_attr, str):
         raise TypeError(f"time_attr must name a per-vertex or per-edge tensor, got {time_attr!r}")
     node_level, edge_level = time_attr in source.node_attrs, time_attr in source.edge_attrs
@@ -186,8 +193,7 @@ def temporal_sampler(source: LoaderSource, fanouts: tuple[int, ...], time_attr: 
     times = source.node_attrs.get(time_attr) if node_level else source.edge_attrs.get(time_attr)
     if not isinstance(times, torch.Tensor):
         raise TypeError(f"time_attr {time_attr!r}: expected a tensor of times, got {type(times).__name__}")
-    level = "node_time" if node_level else "edge_time"
-    return TemporalSampler(source.graph, fanouts, strategy=strategy, **{level: times})
+    return {"node_time" if node_level else "edge_time": times}
 
 
 def checked_workers(num_workers: Any) -> int | None:

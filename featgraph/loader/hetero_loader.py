@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from ..graph.hetero import EdgeType, HeteroGraph
+from ..sampling.disjoint import DisjointSampler, checked_times
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
-from ..sampling.temporal import TemporalSampler, checked_times
 from .base import EpochLoader, checked_workers, gathered
 from .source import (
     StoreColumn,
@@ -196,27 +196,30 @@ class TypedLoader(EpochLoader[Any]):
             weights=weights,
             num_threads=checked_workers(num_workers),
         )
-        self.temporal = None
         if time_attr is None and temporal_strategy != "uniform":
             raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
+        self.time_attr = time_attr
+        self.disjoint_sampler = None  # PyG's disjoint batches, temporal ones always
         if time_attr is not None or checked_flag(disjoint, "disjoint"):
-            for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
-                if given:
-                    raise ValueError(f"{name} is given with time_attr or disjoint: those draw uniformly")
+            if time_attr is not None:
+                for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
+                    if given:
+                        raise ValueError(
+                            f"{name} is given with time_attr: temporal sampling draws uniformly, once each"
+                        )
             if self.bidirectional:
                 raise ValueError("subgraph_type='bidirectional' is given with time_attr or disjoint: not supported")
-            self.temporal = self._temporal_sampler(time_attr, temporal_strategy)
+            self.disjoint_sampler = self._disjoint_sampler(time_attr, temporal_strategy, weights, replace)
 
-    def _temporal_sampler(self, time_attr: Any, strategy: str) -> TemporalSampler:
-        """The ``TemporalSampler`` of the typed graph's homogeneous view under the per-vertex or per-edge values
-        named ``time_attr`` (a type without them is never later than a seed); without ``time_attr`` (disjoint
-        sampling) every vertex has time 0, as every seed."""
+    def _disjoint_sampler(self, time_attr: Any, strategy: str, weights: dict | None, replace: bool) -> DisjointSampler:
+        """The ``DisjointSampler`` of the typed graph's homogeneous view, under the per-vertex or per-edge values
+        named ``time_attr`` where it is given (a type without them is never later than a seed), else by
+        ``weights`` (per edge type) and ``replace``."""
         graph, source = self.graph, self.source
-        if time_attr is None:
-            level = {"node_time": torch.zeros(graph.num_nodes, dtype=torch.int64)}
-        elif not isinstance(time_attr, str):
+        level: dict[str, torch.Tensor] = {}
+        if time_attr is not None and not isinstance(time_attr, str):
             raise TypeError(f"time_attr must name per-vertex or per-edge times, got {time_attr!r}")
-        else:
+        if time_attr is not None:
             node_level = [t for t in graph.node_types if time_attr in source.node_attrs[t]]
             edge_level = [et for et in graph.edge_types if time_attr in source.edge_attrs[et]]
             if bool(node_level) == bool(edge_level):
@@ -228,8 +231,11 @@ class TypedLoader(EpochLoader[Any]):
             else:
                 parts = {et: _all_rows(source.edge_attrs[et][time_attr], graph.num_edges_of(et)) for et in edge_level}
                 level = {"edge_time": _filled(parts, [(et, graph.num_edges_of(et)) for et in graph.edge_types])}
+        weight = None if weights is None else torch.cat([torch.as_tensor(weights[et]) for et in graph.edge_types])
         fanouts = [[self.sampler.fanouts[et][hop] for et in graph.edge_types] for hop in range(self.sampler.num_hops)]
-        return TemporalSampler(graph.graph, fanouts, strategy=strategy, relation=graph.etype, **level)
+        return DisjointSampler(
+            graph.graph, fanouts, strategy=strategy, relation=graph.etype, weight=weight, replace=replace, **level
+        )
 
     def _layout(self, sampled: HeteroMiniBatch) -> Any:
         """PyG's typed batch of ``sampled``: per node type its values sliced by ``n_id`` with the per-hop
@@ -262,12 +268,13 @@ class TypedLoader(EpochLoader[Any]):
                 out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
         return out
 
-    def _disjoint_layout(self, seeds: torch.Tensor, times: torch.Tensor, seed: int) -> tuple[Any, torch.Tensor]:
-        """PyG's typed disjoint batch of ``seeds`` (global ids, each its own subgraph under its time): per node
+    def _disjoint_layout(self, seeds: torch.Tensor, times: torch.Tensor | None, seed: int) -> tuple[Any, torch.Tensor]:
+        """PyG's typed disjoint batch of ``seeds`` (global ids, each its own subgraph, under its time where the
+        sampler has times): per node
         type ``n_id`` and ``batch`` (each vertex's seed), per edge type ``edge_index`` and ``e_id``; and each
         seed's position among its type's batch vertices."""
         graph, template = self.graph, self.source.template
-        sampled = self.temporal.sample(seeds, times, seed)
+        sampled = self.disjoint_sampler.sample(seeds, times, seed)
         node_type = graph.ntype[sampled.n_id]
         local = torch.empty_like(sampled.n_id)  # each batch vertex's id among its type's batch vertices
         out = pyg_hetero_data() if template is None else copy.copy(template)
@@ -348,24 +355,23 @@ class HeteroNeighborLoader(TypedLoader):
             if time_attr is None:
                 raise ValueError("input_time is given without time_attr to sample by")
             self.input_time = checked_times(input_time, self.input_nodes.numel(), "input_time")
-        self.time_attr = time_attr
 
     def __repr__(self) -> str:
         return "NeighborLoader()"  # PyG's class serves typed graphs under that name
 
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         seeds = self.inputs[positions]
-        if self.temporal is None:
+        if self.disjoint_sampler is None:
             out = self._layout(self.sampler.sample(self.input_type, seeds, seed))
         else:  # temporal (always disjoint, as PyG) or disjoint
+            first = self.graph.node_offset(self.input_type)
+            times = None
             if self.input_time is not None:
                 times = self.input_time[positions]
             elif self.time_attr is not None:
-                times = self.temporal.seed_times(seeds + self.graph.node_offset(self.input_type))
-            else:
-                times = torch.zeros(seeds.numel(), dtype=torch.int64)
-            out, _ = self._disjoint_layout(seeds + self.graph.node_offset(self.input_type), times, seed)
-            if self.time_attr is not None:
+                times = self.disjoint_sampler.seed_times(seeds + first)
+            out, _ = self._disjoint_layout(seeds + first, times, seed)
+            if times is not None:
                 out[self.input_type].seed_time = times
         out[self.input_type].input_id = self.inputs[positions] if self.input_id_is_vertex else positions
         out[self.input_type].batch_size = positions.numel()

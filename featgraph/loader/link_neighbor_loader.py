@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from ..graph.hetero import EdgeType, HeteroGraph
+from ..sampling.disjoint import checked_times
 from ..sampling.negative import NegativeSampling, checked_negative_sampling
-from ..sampling.temporal import checked_times
 from .base import SeedLoader
 from .hetero_loader import TypedLoader, is_typed, typed_source
 from .neighbor_loader import Batch, flat_attrs, pyg_data_class
-from .source import checked_batching_flags, checked_flag, checked_subgraph_type, loader_source
+from .source import checked_batching_flags, checked_subgraph_type, loader_source
 
 # a PyG Data's own supervision values, which PyG's link batches replace or drop, never slice
 LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time")
@@ -99,13 +99,12 @@ class LinkNeighborLoader(SeedLoader[Any]):
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle, seed_edges, replace, seed, num_workers,
             prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
-            temporal_strategy=temporal_strategy,
+            temporal_strategy=temporal_strategy, disjoint=disjoint,
         )  # fmt: skip
         self.edge_label_time = None
         if edge_label_time is not None:
             self.edge_label_time = checked_times(edge_label_time, seed_edges.shape[0], "edge_label_time")
         self.bidirectional = bidirectional
-        self.disjoint = checked_flag(disjoint, "disjoint")
         self.transform = transform
         self.batch_class = pyg_data_class() or Batch
 
@@ -127,20 +126,18 @@ class LinkNeighborLoader(SeedLoader[Any]):
             dst = torch.cat([dst, self._negatives(count, "dst", times, generator)])
         ends = torch.cat([src, dst])
         attrs: dict[str, Any]
-        if self.temporal is not None:  # always disjoint, as PyG: each endpoint's subgraph under its edge's time
+        if self.disjoint_sampler is not None:  # a subgraph per endpoint (temporal: always, as PyG), under its
+            # seed edge's time where there are times; each seed edge's (and its negatives') under one batch id
             inverse = torch.arange(ends.numel())
-            end_times = times.repeat(-(-ends.numel() // positives))[: ends.numel()] if positives else times
-            attrs = flat_attrs(self.source, self.temporal.sample(ends, end_times, seed), self.bidirectional)
-            attrs["batch"] = attrs["batch"] % max(positives, 1)
-        elif self.disjoint:  # a subgraph per endpoint, each seed edge's (and its negatives') under one batch id
-            inverse = torch.arange(ends.numel())
-            attrs = flat_attrs(self.source, self.sampler.sample_disjoint(ends, seed), self.bidirectional)
+            end_times = None if times is None else repeated(times, ends.numel())
+            sampled = self.disjoint_sampler.sample(ends, end_times, seed)
+            attrs = flat_attrs(self.source, sampled, self.bidirectional)
             attrs["batch"] = attrs["batch"] % max(positives, 1)
         else:
             seeds, inverse = torch.unique(ends, return_inverse=True)
             attrs = flat_attrs(self.source, self.sampler.sample(seeds, seed), self.bidirectional)
         attrs["input_id"] = positions
-        disjoint = self.disjoint or self.temporal is not None
+        disjoint = self.disjoint_sampler is not None
         if negative is not None and negative.mode == "triplet":
             negatives = inverse[2 * positives :]
             # disjoint: the negatives come amount by amount, each block one per seed edge in order
@@ -165,7 +162,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
     def _negatives(
         self, count: int, endpoint: str, times: torch.Tensor | None, generator: torch.Generator
     ) -> torch.Tensor:
-        node_time = None if self.temporal is None else self.temporal.node_time
+        node_time = None if self.time_attr is None else self.disjoint_sampler.node_time
         return negatives(self.neg_sampling, count, endpoint, self.graph.num_nodes, times, node_time, generator)
 
     def _labels(self, positions: torch.Tensor, count: int) -> torch.Tensor | None:
@@ -338,7 +335,6 @@ class HeteroLinkNeighborLoader(TypedLoader):
             weight_attr, pin_memory, subgraph_type, is_sorted, filter_per_worker, time_attr, temporal_strategy,
             disjoint,
         )  # fmt: skip
-        self.time_attr = time_attr
         self.edge_label_time = None
         if edge_label_time is not None:
             self.edge_label_time = checked_times(edge_label_time, seed_edges.shape[0], "edge_label_time")
@@ -360,9 +356,9 @@ class HeteroLinkNeighborLoader(TypedLoader):
             if negative.mode == "binary":
                 src = torch.cat([src, self._negatives(count, "src", src_type, times, generator)])
             dst = torch.cat([dst, self._negatives(count, "dst", dst_type, times, generator)])
-        if self.temporal is not None:  # temporal or disjoint: each endpoint its own subgraph
+        if self.disjoint_sampler is not None:  # temporal or disjoint: each endpoint its own subgraph
             ends = torch.cat([src + graph.node_offset(src_type), dst + graph.node_offset(dst_type)])
-            end_times = torch.zeros(ends.numel(), dtype=torch.int64) if times is None else repeated(times, ends.numel())
+            end_times = None if times is None else repeated(times, ends.numel())
             out, local = self._disjoint_layout(ends, end_times, seed)
             for node_type in graph.node_types:
                 out[node_type].batch = out[node_type].batch % max(positives, 1)
@@ -380,7 +376,7 @@ class HeteroLinkNeighborLoader(TypedLoader):
         out[edge_type].input_id = positions
         if negative is not None and negative.mode == "triplet":
             negatives_local = dst_local[positives:]
-            disjoint = self.temporal is not None  # the negatives come amount by amount, one per seed edge each
+            disjoint = self.disjoint_sampler is not None  # the negatives come amount by amount, one per seed edge
             negatives_local = (
                 negatives_local.view(-1, positives).t() if disjoint else negatives_local.view(positives, -1)
             )
@@ -404,9 +400,9 @@ class HeteroLinkNeighborLoader(TypedLoader):
     ) -> torch.Tensor:
         num_nodes = self.graph.num_nodes_dict[node_type]
         node_time = None
-        if self.time_attr is not None and self.temporal.node_time is not None:
+        if self.time_attr is not None and self.disjoint_sampler.node_time is not None:
             start = self.graph.node_offset(node_type)
-            node_time = self.temporal.node_time[start : start + num_nodes]
+            node_time = self.disjoint_sampler.node_time[start : start + num_nodes]
         return negatives(self.neg_sampling, count, endpoint, num_nodes, times, node_time, generator)
 
 

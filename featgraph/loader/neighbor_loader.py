@@ -16,14 +16,12 @@ from typing import Any
 import torch
 
 from ..sampling import MiniBatch
-from ..sampling.neighbor import DisjointBatch
-from ..sampling.temporal import checked_times
+from ..sampling.disjoint import DisjointBatch, checked_times
 from .base import SeedLoader, gathered
 from .hetero_loader import HeteroNeighborLoader, is_typed
 from .source import (
     LoaderSource,
     checked_batching_flags,
-    checked_flag,
     checked_input_nodes,
     checked_subgraph_type,
     is_mask,
@@ -89,7 +87,7 @@ class NeighborLoader(SeedLoader[Any]):
     ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. ``subgraph_type``: "directional"
     (the sampled edges) or "bidirectional" (each also reversed, per-hop counts dropped, as PyG); ``is_sorted``
     and ``filter_per_worker`` are PyG's and change nothing here. ``disjoint``: each seed its own subgraph
-    (``NeighborSampler.sample_disjoint``: one sampler call per seed), a ``batch`` vector naming each vertex's.
+    (``sampling.DisjointSampler``: every seed's subgraph drawn at once), a ``batch`` vector naming each vertex's.
     ``time_attr`` names a per-vertex or per-edge tensor of times: each seed then samples its own subgraph
     (disjoint, as PyG) of in-edges whose source (per-vertex times) or own time (per-edge) is at most the seed's
     time: ``input_time`` (one per input node) or else the seed's own per-vertex time; ``temporal_strategy``
@@ -129,18 +127,17 @@ class NeighborLoader(SeedLoader[Any]):
         temporal_strategy: str = "uniform",
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
-        self.disjoint = checked_flag(disjoint, "disjoint")
         checked_batching_flags(is_sorted, filter_per_worker)
         source = loader_source(data, x, y)
         inputs = checked_input_nodes(input_nodes, source.graph.num_nodes)
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle, inputs, replace, seed, num_workers,
             prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
-            temporal_strategy=temporal_strategy,
+            temporal_strategy=temporal_strategy, disjoint=disjoint,
         )  # fmt: skip
         self.input_time = None
         if input_time is not None:
-            if self.temporal is None:
+            if time_attr is None:
                 raise ValueError(
                     "input_time is given without time_attr: it sets the seeds' times for temporal sampling"
                 )
@@ -150,11 +147,14 @@ class NeighborLoader(SeedLoader[Any]):
 
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         seeds = self.inputs[positions]
-        if self.temporal is not None:  # always disjoint, as PyG: each seed's subgraph under its own time
-            times = self.temporal.seed_times(seeds) if self.input_time is None else self.input_time[positions]
-            return self._make(positions, self.temporal.sample(seeds, times, seed), seed_time=times)
-        sample = self.sampler.sample_disjoint if self.disjoint else self.sampler.sample
-        return self._make(positions, sample(seeds, seed))
+        if self.disjoint_sampler is None:
+            return self._make(positions, self.sampler.sample(seeds, seed))
+        if self.time_attr is None:
+            return self._make(positions, self.disjoint_sampler.sample(seeds, None, seed))
+        # temporal sampling, always disjoint as PyG's: each seed's subgraph under its own time
+        sampler = self.disjoint_sampler
+        times = sampler.seed_times(seeds) if self.input_time is None else self.input_time[positions]
+        return self._make(positions, sampler.sample(seeds, times, seed), seed_time=times)
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch | DisjointBatch, **extra: Any) -> Any:
         attrs = flat_attrs(self.source, batch, self.bidirectional)

@@ -26,7 +26,6 @@ from . import kernel
 
 SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
 FANOUT_LIMIT = 2**31  # fan-outs travel as int64 and multiply the frontier's size: kept far from wrapping
-SUBGRAPH_STRIDE = 0x9E3779B97F4A7C15 % 2**63  # between disjoint subgraphs' seeds: far apart in the hash
 
 
 class Block(NamedTuple):
@@ -58,18 +57,6 @@ class EdgeIndexBatch(NamedTuple):
     n_id: torch.Tensor
     e_id: torch.Tensor
     batch_size: int
-
-
-class DisjointBatch(NamedTuple):
-    """PyG's disjoint layout: one subgraph per seed, a vertex in as many subgraphs as reach it. ``n_id``: the
-    seeds first, in the order given (repeats kept), then each subgraph's other vertices, subgraph by
-    subgraph; ``batch``: each vertex's subgraph (its seed's position); ``edge_index`` in those batch ids,
-    each subgraph's sampled edges once (PyG's flat form within it); ``e_id`` the global edge ids."""
-
-    edge_index: torch.Tensor
-    n_id: torch.Tensor
-    e_id: torch.Tensor
-    batch: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -267,30 +254,3 @@ class NeighborSampler:
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)
-
-    def sample_disjoint(self, seeds: Any, seed: int | None = None) -> DisjointBatch:
-        """``seeds`` (vertex ids, repeats allowed) each with its own subgraph (PyG's ``disjoint=True``): one
-        ``sample`` per seed, subgraph ``s`` drawing with its own seed derived from ``seed``, so two subgraphs
-        that reach the same vertex draw its neighbours independently. A call per seed: slower than ``sample``
-        on large batches."""
-        seeds = torch.as_tensor(seeds)
-        if seeds.dim() != 1 or seeds.is_floating_point() or seeds.dtype == torch.bool:
-            raise ValueError(f"seeds: expected a 1-D tensor of vertex ids, got {seeds.dtype} {tuple(seeds.shape)}")
-        seed = _checked_seed(seed)
-        flats = [
-            self.sample(vertex.view(1), (seed + s * SUBGRAPH_STRIDE) % SEED_LIMIT).to_edge_index()
-            for s, vertex in enumerate(seeds.to(torch.int64))
-        ]
-        count = len(flats)
-        rest = torch.tensor([flat.n_id.numel() - 1 for flat in flats], dtype=torch.int64)
-        starts = count + torch.cumsum(rest, 0) - rest  # each subgraph's first non-seed batch id
-        edges, e_ids, n_ids = [], [], [seeds.to(torch.int64)]
-        for s, flat in enumerate(flats):
-            local = flat.edge_index  # 0: the seed, k >= 1: the subgraph's k-th other vertex
-            edges.append(torch.where(local == 0, s, local - 1 + starts[s]))
-            e_ids.append(flat.e_id)
-            n_ids.append(flat.n_id[1:])
-        batch = torch.cat([torch.arange(count), torch.repeat_interleave(torch.arange(count), rest)])
-        empty = torch.zeros(2, 0, dtype=torch.int64)
-        edge_index = torch.cat(edges, dim=1) if edges else empty
-        return DisjointBatch(edge_index, torch.cat(n_ids), torch.cat(e_ids) if e_ids else empty[0], batch)

@@ -308,3 +308,24 @@ def test_temporal_typed_seeds_take_their_own_time_and_bad_temporal_input_is_name
     for kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             NeighborLoader(data, [2], input_nodes="paper", batch_size=4, **kwargs)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_disjoint_typed_batches_give_each_seed_its_subgraph_drawn_by_weight(replace):
+    data = hetero_data()
+    for edge_type in data.edge_types:
+        data[edge_type].weight = (torch.arange(data[edge_type].num_edges) % 3 != 0).float()
+    loader = NeighborLoader(
+        data, [3, 2], input_nodes="paper", batch_size=6, disjoint=True, weight_attr="weight", replace=replace, seed=0
+    )
+    for batch in loader:
+        seeds = batch["paper"].batch_size
+        assert torch.equal(batch["paper"].batch[:seeds], torch.arange(seeds))
+        for edge_type in data.edge_types:
+            src_type, _, dst_type = edge_type
+            store = batch[edge_type]
+            assert bool((data[edge_type].weight[store.e_id] > 0).all())  # never a zero-weight edge
+            src, dst = store.edge_index
+            assert torch.equal(batch[src_type].batch[src], batch[dst_type].batch[dst])
+            assert torch.equal(data[edge_type].edge_index[:, store.e_id], torch.stack([
+                batch[src_type].n_id[src], batch[dst_type].n_id[dst]]))  # fmt: skip

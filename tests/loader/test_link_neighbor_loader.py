@@ -446,8 +446,8 @@ def test_typed_link_arguments_are_named():
          "'author' id 30, out of range"),
         ({"edge_label_index": ("author", "writes", "paper"), "time_attr": "time"}, ValueError,
          "'edge_label_time' is not set"),
-        ({"edge_label_index": ("author", "writes", "paper"), "disjoint": True, "replace": True}, ValueError,
-         "replace is given with time_attr or disjoint"),
+        ({"edge_label_index": ("author", "writes", "paper"), "time_attr": "time", "replace": True,
+          "edge_label_time": torch.zeros(120)}, ValueError, "replace is given with time_attr"),
     ]  # fmt: skip
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):

@@ -330,7 +330,7 @@ def temporal_data(seed: int = 0) -> Data:
 @pytest.mark.parametrize("strategy", ["uniform", "last"])
 @pytest.mark.parametrize("level", ["time", "edge_time"])
 def test_temporal_batches_sample_each_seeds_past(level, strategy):
-    from tests.sampling.test_temporal import check
+    from tests.sampling.test_disjoint import check
 
     data = temporal_data()
     input_time = None if level == "time" else torch.randint(5, 20, (40,), generator=torch.Generator().manual_seed(1))

@@ -324,20 +324,3 @@ def test_blocks_bring_their_looped_graph_as_sorting_builds_it_and_gat_on_it_equa
         grads_ref = torch.autograd.grad((out_ref * weights).sum(), [x, *theirs.parameters()])
         for a, b in zip(grads, grads_ref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-
-
-def test_disjoint_subgraphs_are_each_seeds_own_even_for_a_repeated_seed():
-    """A seed given twice gets two subgraphs, drawn independently; with every neighbour each equals the
-    single-seed batch, relabelled after the seeds."""
-    graph = skewed_graph()
-    sampler = NeighborSampler(graph, [-1, 2])
-    seeds = torch.tensor([3, 8, 3])
-    batch = sampler.sample_disjoint(seeds, seed=4)
-    assert torch.equal(batch.n_id[:3], seeds) and torch.equal(batch.batch[:3], torch.arange(3))
-    src, dst = graph.coo()
-    assert torch.equal(batch.n_id[batch.edge_index], torch.stack([src, dst])[:, batch.e_id])
-    assert bool((batch.batch[batch.edge_index[0]] == batch.batch[batch.edge_index[1]]).all())
-    first_hop = [set(batch.e_id[(batch.batch[batch.edge_index[1]] == s) & (batch.edge_index[1] == s)].tolist())
-                 for s in range(3)]  # fmt: skip
-    assert first_hop[0] == first_hop[2] == set((dst == 3).nonzero().flatten().tolist())  # every in-edge of 3
-    assert NeighborSampler(graph, [-1, 2]).sample_disjoint(torch.zeros(0, dtype=torch.int64)).n_id.numel() == 0

@@ -1,24 +1,38 @@
-"""Temporal neighbour sampling (PyG's ``time_attr``): each seed samples its own subgraph (PyG's disjoint layout),
-and from a seed with time ``t`` a hop draws an in-edge only if its source's time (node-level times) or its own
-time (edge-level times) is at most ``t``, so no subgraph sees the future of its seed.
+"""Disjoint neighbour sampling (PyG's ``disjoint=True``): each seed samples its own subgraph, and temporal
+sampling (PyG's ``time_attr``), always disjoint: from a seed with time ``t`` a hop draws an in-edge only if its
+source's time (node-level times) or its own time (edge-level times) is at most ``t``, so no subgraph sees the
+future of its seed.
 
 All seeds of a batch are sampled together: each hop lists the in-edges of every (subgraph, vertex) pair on the
-frontier from the CSR, keeps those the seed's time allows, and keeps up to the fan-out of them per pair, at
-random ("uniform") or the latest ones ("last"); vertices are relabelled per subgraph through a sorted key of
-(subgraph, vertex).
+frontier from the CSR, keeps those the seed's time allows (and those of positive weight), and draws up to the
+fan-out of them per pair: without replacement at random ("uniform", weighted by exponential races) or the latest
+ones ("last"), or with replacement; vertices are relabelled per subgraph through a sorted key of (subgraph,
+vertex).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from ..graph import Graph
-from .neighbor import DisjointBatch, checked_fanouts
+from .neighbor import _checked_weight, checked_fanouts
 
 STRATEGIES = ("uniform", "last")
+
+
+class DisjointBatch(NamedTuple):
+    """PyG's disjoint layout: one subgraph per seed, a vertex in as many subgraphs as reach it. ``n_id``: the
+    seeds first, in the order given (repeats kept), then each subgraph's other vertices, subgraph by
+    subgraph; ``batch``: each vertex's subgraph (its seed's position); ``edge_index`` in those batch ids,
+    each subgraph's sampled edges once (PyG's flat form within it); ``e_id`` the global edge ids."""
+
+    edge_index: torch.Tensor
+    n_id: torch.Tensor
+    e_id: torch.Tensor
+    batch: torch.Tensor
 
 
 def checked_times(values: Any, count: int, name: str) -> torch.Tensor:
@@ -34,14 +48,16 @@ def checked_times(values: Any, count: int, name: str) -> torch.Tensor:
     return tensor
 
 
-class TemporalSampler:
-    """Samples ``graph`` (one vertex set, on the CPU) with ``fanouts`` (-1: all) under the time of each seed:
-    ``node_time`` (one per vertex) or ``edge_time`` (one per edge, user order), exactly one of them;
-    ``strategy`` "uniform" (a random subset of the allowed in-edges) or "last" (the latest ones). Each
-    vertex's in-edges are listed in time order (ties in the user's order), as PyG sorts them for pyg-lib, so
-    vertices first reached in one hop are numbered in that order. ``relation`` (one id per edge, user order,
-    from 0) samples a typed graph's homogeneous view: ``fanouts[h]`` is then a list with one fan-out per
-    relation, drawn separately for each (vertex, relation)."""
+class DisjointSampler:
+    """Samples a subgraph per seed of ``graph`` (one vertex set, on the CPU) with ``fanouts`` (-1: all).
+    ``node_time`` (one per vertex) or ``edge_time`` (one per edge, user order), at most one of them: each seed
+    samples under its time; ``strategy`` "uniform" (a random subset of the allowed in-edges) or "last" (the
+    latest ones). Each vertex's in-edges are listed in time order (ties in the user's order), as PyG sorts
+    them for pyg-lib, so vertices first reached in one hop are numbered in that order. Without times:
+    ``weight`` (one non-negative value per edge, user order) draws in proportion to it, never a zero-weight
+    edge; ``replace`` draws with replacement. ``relation`` (one id per edge, user order, from 0) samples a typed
+    graph's homogeneous view: ``fanouts[h]`` is then a list with one fan-out per relation, drawn separately
+    for each (vertex, relation)."""
 
     def __init__(
         self,
@@ -51,25 +67,33 @@ class TemporalSampler:
         edge_time: Any = None,
         strategy: str = "uniform",
         relation: torch.Tensor | None = None,
+        weight: Any = None,
+        replace: bool = False,
     ) -> None:
-        if (node_time is None) == (edge_time is None):
-            raise ValueError("TemporalSampler takes node_time or edge_time, exactly one of them")
+        if node_time is not None and edge_time is not None:
+            raise ValueError("DisjointSampler takes node_time or edge_time, not both")
+        timed = node_time is not None or edge_time is not None
+        if timed and (weight is not None or replace):
+            raise ValueError("weight and replace draw without times: temporal sampling draws uniformly, once each")
         if strategy not in STRATEGIES:
             raise ValueError(f"temporal_strategy must be one of {STRATEGIES}, got {strategy!r}")
-        self.graph = graph
-        self.strategy = strategy
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {replace!r}")
+        self.graph, self.strategy, self.replace = graph, strategy, replace
         csr = graph.csr()
-        if node_time is not None:
-            self.node_time = checked_times(node_time, graph.num_nodes, "node_time")
+        self.node_time = None if node_time is None else checked_times(node_time, graph.num_nodes, "node_time")
+        if self.node_time is not None:
             when = self.node_time[csr.indices]
-        else:
-            self.node_time = None
+        elif edge_time is not None:
             when = checked_times(edge_time, graph.num_edges, "edge_time")[csr.edge_ids]
+        else:
+            when = torch.zeros(graph.num_edges, dtype=torch.int64)
         rows = torch.repeat_interleave(torch.arange(csr.indptr.numel() - 1), csr.indptr.diff())
         order = torch.sort(when, stable=True).indices
         order = order[torch.sort(rows[order], stable=True).indices]  # each row's in-edges in time order
         self._indptr, self._indices, self._edge_ids = csr.indptr, csr.indices[order], csr.edge_ids[order]
-        self.edge_time = None if self.node_time is not None else when[order]
+        self._time = when[order] if timed else None  # per listed edge: its source's or its own time
+        self._weight = None if weight is None else _checked_weight(weight, graph.num_edges)[self._edge_ids]
         if relation is None:
             self.fanouts = torch.tensor(checked_fanouts(fanouts), dtype=torch.int64).view(-1, 1)
             self._relation = torch.zeros(graph.num_edges, dtype=torch.int64)
@@ -87,15 +111,19 @@ class TemporalSampler:
             raise ValueError("input_time is required with edge-level times: a seed vertex has no time of its own")
         return self.node_time[seeds]
 
-    def sample(self, seeds: Any, seed_time: Any, seed: int) -> DisjointBatch:
-        """A subgraph per seed (repeats allowed) under its time ``seed_time``; ``seed`` fixes the draws."""
+    def sample(self, seeds: Any, seed_time: Any = None, seed: int = 0) -> DisjointBatch:
+        """A subgraph per seed (repeats allowed), under its time ``seed_time`` where the sampler has times;
+        ``seed`` fixes the draws."""
         seeds = torch.as_tensor(seeds)
         if seeds.dim() != 1 or seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise ValueError(f"seeds: expected a 1-D tensor of vertex ids, got {seeds.dtype} {tuple(seeds.shape)}")
         seeds = seeds.to(torch.int64)
         if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.graph.num_nodes):
             raise ValueError(f"seeds holds a vertex id out of range for a graph of {self.graph.num_nodes} vertices")
-        times = checked_times(seed_time, seeds.numel(), "seed_time")
+        if (seed_time is None) != (self._time is None):
+            raise ValueError("seed_time: one time per seed with a timed sampler, none without")
+        times = torch.zeros(seeds.numel(), dtype=torch.int64) if seed_time is None else seed_time
+        times = checked_times(times, seeds.numel(), "seed_time")
         generator = torch.Generator().manual_seed(seed)
         num_nodes = self.graph.num_nodes
         count = seeds.numel()
@@ -121,7 +149,7 @@ class TemporalSampler:
             subgraph = torch.cat([subgraph, appended // num_nodes])
             vertex = torch.cat([vertex, appended % num_nodes])
             keys, ids = _sorted_keys(subgraph * num_nodes + vertex)
-        # the layout of ``NeighborSampler.sample_disjoint``: seeds, then each subgraph's vertices, subgraph by subgraph
+        # PyG's disjoint layout: the seeds, then each subgraph's other vertices, subgraph by subgraph
         rest = count + torch.sort(subgraph[count:], stable=True).indices
         placed = torch.cat([torch.arange(count), rest])
         position = torch.empty_like(placed)
@@ -135,16 +163,22 @@ class TemporalSampler:
     def _allowed(
         self, frontier: torch.Tensor, limit: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The in-edges of each frontier vertex whose time is at most its subgraph's: (frontier position, source,
-        CSR position, time)."""
+        """The in-edges of each frontier vertex that its subgraph may draw (time at most its seed's, positive
+        weight): (frontier position, source, listed position, time)."""
         indptr, indices = self._indptr, self._indices
         start, degree = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
         group = torch.repeat_interleave(torch.arange(frontier.numel()), degree)
         offset = torch.arange(group.numel()) - torch.repeat_interleave(degree.cumsum(0) - degree, degree)
         position = start[group] + offset
         src = indices[position]
-        when = self.node_time[src] if self.node_time is not None else self.edge_time[position]
-        keep = when <= limit[group].to(torch.promote_types(when.dtype, limit.dtype))
+        if self._time is not None:
+            when = self._time[position]
+            keep = when <= limit[group].to(torch.promote_types(when.dtype, limit.dtype))
+        else:
+            when = torch.zeros_like(position)
+            keep = (
+                self._weight[position] > 0 if self._weight is not None else torch.ones_like(position, dtype=torch.bool)
+            )
         return group[keep], src[keep], position[keep], when[keep]
 
     def _chosen(
@@ -157,21 +191,52 @@ class TemporalSampler:
         generator: torch.Generator,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Up to the relation's fan-out (``fanouts[relation]``, -1: all) of each group's edges of that relation,
-        grouped, each group in time order: random ones or the latest ones."""
+        grouped, each group in the listed (time) order: random ones (by weight, with or without replacement) or
+        the latest ones."""
         if group.numel() == 0 or bool((fanouts < 0).all()):
             return group, src, eid
-        if self.strategy == "uniform":
-            order = torch.sort(torch.rand(group.numel(), generator=generator)).indices
-        else:  # the latest first, ties in the listed order
-            order = torch.sort(when.to(torch.float64), descending=True, stable=True).indices
         relation = self._relation[eid]
         key = group * fanouts.numel() + relation
+        if self.replace:
+            chosen = self._drawn_with_replacement(key, eid, fanouts[relation], generator)
+            return group[chosen], src[chosen], eid[chosen]
+        if self.strategy == "last":  # the latest first, ties in the listed order
+            order = torch.sort(when.to(torch.float64), descending=True, stable=True).indices
+        else:  # a random order; by weight, the exponential races of Efraimidis and Spirakis
+            race = torch.rand(group.numel(), generator=generator, dtype=torch.float64)
+            if self._weight is not None:
+                race = -torch.log1p(-race) / self._weight[eid]
+            order = torch.sort(race).indices
         order = order[torch.sort(key[order], stable=True).indices]  # grouped, each (group, relation) in that order
         grouped = key[order]
         rank = torch.arange(grouped.numel()) - torch.searchsorted(grouped, grouped)
         limit = fanouts[relation[order]]
         chosen = torch.sort(order[(limit < 0) | (rank < limit)]).values  # back to the listed (time) order
         return group[chosen], src[chosen], eid[chosen]
+
+    def _drawn_with_replacement(
+        self, key: torch.Tensor, eid: torch.Tensor, limit: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        """Positions drawn with replacement: ``limit`` draws per key's run of (grouped, listed) edges, uniform or
+        by weight; every edge of a run whose limit is -1."""
+        starts = torch.searchsorted(key, torch.unique_consecutive(key))  # the candidates come grouped by key
+        sizes = torch.diff(starts, append=torch.tensor([key.numel()]))
+        counts = limit[starts]
+        every = counts < 0
+        draws = torch.where(every, 0, counts)
+        run = torch.repeat_interleave(torch.arange(starts.numel()), draws)
+        u = torch.rand(run.numel(), generator=generator, dtype=torch.float64)
+        if self._weight is None:
+            picked = starts[run] + (u * sizes[run]).long().clamp(max=sizes[run] - 1)
+        else:
+            cumulative = torch.cumsum(self._weight[eid], 0)
+            before = torch.where(starts > 0, cumulative[(starts - 1).clamp(min=0)], 0.0)
+            total = cumulative[starts + sizes - 1] - before
+            target = before[run] + u * total[run]
+            picked = torch.searchsorted(cumulative, target, right=True).clamp(max=(starts + sizes - 1)[run])
+            picked = torch.maximum(picked, starts[run])
+        kept = torch.repeat_interleave(every, sizes)
+        return torch.sort(torch.cat([torch.nonzero(kept).flatten(), picked])).values
 
 
 def _sorted_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
