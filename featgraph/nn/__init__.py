@@ -21,6 +21,7 @@ from .gin import GINConv
 from .gine_conv import GINEConv
 from .graph_conv import GraphConv
 from .hetero_conv import HeteroConv
+from .hetero_graph_conv import HeteroGraphConv
 from .hgt_conv import HGTConv
 from .pyg_layer import FallbackWarning
 from .rel_graph_conv import RelGraphConv
@@ -57,4 +58,5 @@ __all__ = [
     "TypedLinear",
     "RelGraphConv",
     "HeteroConv",
+    "HeteroGraphConv",
 ]

@@ -1,0 +1,135 @@
+"""HeteroGraphConv against DGL's semantics written out: each relation's module on its own graph and the
+destination's inputs, the outputs per node type combined by every aggregate, forward and gradients, float64
+gradcheck, pair inputs, extra arguments, skipped relations and named errors."""
+
+import pytest
+import torch
+from torch import nn
+
+from featgraph import ops
+from featgraph.graph import HeteroGraph
+from featgraph.nn import HeteroGraphConv
+
+SIZES = {"user": 9, "item": 7, "tag": 4}
+WIDTH = 5
+
+
+class MeanConv(nn.Module):
+    """A DGL-style module on featgraph's ops: the mean of in-neighbours and the destination, each projected."""
+
+    def __init__(self, out: int = 3) -> None:
+        super().__init__()
+        self.neighbour, self.own = nn.Linear(WIDTH, out), nn.Linear(WIDTH, out, bias=False)
+        self.allowed = False
+
+    def set_allow_zero_in_degree(self, allow: bool) -> None:
+        self.allowed = allow
+
+    def forward(self, g, feat, scale: float = 1.0):
+        x_src, x_dst = feat
+        return scale * (self.neighbour(ops.copy_u_mean(g, x_src)) + self.own(x_dst))
+
+
+def dense_mean(src, dst, x_src, num_dst):
+    out = torch.zeros(num_dst, x_src.shape[1], dtype=x_src.dtype).index_add(0, dst, x_src[src])
+    return out / torch.bincount(dst, minlength=num_dst).clamp(min=1).unsqueeze(1).to(x_src.dtype)
+
+
+def typed(dtype=torch.float32):
+    gen = torch.Generator().manual_seed(0)
+
+    def rel(s, d, e):
+        return torch.randint(0, SIZES[s], (e,), generator=gen), torch.randint(0, SIZES[d] - 1, (e,), generator=gen)
+
+    edges = {
+        ("user", "follows", "user"): rel("user", "user", 20),
+        ("user", "buys", "item"): rel("user", "item", 25),
+        ("tag", "marks", "item"): rel("tag", "item", 6),
+        ("item", "bought-by", "user"): rel("item", "user", 25),
+        ("tag", "empty", "user"): (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)),
+    }
+    x = {t: torch.randn(n, WIDTH, generator=gen, dtype=dtype) for t, n in SIZES.items()}
+    return HeteroGraph(edges, SIZES), edges, x
+
+
+def reference(conv, edges, x_src, x_dst, aggregate, scale=1.0):
+    outputs = {}
+    for (s, rel, d), (src, dst) in edges.items():
+        if s not in x_src:
+            continue
+        m = conv.module_of((s, rel, d))
+        out = scale * (m.neighbour(dense_mean(src, dst, x_src[s], SIZES[d])) + m.own(x_dst[d]))
+        outputs.setdefault(d, []).append(out)
+    if aggregate == "stack":
+        return {d: torch.stack(v, 1) for d, v in outputs.items()}
+    fns = {"sum": lambda t: t.sum(0), "max": lambda t: t.max(0).values, "min": lambda t: t.min(0).values,
+           "mean": lambda t: t.mean(0)}  # fmt: skip
+    return {d: fns[aggregate](torch.stack(v)) for d, v in outputs.items()}
+
+
+@pytest.mark.parametrize("aggregate", ["sum", "max", "min", "mean", "stack"])
+def test_matches_the_relations_written_out(aggregate):
+    g, edges, x = typed()
+    torch.manual_seed(0)
+    mods = {"follows": MeanConv(), ("user", "buys", "item"): MeanConv(), "marks": MeanConv(),
+            "bought-by": MeanConv(), "empty": MeanConv()}  # fmt: skip
+    conv = HeteroGraphConv(mods, aggregate)
+    assert all(m.allowed for m in mods.values()) and set(conv.state_dict()) >= {"mods.follows.own.weight"}
+    xs = {t: v.clone().requires_grad_() for t, v in x.items()}
+    got, want = conv(g, xs), reference(conv, edges, x, x, aggregate)
+    assert got.keys() == want.keys() == {"user", "item"}  # tag receives nothing
+    for t in want:
+        torch.testing.assert_close(got[t], want[t])
+    loss = sum(v.square().sum() for v in got.values())
+    grads = torch.autograd.grad(loss, [xs[t] for t in SIZES] + list(conv.parameters()))
+    xr = {t: v.clone().requires_grad_() for t, v in x.items()}
+    ref = reference(conv, edges, xr, xr, aggregate)
+    ref_grads = torch.autograd.grad(
+        sum(v.square().sum() for v in ref.values()), [xr[t] for t in SIZES] + list(conv.parameters())
+    )
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_gradcheck_pair_inputs_extra_arguments_and_a_callable_aggregate():
+    g, edges, x = typed(torch.float64)
+    torch.manual_seed(0)
+    conv = HeteroGraphConv({rel: MeanConv().double() for _, rel, _ in edges}, lambda outs, dst: sum(outs) * 2)
+    src_only = {"user": x["user"], "tag": x["tag"]}  # items send nothing: 'bought-by' is skipped
+
+    def run(user, tag, item):
+        out = conv(g, ({"user": user, "tag": tag}, {"user": user, "item": item}), mod_args={"follows": (0.5,)})
+        return out["user"], out["item"]
+
+    assert torch.autograd.gradcheck(run, tuple(v.requires_grad_() for v in (x["user"], x["tag"], x["item"])))
+    out = conv(g, (src_only, x), mod_kwargs={"buys": {"scale": 3.0}})
+    kept = {et: e for et, e in edges.items() if et[1] != "bought-by"}
+    want_user = reference(conv, {et: e for et, e in kept.items() if et[2] == "user"}, src_only, x, "sum")["user"]
+    torch.testing.assert_close(out["user"], 2 * want_user)
+    buys = conv.module_of(("user", "buys", "item"))
+    item = 3.0 * (
+        buys.neighbour(dense_mean(*edges[("user", "buys", "item")], x["user"], SIZES["item"])) + buys.own(x["item"])
+    )
+    marks = conv.module_of(("tag", "marks", "item"))
+    item = (
+        item
+        + marks.neighbour(dense_mean(*edges[("tag", "marks", "item")], x["tag"], SIZES["item"]))
+        + marks.own(x["item"])
+    )
+    torch.testing.assert_close(out["item"], 2 * item)
+
+
+def test_bad_modules_and_aggregates_are_named():
+    g, _, x = typed()
+    with pytest.raises(ValueError, match="mods: expected a non-empty dict"):
+        HeteroGraphConv({})
+    with pytest.raises(TypeError, match=r"mods\['follows'\]: expected a torch.nn.Module"):
+        HeteroGraphConv({"follows": 3})
+    with pytest.raises(ValueError, match="aggregate must be one of"):
+        HeteroGraphConv({"follows": MeanConv()}, "median")
+    with pytest.raises(KeyError, match="no module for edge type"):
+        HeteroGraphConv({"follows": MeanConv()})(g, x)
+    with pytest.raises(KeyError, match="no features of node type 'item'"):
+        HeteroGraphConv({rel: MeanConv() for rel in ("follows", "buys", "marks", "bought-by", "empty")})(
+            g, {"user": x["user"], "tag": x["tag"]}
+        )
