@@ -28,6 +28,9 @@ from .source import checked_batching_flags, checked_subgraph_type, loader_source
 
 # a PyG Data's own supervision values, which PyG's link batches replace or drop, never slice
 LINK_KEYS = ("edge_label_index", "edge_label", "edge_label_time")
+# the supervision values a typed batch keeps on node types (0: the source type, 2: the destination type), as PyG;
+# the others go on the edge type
+NODE_TYPE_VALUES = {"src_index": (0,), "dst_pos_index": (2,), "dst_neg_index": (2,), "seed_time": (0, 2)}
 
 
 class LinkNeighborLoader(SeedLoader[Any]):
@@ -114,16 +117,10 @@ class LinkNeighborLoader(SeedLoader[Any]):
         return self.inputs.t()
 
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
-        src, dst = self.inputs[positions].unbind(1)
         positives = positions.numel()
         times = None if self.edge_label_time is None else self.edge_label_time[positions]
-        negative = self.neg_sampling
         generator = torch.Generator().manual_seed(seed)
-        if negative is not None:
-            count = negative.count(positives)
-            if negative.mode == "binary":
-                src = torch.cat([src, self._negatives(count, "src", times, generator)])
-            dst = torch.cat([dst, self._negatives(count, "dst", times, generator)])
+        src, dst = seed_ends(self.inputs[positions], times, self.neg_sampling, self._negatives, generator)
         ends = torch.cat([src, dst])
         attrs: dict[str, Any]
         if self.disjoint_sampler is not None:  # a subgraph per endpoint (temporal: always, as PyG), under its
@@ -138,24 +135,8 @@ class LinkNeighborLoader(SeedLoader[Any]):
             attrs = flat_attrs(self.source, self.sampler.sample(seeds, seed), self.bidirectional)
         attrs["input_id"] = positions
         disjoint = self.disjoint_sampler is not None
-        if negative is not None and negative.mode == "triplet":
-            negatives = inverse[2 * positives :]
-            # disjoint: the negatives come amount by amount, each block one per seed edge in order
-            negatives = negatives.view(-1, positives).t() if disjoint else negatives.view(positives, -1)
-            attrs.update(
-                src_index=inverse[:positives],
-                dst_pos_index=inverse[positives : 2 * positives],
-                dst_neg_index=negatives.squeeze(-1),
-            )
-            if times is not None:
-                attrs["seed_time"] = times
-        else:
-            attrs["edge_label_index"] = inverse.view(2, -1)
-            labels = self._labels(positions, src.numel() - positives)
-            if labels is not None:
-                attrs["edge_label"] = labels
-            if times is not None:
-                attrs["edge_label_time"] = times.repeat(-(-src.numel() // max(positives, 1)))[: src.numel()]
+        ends_local = (inverse[: src.numel()], inverse[src.numel() :])
+        attrs.update(supervision(self.neg_sampling, self.edge_label, positions, *ends_local, times, disjoint))
         batch = self.batch_class(**attrs)
         return batch if self.transform is None else self.transform(batch)
 
@@ -164,9 +145,6 @@ class LinkNeighborLoader(SeedLoader[Any]):
     ) -> torch.Tensor:
         node_time = None if self.time_attr is None else self.disjoint_sampler.node_time
         return negatives(self.neg_sampling, count, endpoint, self.graph.num_nodes, times, node_time, generator)
-
-    def _labels(self, positions: torch.Tensor, count: int) -> torch.Tensor | None:
-        return link_labels(self.edge_label, self.neg_sampling, positions, count)
 
 
 def _checked_edge_label_index(edge_label_index: Any, graph: Any) -> torch.Tensor:
@@ -255,8 +233,7 @@ def negatives(
     vertices) none later than its seed edge (the seed edges' times repeated over the negatives, as PyG)."""
     if times is None or node_time is None or times.numel() == 0:
         return sampling.draw(count, endpoint, num_nodes, generator)
-    limit = times.repeat(-(-count // times.numel()))[:count]
-    return sampling.draw_before(limit, node_time, endpoint, generator)
+    return sampling.draw_before(repeated(times, count), node_time, endpoint, generator)
 
 
 def link_labels(
@@ -276,6 +253,60 @@ def link_labels(
 def repeated(times: torch.Tensor, count: int) -> torch.Tensor:
     """``times`` repeated over ``count`` entries (each negative takes its seed edge's time, as PyG)."""
     return times.repeat(-(-count // max(times.numel(), 1)))[:count]
+
+
+def seed_ends(
+    edges: torch.Tensor,
+    times: torch.Tensor | None,
+    sampling: NegativeSampling | None,
+    draw: Callable[[int, str, torch.Tensor | None, torch.Generator], torch.Tensor],
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sources and destinations of the seed edges ``edges`` ((B, 2)) with the negatives after them, binary
+    ones at both ends and triplet ones at the destinations; ``draw(count, endpoint, times, generator)`` draws
+    them."""
+    src, dst = edges.unbind(1)
+    if sampling is not None:
+        count = sampling.count(edges.shape[0])
+        if sampling.mode == "binary":
+            src = torch.cat([src, draw(count, "src", times, generator)])
+        dst = torch.cat([dst, draw(count, "dst", times, generator)])
+    return src, dst
+
+
+def supervision(
+    sampling: NegativeSampling | None,
+    edge_label: torch.Tensor | None,
+    positions: torch.Tensor,
+    src_local: torch.Tensor,
+    dst_local: torch.Tensor,
+    times: torch.Tensor | None,
+    disjoint: bool,
+) -> dict[str, torch.Tensor]:
+    """PyG's supervision values of a link batch from its seed ends' batch ids (``seed_ends``' order): in
+    triplet mode ``src_index``, ``dst_pos_index``, ``dst_neg_index`` (a disjoint batch holds the negatives
+    amount by amount, one per seed edge each) and ``seed_time``; else ``edge_label_index`` with
+    ``edge_label`` and ``edge_label_time`` where there are labels and times."""
+    positives = positions.numel()
+    out: dict[str, torch.Tensor] = {}
+    if sampling is not None and sampling.mode == "triplet":
+        drawn = dst_local[positives:]
+        negatives_local = drawn.view(-1, positives).t() if disjoint else drawn.view(positives, -1)
+        out.update(
+            src_index=src_local[:positives],
+            dst_pos_index=dst_local[:positives],
+            dst_neg_index=negatives_local.squeeze(-1),
+        )
+        if times is not None:
+            out["seed_time"] = times
+        return out
+    out["edge_label_index"] = torch.stack([src_local, dst_local])
+    labels = link_labels(edge_label, sampling, positions, src_local.numel() - positives)
+    if labels is not None:
+        out["edge_label"] = labels
+    if times is not None:
+        out["edge_label_time"] = repeated(times, src_local.numel())
+    return out
 
 
 class HeteroLinkNeighborLoader(TypedLoader):
@@ -346,16 +377,10 @@ class HeteroLinkNeighborLoader(TypedLoader):
     def _batch(self, positions: torch.Tensor, seed: int) -> Any:
         graph, edge_type = self.graph, self.input_type
         src_type, _, dst_type = edge_type
-        src, dst = self.inputs[positions].unbind(1)
         positives = positions.numel()
         times = None if self.edge_label_time is None else self.edge_label_time[positions]
-        negative = self.neg_sampling
         generator = torch.Generator().manual_seed(seed)
-        if negative is not None:
-            count = negative.count(positives)
-            if negative.mode == "binary":
-                src = torch.cat([src, self._negatives(count, "src", src_type, times, generator)])
-            dst = torch.cat([dst, self._negatives(count, "dst", dst_type, times, generator)])
+        src, dst = seed_ends(self.inputs[positions], times, self.neg_sampling, self._negatives, generator)
         if self.disjoint_sampler is not None:  # temporal or disjoint: each endpoint its own subgraph
             ends = torch.cat([src + graph.node_offset(src_type), dst + graph.node_offset(dst_type)])
             end_times = None if times is None else repeated(times, ends.numel())
@@ -374,30 +399,17 @@ class HeteroLinkNeighborLoader(TypedLoader):
             if key in out[edge_type]:
                 del out[edge_type][key]
         out[edge_type].input_id = positions
-        if negative is not None and negative.mode == "triplet":
-            negatives_local = dst_local[positives:]
-            disjoint = self.disjoint_sampler is not None  # the negatives come amount by amount, one per seed edge
-            negatives_local = (
-                negatives_local.view(-1, positives).t() if disjoint else negatives_local.view(positives, -1)
-            )
-            out[src_type].src_index = src_local[:positives]
-            out[dst_type].dst_pos_index = dst_local[:positives]
-            out[dst_type].dst_neg_index = negatives_local.squeeze(-1)
-            if times is not None:
-                out[src_type].seed_time = times
-                out[dst_type].seed_time = times
-        else:
-            out[edge_type].edge_label_index = torch.stack([src_local, dst_local])
-            labels = link_labels(self.edge_label, negative, positions, src.numel() - positives)
-            if labels is not None:
-                out[edge_type].edge_label = labels
-            if times is not None:
-                out[edge_type].edge_label_time = repeated(times, src.numel())
+        disjoint = self.disjoint_sampler is not None
+        values = supervision(self.neg_sampling, self.edge_label, positions, src_local, dst_local, times, disjoint)
+        for name, value in values.items():
+            for store in [edge_type[i] for i in NODE_TYPE_VALUES[name]] if name in NODE_TYPE_VALUES else [edge_type]:
+                out[store][name] = value
         return out if self.transform is None else self.transform(out)
 
     def _negatives(
-        self, count: int, endpoint: str, node_type: str, times: torch.Tensor | None, generator: torch.Generator
+        self, count: int, endpoint: str, times: torch.Tensor | None, generator: torch.Generator
     ) -> torch.Tensor:
+        node_type = self.input_type[0] if endpoint == "src" else self.input_type[2]
         num_nodes = self.graph.num_nodes_dict[node_type]
         node_time = None
         if self.time_attr is not None and self.disjoint_sampler.node_time is not None:
