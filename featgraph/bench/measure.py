@@ -16,7 +16,8 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 STATUS = Path("/proc/self/status")
 
 
-def _status_kb(field: str) -> int | None:
+def status_kb(field: str) -> int | None:
+    """A field of ``/proc/self/status`` in kB (``VmRSS``, ``VmHWM``, ``RssAnon``, ...); None where it is absent."""
     for line in STATUS.read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
@@ -40,10 +41,10 @@ def peak_extra_mb(fn: Callable[[], object], device: torch.device | None = None) 
     buffers.release()
     release_freed_heap()
     try:
-        before = _status_kb("VmRSS")
+        before = status_kb("VmRSS")
         CLEAR_REFS.write_text("5")
         result = fn()
-        peak = _status_kb("VmHWM")
+        peak = status_kb("VmHWM")
         del result
     except OSError:
         return None

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..datasets import products_like
+from .measure import status_kb
 from .report import Table, machine, run_worker, write_json
 
 MODES = ("memory-mapped", "in memory")
@@ -47,16 +48,6 @@ TABLE = Table({
     "anonymous / features": lambda r: f"{r['peak_anon_mb'] / r['features_mb']:.2f}" if r["peak_anon_mb"] else "-",
     "ms / batch": "ms_per_batch:.1f", "note": "note",
 })  # fmt: skip
-
-
-def status_mb() -> dict[str, float]:
-    """The process's resident memory now, in MB: total, anonymous and file-backed (``/proc/self/status``)."""
-    values = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        if name in STATUS_FIELDS:
-            values[name] = int(rest.split()[0]) / 1024
-    return values
 
 
 def write_features(path: Path, rows: int, width: int, seed: int = 0) -> None:
@@ -94,7 +85,7 @@ def run_one(path: str, scale: float, batches: int, batch_size: int, fanouts: lis
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        peaks = {k: max(v, status_mb().get(k, 0.0)) for k, v in peaks.items()}
+        peaks = {field: max(peak, (status_kb(field) or 0) / 1024) for field, peak in peaks.items()}
         done += 1
         if done == batches:
             break

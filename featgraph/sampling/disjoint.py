@@ -128,7 +128,7 @@ class DisjointSampler:
         num_nodes = self.graph.num_nodes
         count = seeds.numel()
         subgraph, vertex = torch.arange(count), seeds.clone()  # every batch vertex, in order of appearance
-        keys, ids = _sorted_keys(subgraph * num_nodes + vertex)
+        keys, ids = torch.sort(subgraph * num_nodes + vertex)  # ids: each key's vertex
         frontier = torch.arange(count)
         edges_src, edges_dst, edge_ids = [], [], []
         for fanout in self.fanouts:
@@ -148,7 +148,7 @@ class DisjointSampler:
             frontier = vertex.numel() + torch.arange(appended.numel())
             subgraph = torch.cat([subgraph, appended // num_nodes])
             vertex = torch.cat([vertex, appended % num_nodes])
-            keys, ids = _sorted_keys(subgraph * num_nodes + vertex)
+            keys, ids = torch.sort(subgraph * num_nodes + vertex)  # ids: each key's vertex
         # PyG's disjoint layout: the seeds, then each subgraph's other vertices, subgraph by subgraph
         rest = count + torch.sort(subgraph[count:], stable=True).indices
         placed = torch.cat([torch.arange(count), rest])
@@ -237,11 +237,6 @@ class DisjointSampler:
             picked = torch.maximum(picked, starts[run])
         kept = torch.repeat_interleave(every, sizes)
         return torch.sort(torch.cat([torch.nonzero(kept).flatten(), picked])).values
-
-
-def _sorted_keys(keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(keys sorted, the position of each in the input)."""
-    return torch.sort(keys)
 
 
 def _lookup(keys: torch.Tensor, ids: torch.Tensor, wanted: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
