@@ -185,10 +185,13 @@ class NodeClassifier(torch.nn.Module):
         return self.conv2(self.activate_and_drop(self.conv1(x, edge_index)), edge_index)
 
     def edge_index_dict(self, edge_index: torch.Tensor, edge_type: torch.Tensor) -> dict:
-        """HGT's ``edge_index`` per edge type of a relational graph: relation ``r``'s under ``edge_types[r]``."""
-        order = torch.sort(edge_type, stable=True).indices
+        """HGT's ``edge_index`` per edge type of a relational graph: relation ``r``'s under ``edge_types[r]``;
+        views of ``edge_index`` where its edges come sorted by relation, as a typed task's do (every epoch)."""
+        if not bool((edge_type[1:] >= edge_type[:-1]).all()):
+            order = torch.sort(edge_type, stable=True).indices
+            edge_index, edge_type = edge_index[:, order], edge_type[order]
         counts = torch.bincount(edge_type, minlength=len(self.edge_types)).tolist()
-        return dict(zip(self.edge_types, torch.split(edge_index[:, order], counts, dim=1), strict=True))
+        return dict(zip(self.edge_types, torch.split(edge_index, counts, dim=1), strict=True))
 
     def activate_and_drop(self, h: torch.Tensor) -> torch.Tensor:
         """The hidden layer's activation, then dropout (``activate_and_drop``)."""

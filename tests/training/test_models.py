@@ -32,3 +32,15 @@ def test_presets_and_errors():
         layers("jax")
     with pytest.raises(ValueError, match="model must be one of"):
         NodeClassifier("transformer", 4, 2, preset("gcn"), "featgraph")
+
+
+def test_hgt_groups_edges_by_relation_whether_or_not_they_come_sorted():
+    pytest.importorskip("torch_geometric")
+    net = NodeClassifier("hgt", 4, 3, preset("hgt"), "featgraph", num_relations=3)
+    edge_index = torch.randint(0, 10, (2, 30), generator=torch.Generator().manual_seed(0))
+    edge_type = torch.randint(0, 3, (30,), generator=torch.Generator().manual_seed(1))
+    order = torch.sort(edge_type, stable=True).indices
+    for index, types in ((edge_index, edge_type), (edge_index[:, order], edge_type[order])):
+        grouped = net.edge_index_dict(index, types)
+        for r, edge_type_name in enumerate(net.edge_types):
+            torch.testing.assert_close(grouped[edge_type_name], edge_index[:, edge_type == r])
