@@ -24,6 +24,7 @@ from .source import (
     checked_count,
     checked_flag,
     checked_seed,
+    checked_temporal_options,
 )
 
 BatchType = TypeVar("BatchType")
@@ -134,14 +135,7 @@ class SeedLoader(EpochLoader[BatchType]):
     ) -> None:
         self.source = source
         super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
-        if time_attr is None and temporal_strategy != "uniform":
-            raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
-        if time_attr is not None:
-            for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
-                if given:
-                    raise ValueError(
-                        f"{name} is given with time_attr: temporal sampling draws uniformly, without replacement"
-                    )
+        checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
         weight = None
         if weight_attr is not None:
             if weight_attr not in source.edge_attrs:

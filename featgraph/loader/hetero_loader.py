@@ -28,6 +28,7 @@ from .source import (
     checked_flag,
     checked_input_nodes,
     checked_subgraph_type,
+    checked_temporal_options,
     is_mask,
     is_store_pair,
 )
@@ -196,17 +197,10 @@ class TypedLoader(EpochLoader[Any]):
             weights=weights,
             num_threads=checked_workers(num_workers),
         )
-        if time_attr is None and temporal_strategy != "uniform":
-            raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
+        checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
         self.time_attr = time_attr
         self.disjoint_sampler = None  # PyG's disjoint batches, temporal ones always
         if time_attr is not None or checked_flag(disjoint, "disjoint"):
-            if time_attr is not None:
-                for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
-                    if given:
-                        raise ValueError(
-                            f"{name} is given with time_attr: temporal sampling draws uniformly, once each"
-                        )
             if self.bidirectional:
                 raise ValueError("subgraph_type='bidirectional' is given with time_attr or disjoint: not supported")
             self.disjoint_sampler = self._disjoint_sampler(time_attr, temporal_strategy, weights, replace)

@@ -159,6 +159,19 @@ def checked_flag(value: Any, name: str) -> bool:
 SUBGRAPH_TYPES = ("directional", "bidirectional")
 
 
+def checked_temporal_options(time_attr: Any, temporal_strategy: str, replace: Any, weight_attr: Any) -> None:
+    """The options temporal sampling refuses: a strategy without ``time_attr`` to sample by, and ``replace`` or
+    ``weight_attr`` with it (it draws uniformly, without replacement)."""
+    if time_attr is None and temporal_strategy != "uniform":
+        raise ValueError(f"temporal_strategy is given ({temporal_strategy!r}) without time_attr to sample by")
+    if time_attr is not None:
+        for name, given in (("replace", replace is True), ("weight_attr", weight_attr is not None)):
+            if given:
+                raise ValueError(
+                    f"{name} is given with time_attr: temporal sampling draws uniformly, without replacement"
+                )
+
+
 def checked_subgraph_type(subgraph_type: Any) -> bool:
     """PyG's ``subgraph_type`` (a string or its ``SubgraphType``): whether it asks for "bidirectional"
     batches (every sampled edge also reversed); "induced" is refused by name."""
