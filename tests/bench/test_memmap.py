@@ -23,7 +23,9 @@ def test_write_features_writes_the_seeded_rows_in_chunks(tmp_path, monkeypatch):
 def test_mapped_features_stay_out_of_the_process_s_own_memory(tmp_path):
     pytest.importorskip("torch_geometric")
     out = tmp_path / "rows.json"
-    main(["bench", "memmap", "--scale", "0.01", "--width", "2048", "--batches", "2", "--json", str(out)])
+    # small batches, so the gathered rows (which grow with the width) stay small beside the features
+    argv = ["--scale", "0.01", "--width", "2048", "--batches", "2", "--batch-size", "64", "--fanouts", "5", "5"]
+    main(["bench", "memmap", *argv, "--json", str(out)])
     mapped, loaded = json.loads(out.read_text())["rows"]
     assert mapped["mode"] == "memory-mapped" and loaded["mode"] == "in memory"
     assert mapped["features_mb"] == pytest.approx(24_490 * 2048 * 4 / 2**20)
