@@ -51,6 +51,20 @@ def _edge_type(key: Any, what: str) -> EdgeType:
     return key
 
 
+def canonical_edge_type(edge_types: tuple[EdgeType, ...], edge_type: EdgeType | str) -> EdgeType:
+    """The canonical ``(src_type, relation, dst_type)`` among ``edge_types`` of ``edge_type``, which may be a
+    relation name alone where one edge type has it."""
+    if isinstance(edge_type, str):
+        found = [et for et in edge_types if et[1] == edge_type]
+        if len(found) != 1:
+            what = "no edge type" if not found else f"{len(found)} edge types ({found})"
+            raise KeyError(f"edge_type: {what} with the relation {edge_type!r}")
+        return found[0]
+    if edge_type not in edge_types:
+        raise KeyError(f"edge_type: unknown edge type {edge_type!r} (edge types: {list(edge_types)})")
+    return edge_type
+
+
 class HeteroGraph:
     """A typed graph over one homogeneous ``Graph`` (``graph``) whose edges are sorted by edge type.
 
@@ -217,17 +231,8 @@ class HeteroGraph:
         )
 
     def edge_type(self, edge_type: EdgeType | str) -> EdgeType:
-        """The canonical ``(src_type, relation, dst_type)`` of ``edge_type``, which may be a relation name
-        alone where one edge type has it."""
-        if isinstance(edge_type, str):
-            found = [et for et in self.edge_types if et[1] == edge_type]
-            if len(found) != 1:
-                what = "no edge type" if not found else f"{len(found)} edge types ({found})"
-                raise KeyError(f"edge_type: {what} with the relation {edge_type!r}")
-            return found[0]
-        if edge_type not in self.edge_types:
-            raise KeyError(f"edge_type: unknown edge type {edge_type!r} (edge types: {list(self.edge_types)})")
-        return edge_type
+        """The canonical ``(src_type, relation, dst_type)`` of ``edge_type`` (``canonical_edge_type``)."""
+        return canonical_edge_type(self.edge_types, edge_type)
 
     def relation_id(self, edge_type: EdgeType | str) -> int:
         """The edge type's id: its index in ``edge_types`` and its value in ``etype``."""

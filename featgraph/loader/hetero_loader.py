@@ -130,7 +130,7 @@ def both_ways(edge_index: dict[EdgeType, torch.Tensor]) -> tuple[dict[EdgeType, 
     return out, merged
 
 
-def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
+def typed_input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
     """(node type, ids or mask or None) from PyG's ``input_nodes``: a node type, or a (node type, ids) pair."""
     if isinstance(input_nodes, str):
         input_nodes = (input_nodes, None)
@@ -145,10 +145,39 @@ def _input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any]:
 
 
 def typed_source(data: Any) -> TypedSource:
-    """The ``TypedSource`` of a ``HeteroData`` or of a typed store pair."""
+    """The ``TypedSource`` of a ``HeteroData``, of a typed store pair or of a featgraph ``HeteroGraph`` (on the
+    CPU; no values to slice)."""
+    if isinstance(data, HeteroGraph):
+        return TypedSource(data, {t: {} for t in data.node_types}, {et: {} for et in data.edge_types}, None)
     if not is_typed(data):
-        raise TypeError(f"data: expected a PyG HeteroData or a typed store pair, got {type(data).__name__}")
+        raise TypeError(
+            f"data: expected a PyG HeteroData, a typed store pair or a featgraph HeteroGraph, got {type(data).__name__}"
+        )
     return _from_hetero_data(data) if is_hetero_data(data) else _from_typed_stores(*data)
+
+
+def edge_weights(source: TypedSource, weight_attr: str | None) -> dict[EdgeType, Any] | None:
+    """Per edge type the per-edge values named ``weight_attr`` (every edge type must have them), or None."""
+    if weight_attr is None:
+        return None
+    edge_attrs = source.edge_attrs
+    lacking = [et for et in source.graph.edge_types if weight_attr not in edge_attrs[et]]
+    if lacking:
+        raise ValueError(f"weight_attr {weight_attr!r}: edge type(s) {lacking} have no such per-edge value")
+    return {et: edge_attrs[et][weight_attr] for et in source.graph.edge_types}
+
+
+def typed_sampler(
+    source: TypedSource, num_neighbors: Any, replace: Any, weights: dict[EdgeType, Any] | None, num_workers: Any
+) -> HeteroNeighborSampler:
+    """The typed sampler of ``source``'s graph (``num_neighbors``: one per-hop list or a dict per edge type)."""
+    return HeteroNeighborSampler(
+        source.graph,
+        {tuple(k): v for k, v in num_neighbors.items()} if isinstance(num_neighbors, dict) else num_neighbors,
+        replace=checked_flag(replace, "replace"),
+        weights=weights,
+        num_threads=checked_workers(num_workers),
+    )
 
 
 class TypedLoader(EpochLoader[Any]):
@@ -181,22 +210,8 @@ class TypedLoader(EpochLoader[Any]):
         checked_batching_flags(is_sorted, filter_per_worker)
         self.source, self.graph = source, source.graph
         super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
-        weights = None
-        if weight_attr is not None:
-            edge_attrs = self.source.edge_attrs
-            lacking = [et for et in self.graph.edge_types if weight_attr not in edge_attrs[et]]
-            if lacking:
-                raise ValueError(f"weight_attr {weight_attr!r}: edge type(s) {lacking} have no such per-edge value")
-            weights = {et: edge_attrs[et][weight_attr] for et in self.graph.edge_types}
-        self.sampler = HeteroNeighborSampler(
-            self.graph,
-            {tuple(key): value for key, value in num_neighbors.items()}
-            if isinstance(num_neighbors, dict)
-            else num_neighbors,
-            replace=checked_flag(replace, "replace"),
-            weights=weights,
-            num_threads=checked_workers(num_workers),
-        )
+        weights = edge_weights(source, weight_attr)
+        self.sampler = typed_sampler(source, num_neighbors, replace, weights, num_workers)
         checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
         self.time_attr = time_attr
         self.disjoint_sampler = None  # PyG's disjoint batches, temporal ones always
@@ -336,7 +351,7 @@ class HeteroNeighborLoader(TypedLoader):
         source = typed_source(data)
         if input_nodes is None:
             raise ValueError("input_nodes: a HeteroData needs the seeds' node type, e.g. ('paper', train_idx)")
-        self.input_type, ids = _input(input_nodes, source.graph.node_types)
+        self.input_type, ids = typed_input(input_nodes, source.graph.node_types)
         self.input_nodes = checked_input_nodes(ids, source.graph.num_nodes_dict[self.input_type])
         self.input_id_is_vertex = is_mask(ids)
         super().__init__(

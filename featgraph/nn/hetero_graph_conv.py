@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..graph.hetero import EdgeType, HeteroGraph
+from ..sampling.hetero import HeteroBlock
 
 AGGREGATES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {  # over the stacked outputs, as DGL's
     "sum": lambda stacked: stacked.sum(0),
@@ -59,13 +60,21 @@ class HeteroGraphConv(nn.Module):
         mod_args: Mapping[Any, tuple] | None = None,
         mod_kwargs: Mapping[Any, dict] | None = None,
     ) -> dict[str, torch.Tensor]:
-        """Per destination type, its relations' outputs combined; ``inputs`` a dict node type -> features, or a
-        pair (sources' dict, destinations' dict). As DGL, a relation whose source type has no input (or, with a
-        pair, whose destination type has none) is skipped; ``mod_args`` / ``mod_kwargs`` hold each relation's
+        """Per destination type, its relations' outputs combined; ``g`` a ``HeteroGraph``, a typed block
+        (``HeteroBlock``) or DGL-style dicts; ``inputs`` a dict node type -> features, or a pair (sources'
+        dict, destinations' dict); on a block a dict is the sources' and each type's destinations are its
+        first rows. As DGL, a relation whose source type has no input (or, with a pair or a block, whose
+        destination type has none) is skipped; ``mod_args`` / ``mod_kwargs`` hold each relation's
         extra arguments by relation name."""
-        graph = g if isinstance(g, HeteroGraph) else HeteroGraph.from_dgl(g)
-        paired = isinstance(inputs, tuple)
-        src_inputs, dst_inputs = inputs if paired else (inputs, inputs)
+        graph = g if isinstance(g, (HeteroGraph, HeteroBlock)) else HeteroGraph.from_dgl(g)
+        paired = isinstance(inputs, tuple) or isinstance(graph, HeteroBlock)
+        if isinstance(inputs, tuple):
+            src_inputs, dst_inputs = inputs
+        elif isinstance(graph, HeteroBlock):  # a block's destinations: each type's sources' prefix, as DGL's
+            src_inputs = inputs
+            dst_inputs = {t: x[: graph.num_dst_nodes(t)] for t, x in inputs.items() if t in graph.n_id}
+        else:
+            src_inputs, dst_inputs = inputs, inputs
         outputs: dict[str, list[torch.Tensor]] = {}
         for edge_type in graph.edge_types:
             src_type, rel, dst_type = edge_type

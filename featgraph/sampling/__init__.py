@@ -1,15 +1,15 @@
 """Mini-batch sampling on large graphs: ``NeighborSampler`` draws GraphSAGE-style neighbourhoods of seed
 vertices into bipartite blocks (compiled C++/OpenMP), ``MiniBatch.to_edge_index`` gives PyG's flat form,
-``HeteroNeighborSampler`` samples typed graphs with a fan-out per edge type, ``DisjointSampler`` a subgraph per
-seed (PyG's ``disjoint``), under each seed's time where there are times (PyG's ``time_attr``),
-``NegativeSampling`` draws the negative examples of link prediction."""
+``HeteroNeighborSampler`` samples typed graphs with a fan-out per edge type (PyG's flat batch or DGL's typed
+blocks), ``DisjointSampler`` a subgraph per seed (PyG's ``disjoint``), under each seed's time where there are
+times (PyG's ``time_attr``), ``NegativeSampling`` draws the negative examples of link prediction."""
 
 from .disjoint import DisjointSampler
-from .hetero import HeteroMiniBatch, HeteroNeighborSampler
+from .hetero import HeteroBlock, HeteroBlocks, HeteroMiniBatch, HeteroNeighborSampler
 from .negative import NegativeSampling
 from .neighbor import Block, EdgeIndexBatch, MiniBatch, NeighborSampler
 
 __all__ = [
-    "Block", "EdgeIndexBatch", "HeteroMiniBatch", "HeteroNeighborSampler", "MiniBatch", "NegativeSampling",
-    "NeighborSampler", "DisjointSampler",
+    "Block", "EdgeIndexBatch", "HeteroBlock", "HeteroBlocks", "HeteroMiniBatch", "HeteroNeighborSampler",
+    "MiniBatch", "NegativeSampling", "NeighborSampler", "DisjointSampler",
 ]  # fmt: skip

@@ -9,6 +9,10 @@ graph's order within a hop). Every vertex is expanded once, so each sampled edge
 sampler draws and relabels each relation in one pass (``kernel.sample_typed_hop``): a map per node type holds
 the batch ids of the vertices already in, for the whole batch.
 
+``sample_blocks`` gives DGL's typed blocks instead: hop ``h`` expands every vertex of the previous hop's
+block's sources (each node type's destinations a prefix of its sources), one typed bipartite ``HeteroBlock``
+per hop, as DGL's ``NeighborSampler.sample_blocks`` on a heterogeneous graph.
+
 Randomness: relation ``r`` at hop ``h`` draws with the compiled sampler's stream ``h * R + r`` (R edge types),
 so a vertex's draws from two relations are independent and a batch depends on the seed alone.
 """
@@ -18,11 +22,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
-from ..graph.hetero import EdgeType, HeteroGraph
+from ..graph import Graph
+from ..graph.formats import index_dtype_for
+from ..graph.hetero import EdgeType, HeteroGraph, canonical_edge_type
 from ..native import toolchain
 from . import kernel
 from .neighbor import _checked_seed, _checked_weight, checked_fanouts, checked_seeds, row_scaled
@@ -41,6 +48,83 @@ class HeteroMiniBatch:
     num_sampled_edges: dict[EdgeType, list[int]]
     input_type: str | None
     batch_size: int
+
+
+@dataclass(frozen=True)
+class HeteroBlock:
+    """One hop's typed block, DGL's heterogeneous block: per edge type a bipartite ``Graph`` (``relation``) from
+    the source type's block sources to the destination type's block destinations, CSR built in; per node type
+    the global (type-local) ids of its sources, ``n_id``, whose first ``num_dst_nodes(t)`` are the
+    destinations; per edge type the sampled edges' ids within the edge type, ``e_id`` (block edge order).
+    ``featgraph.nn.HeteroGraphConv`` runs on it as DGL's runs on a block."""
+
+    relations: dict[EdgeType, Graph]
+    n_id: dict[str, torch.Tensor]
+    num_dst_nodes_dict: dict[str, int]
+    e_id: dict[EdgeType, torch.Tensor]
+
+    is_block = True
+
+    @property
+    def edge_types(self) -> tuple[EdgeType, ...]:
+        return tuple(self.relations)
+
+    canonical_etypes = edge_types  # DGL's name
+
+    @property
+    def node_types(self) -> tuple[str, ...]:
+        return tuple(self.n_id)
+
+    def relation(self, edge_type: EdgeType | str) -> Graph:
+        """The edge type's bipartite graph (a relation name alone where one edge type has it)."""
+        return self.relations[canonical_edge_type(self.edge_types, edge_type)]
+
+    def num_src_nodes(self, node_type: str) -> int:
+        """How many sources of ``node_type`` the block reads."""
+        return self.n_id[self._known(node_type)].numel()
+
+    def num_dst_nodes(self, node_type: str) -> int:
+        """How many destinations of ``node_type`` the block computes: its sources' prefix."""
+        return self.num_dst_nodes_dict[self._known(node_type)]
+
+    def _known(self, node_type: str) -> str:
+        if node_type not in self.n_id:
+            raise KeyError(f"node_type: unknown node type {node_type!r} (node types: {list(self.n_id)})")
+        return node_type
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroBlock:
+        """The block on ``device`` (each graph's formats are built again there on first use)."""
+        move = partial(torch.Tensor.to, device=device, non_blocking=non_blocking)
+        return HeteroBlock(
+            {et: g.to(device, non_blocking) for et, g in self.relations.items()},
+            {t: move(ids) for t, ids in self.n_id.items()},
+            dict(self.num_dst_nodes_dict),
+            {et: move(ids) for et, ids in self.e_id.items()},
+        )
+
+    def pin_memory(self) -> HeteroBlock:
+        """The block in page-locked memory, for non-blocking copies to a GPU."""
+        return HeteroBlock(
+            {et: g.pin_memory() for et, g in self.relations.items()},
+            {t: ids.pin_memory() for t, ids in self.n_id.items()},
+            dict(self.num_dst_nodes_dict),
+            {et: ids.pin_memory() for et, ids in self.e_id.items()},
+        )
+
+
+@dataclass(frozen=True)
+class HeteroBlocks:
+    """DGL's typed mini-batch: ``blocks`` input layer first (``blocks[-1]``'s destinations are the seeds),
+    ``seeds`` per node type (the types the seeds were given for, each possibly empty)."""
+
+    blocks: list[HeteroBlock]
+    seeds: dict[str, torch.Tensor]
+
+    @property
+    def input_nodes(self) -> dict[str, torch.Tensor]:
+        """Per node type the global ids of the rows the first layer reads (the seeds where there are no
+        hops)."""
+        return self.blocks[0].n_id if self.blocks else self.seeds
 
 
 def checked_typed_fanouts(fanouts: Any, edge_types: Sequence[EdgeType], name: str = "num_neighbors") -> dict:
@@ -124,6 +208,77 @@ class HeteroNeighborSampler:
         seed = _checked_seed(seed)
         with self._lock:
             return self._sample(checked, seed, input_type)
+
+    @torch.compiler.disable
+    def sample_blocks(self, seeds: Mapping[str, Any], seed: int | None = None) -> HeteroBlocks:
+        """DGL's typed blocks of ``seeds`` (node type -> distinct ids; at least one seed in all): one
+        ``HeteroBlock`` per hop, every vertex of a block's sources expanded again by the next hop."""
+        graph = self.graph
+        frontier = {t: torch.zeros(0, dtype=torch.int64) for t in graph.node_types}
+        given = {}
+        for node_type, ids in seeds.items():
+            graph.node_type_id(node_type)  # names an unknown type
+            owner = f"node type {node_type!r}"
+            given[node_type] = checked_seeds(ids, graph.num_nodes_dict[node_type], owner, allow_empty=True)
+        if given and not sum(ids.numel() for ids in given.values()):
+            raise ValueError("seeds: every node type's seeds are empty; a mini-batch needs at least one seed")
+        if not given:
+            raise ValueError("seeds: expected a dict of node type -> seed ids, got an empty dict")
+        frontier.update(given)
+        seed = _checked_seed(seed)
+        blocks = []
+        with self._lock:
+            for hop in range(self.num_hops):
+                block = self._block(frontier, seed, hop)
+                blocks.append(block)
+                frontier = block.n_id
+        return HeteroBlocks(blocks[::-1], given)
+
+    def _block(self, destinations: dict[str, torch.Tensor], seed: int, hop: int) -> HeteroBlock:
+        """Hop ``hop``'s block over ``destinations`` (per node type): each type's map holds its destinations
+        first, every relation draws into it, then every map is left unclaimed again."""
+        graph, threads, relations = self.graph, self._threads(), len(self.graph.edge_types)
+        n_id = {t: [ids] for t, ids in destinations.items()}
+        counts = {t: ids.numel() for t, ids in destinations.items()}
+        drawn: dict[EdgeType, kernel.TypedHop] = {}
+        try:
+            for node_type, ids in destinations.items():
+                self._local[node_type][ids] = torch.arange(ids.numel())
+            for r, edge_type in enumerate(graph.edge_types):
+                src_type, _, dst_type = edge_type
+                targets, fanout = destinations[dst_type], self.fanouts[edge_type][hop]
+                if targets.numel() == 0 or fanout == 0:
+                    continue
+                hop_draws = kernel.sample_typed_hop(
+                    self._csr[edge_type], targets, fanout, self.replace, self._weights.get(edge_type),
+                    self._local[src_type], counts[src_type], 0, seed, hop * relations + r, threads,
+                )  # fmt: skip
+                drawn[edge_type] = hop_draws
+                if hop_draws.new_nodes.numel():
+                    n_id[src_type].append(hop_draws.new_nodes)
+                    counts[src_type] += hop_draws.new_nodes.numel()
+        finally:
+            for node_type, parts in n_id.items():
+                for part in parts:
+                    self._local[node_type][part] = kernel.UNCLAIMED
+        sources = {t: torch.cat(parts) if len(parts) > 1 else parts[0] for t, parts in n_id.items()}
+        block_graphs, e_id = {}, {}
+        for edge_type in graph.edge_types:
+            src_type, _, dst_type = edge_type
+            num_src, num_dst = counts[src_type], destinations[dst_type].numel()
+            hop_draws = drawn.get(edge_type)
+            if hop_draws is None:
+                indptr, sources_local = torch.zeros(num_dst + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
+                e_id[edge_type] = sources_local
+            else:
+                indptr, sources_local, e_id[edge_type] = hop_draws.indptr, hop_draws.edge_index[0], hop_draws.edge_ids
+            # both formats in the kernels' index type, built here (a loader's background thread)
+            index = index_dtype_for(max(num_src, num_dst), sources_local.numel())
+            csc = kernel.transpose(indptr, sources_local, num_src, index, threads)
+            block_graph = Graph.from_csr(indptr, sources_local, num_src, check=False, csc=csc)
+            block_graph.csr(index)
+            block_graphs[edge_type] = block_graph
+        return HeteroBlock(block_graphs, sources, {t: ids.numel() for t, ids in destinations.items()}, e_id)
 
     def _sample(self, seeds: dict[str, torch.Tensor], seed: int, input_type: str | None) -> HeteroMiniBatch:
         graph, threads, relations = self.graph, self._threads(), len(self.graph.edge_types)

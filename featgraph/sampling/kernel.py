@@ -103,12 +103,13 @@ def sample_hop(
 
 class TypedHop(NamedTuple):
     """One relation's draws in a typed batch: ``edge_index`` (2, E): each drawn edge's source (its type's batch
-    id) and destination (its type's batch id), the edges' user ids, and the source-type vertices they
-    brought into the batch."""
+    id) and destination (its type's batch id), grouped by destination in the frontier's order (``indptr``
+    over the frontier), the edges' user ids, and the source-type vertices they brought into the batch."""
 
     edge_index: torch.Tensor
     edge_ids: torch.Tensor
     new_nodes: torch.Tensor
+    indptr: torch.Tensor
 
 
 def sample_typed_hop(
@@ -136,7 +137,7 @@ def sample_typed_hop(
     outputs = [edge_index[0], edge_ids, new, count, edge_index[1]]
     scalars = [threads, seed, stream, 1, base, first_destination]
     _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, scalars)
-    return TypedHop(edge_index, edge_ids, new[: int(count)].clone())
+    return TypedHop(edge_index, edge_ids, new[: int(count)].clone(), indptr)
 
 
 def _counted(

@@ -133,3 +133,37 @@ def test_bad_modules_and_aggregates_are_named():
         HeteroGraphConv({rel: MeanConv() for rel in ("follows", "buys", "marks", "bought-by", "empty")})(
             g, {"user": x["user"], "tag": x["tag"]}
         )
+
+
+def test_on_a_typed_block_destinations_are_each_types_first_rows():
+    """On a sampled ``HeteroBlock`` (DGL's typed block) a plain dict of source rows gives each destination type
+    its first rows, as DGL's HeteroGraphConv does; every relation matches the dense reference on the block's
+    own edges, forward and gradients, and a two-layer stack ends on the seeds."""
+    from featgraph.sampling import HeteroNeighborSampler
+
+    g, edges, x = typed()
+    torch.manual_seed(0)
+    sampler = HeteroNeighborSampler(g, [3, -1])
+    blocks = sampler.sample_blocks({"item": torch.tensor([4, 0]), "user": torch.tensor([2])}, seed=1).blocks
+    block = blocks[0]
+    conv = HeteroGraphConv({rel: MeanConv(WIDTH) for _, rel, _ in edges})
+    h = {t: x[t][ids].clone().requires_grad_() for t, ids in block.n_id.items()}
+    got = conv(block, h)
+    want: dict = {}
+    for edge_type in edges:
+        src_type, _, dst_type = edge_type
+        src, dst = block.relation(edge_type).coo()
+        n_dst = block.num_dst_nodes(dst_type)
+        m = conv.module_of(edge_type)
+        out = m.neighbour(dense_mean(src, dst, h[src_type], n_dst)) + m.own(h[dst_type][:n_dst])
+        want[dst_type] = want.get(dst_type, 0) + out
+    assert got.keys() == want.keys()
+    for t in want:
+        assert got[t].shape[0] == block.num_dst_nodes(t)
+        torch.testing.assert_close(got[t], want[t])
+    grads = torch.autograd.grad(sum(v.sum() for v in got.values()), list(h.values()))
+    ref = torch.autograd.grad(sum(v.sum() for v in want.values()), list(h.values()))
+    for a, b in zip(grads, ref, strict=True):
+        torch.testing.assert_close(a, b)
+    top = conv(blocks[1], got)
+    assert top["item"].shape[0] == 2 and top["user"].shape[0] == 1

@@ -202,3 +202,103 @@ def test_bad_input_is_named() -> None:
         sampler.sample("author", torch.tensor([35]))
     with pytest.raises(ValueError, match="seeds holds vertex 1 more than once"):
         sampler.sample("paper", torch.tensor([1, 1]))
+
+
+def check_blocks(batch, edges: dict, fanouts: dict, seeds: dict, replace: bool = False) -> None:
+    """DGL's typed blocks against the edges: each relation's block edges are input edges (by ``e_id``) in the
+    block's local ids, each destination draws min(fan-out, its in-degree of that type) distinct edges (any
+    number up to the fan-out with replacement), destinations are a prefix of each type's sources, each block's
+    sources are the next block's destinations, and the last block's destinations are the seeds."""
+    blocks = batch.blocks
+    for node_type, ids in seeds.items():
+        assert torch.equal(blocks[-1].n_id[node_type][: blocks[-1].num_dst_nodes(node_type)], ids)
+    for lower, upper in zip(blocks[:-1], blocks[1:], strict=True):
+        for node_type in lower.node_types:
+            assert torch.equal(lower.n_id[node_type][: lower.num_dst_nodes(node_type)], upper.n_id[node_type])
+    for depth, block in enumerate(blocks):
+        hop = len(blocks) - 1 - depth
+        for node_type, ids in block.n_id.items():
+            assert ids.unique().numel() == ids.numel()
+            assert block.num_src_nodes(node_type) == ids.numel() >= block.num_dst_nodes(node_type)
+        for edge_type, index in edges.items():
+            src_type, _, dst_type = edge_type
+            graph, e_id = block.relation(edge_type), block.e_id[edge_type]
+            assert graph.num_src_nodes == block.num_src_nodes(src_type)
+            assert graph.num_dst_nodes == block.num_dst_nodes(dst_type)
+            src, dst = graph.coo()
+            assert torch.equal(block.n_id[src_type][src], index[0, e_id])
+            assert torch.equal(block.n_id[dst_type][dst], index[1, e_id])
+            destinations = block.n_id[dst_type][: block.num_dst_nodes(dst_type)]
+            in_degree = torch.bincount(index[1], minlength=1 + int(index[1].max()) if index.numel() else 1)
+            full = torch.zeros(destinations.numel(), dtype=torch.int64)
+            known = destinations < in_degree.numel()
+            full[known] = in_degree[destinations[known]]
+            drawn = torch.bincount(dst, minlength=destinations.numel())
+            fanout = fanouts[edge_type][hop]
+            if replace and fanout >= 0:
+                assert bool((drawn <= fanout).all()) and bool((drawn[full == 0] == 0).all())
+            else:
+                assert torch.equal(drawn, full if fanout < 0 else full.clamp(max=fanout))
+                assert e_id.unique().numel() == e_id.numel()
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1, 1, 2]], ids=["3-2", "all-1-2"])
+def test_typed_blocks_are_dgls_blocks(fanouts: list[int], replace: bool) -> None:
+    edges = typed_edges(skewed=True)
+    graph = hetero(edges)
+    seeds = {"paper": torch.tensor([3, 0, 41]), "author": torch.tensor([5])}
+    batch = HeteroNeighborSampler(graph, fanouts, replace=replace).sample_blocks(seeds, seed=7)
+    assert len(batch.blocks) == len(fanouts) and batch.seeds.keys() == seeds.keys()
+    check_blocks(batch, edges, {et: fanouts for et in edges}, seeds, replace)
+    assert batch.input_nodes is batch.blocks[0].n_id
+    lonely = batch.blocks[0]
+    assert lonely.num_src_nodes("lonely") == lonely.num_dst_nodes("lonely") == 0  # no edges, no seeds
+
+
+def test_typed_blocks_with_every_neighbour_are_the_k_hop_neighbourhoods() -> None:
+    """With every in-edge taken, block h's sources are the vertices within h + 1 hops of the seeds (each
+    layer's destinations expanded again, as DGL's blocks)."""
+    edges = typed_edges(seed=1)
+    seeds = torch.tensor([7, 2, 19, 50])
+    batch = HeteroNeighborSampler(hetero(edges), [-1, -1, -1]).sample_blocks({"paper": seeds}, seed=0)
+    for depth, block in enumerate(batch.blocks):
+        reached, taken = breadth_first(edges, seeds, len(batch.blocks) - depth)
+        assert {t: set(ids.tolist()) for t, ids in block.n_id.items()} == reached
+        previous, _ = breadth_first(edges, seeds, len(batch.blocks) - depth - 1)
+        expanded = {
+            (et, e) for et, index in edges.items() for e, v in enumerate(index[1].tolist()) if v in previous[et[2]]
+        }
+        assert {(et, e) for et, ids in block.e_id.items() for e in ids.tolist()} == expanded
+
+
+def test_typed_blocks_depend_on_the_seed_alone() -> None:
+    edges = typed_edges()
+    graph = hetero(edges)
+    seeds = {"paper": torch.arange(0, PAPERS, 3)}
+    fanouts = {et: [2, 0] if et[1] == "in" else [2, 3] for et in edges}
+    one = HeteroNeighborSampler(graph, fanouts, num_threads=1).sample_blocks(seeds, seed=4)
+    two = HeteroNeighborSampler(graph, fanouts, num_threads=2).sample_blocks(seeds, seed=4)
+    check_blocks(one, edges, fanouts, seeds)
+    for a, b in zip(one.blocks, two.blocks, strict=True):
+        assert all(torch.equal(a.n_id[t], b.n_id[t]) for t in a.node_types)
+        assert all(torch.equal(a.e_id[et], b.e_id[et]) for et in a.edge_types)
+    assert one.blocks[0].e_id[("paper", "in", "venue")].numel() == 0  # its second hop's fan-out is 0
+
+
+def test_typed_blocks_refuse_bad_seeds_by_name() -> None:
+    sampler = HeteroNeighborSampler(hetero(typed_edges()), [1])
+    with pytest.raises(ValueError, match="seeds: expected a dict of node type"):
+        sampler.sample_blocks({})
+    with pytest.raises(ValueError, match="every node type's seeds are empty"):
+        sampler.sample_blocks({"paper": torch.zeros(0, dtype=torch.int64)})
+    with pytest.raises(KeyError, match="unknown node type 'nope'"):
+        sampler.sample_blocks({"nope": torch.tensor([0])})
+    with pytest.raises(ValueError, match="out of range for node type 'venue' of 5"):
+        sampler.sample_blocks({"venue": torch.tensor([5])})
+    block = sampler.sample_blocks({"paper": torch.tensor([1])}, seed=0).blocks[0]
+    with pytest.raises(KeyError, match="unknown node type 'nope'"):
+        block.num_dst_nodes("nope")
+    with pytest.raises(KeyError, match="no edge type with the relation 'nope'"):
+        block.relation("nope")
+    assert block.relation("cites") is block.relation(("paper", "cites", "paper"))

@@ -1,0 +1,127 @@
+"""``HeteroBlockLoader``: mini-batches of a typed graph as one typed block per layer, DGL's ``DataLoader`` with
+``NeighborSampler`` on a heterogeneous graph.
+
+A batch unpacks as ``input_nodes, output_nodes, blocks``, each of the first two a dict node type -> global
+(type-local) ids: ``blocks[0]`` reads the rows of ``input_nodes`` per node type, each block's destinations
+(per node type a prefix of its sources) are the next block's sources, the last block's destinations are the
+seeds. A DGL-style model runs
+``for block, layer in zip(blocks, layers): h = layer(block, h)`` with ``featgraph.nn.HeteroGraphConv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ..sampling.hetero import HeteroBlock
+from .base import EpochLoader, gathered
+from .hetero_loader import edge_weights, typed_input, typed_sampler, typed_source
+from .source import checked_input_nodes
+
+
+@dataclass(frozen=True)
+class HeteroBlockBatch:
+    """``input_nodes`` and ``seeds`` (per node type), ``blocks`` (input layer first), ``input_id`` (the seeds'
+    positions among the loader's inputs, in the order the seeds' types were given); ``x``: per node type that
+    has a per-vertex ``x``, its ``input_nodes`` rows; ``y``: per seed type with a per-vertex ``y``, its seeds'
+    rows. Unpacks as DGL's ``(input_nodes, output_nodes, blocks)``."""
+
+    input_nodes: dict[str, torch.Tensor]
+    seeds: dict[str, torch.Tensor]
+    blocks: list[HeteroBlock]
+    input_id: torch.Tensor
+    x: dict[str, torch.Tensor]
+    y: dict[str, torch.Tensor]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.input_nodes, self.seeds, self.blocks))
+
+    @property
+    def batch_size(self) -> int:
+        return self.input_id.numel()
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroBlockBatch:
+        """The batch on ``device``: ids, features, labels and each block."""
+        return self._moved(lambda t: t.to(device, non_blocking=non_blocking), lambda b: b.to(device, non_blocking))
+
+    def pin_memory(self) -> HeteroBlockBatch:
+        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
+        return self._moved(torch.Tensor.pin_memory, HeteroBlock.pin_memory)
+
+    def _moved(self, move: Any, move_block: Any) -> HeteroBlockBatch:
+        def each(values: dict[str, Any]) -> dict[str, Any]:
+            return {k: move(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+
+        return replace(
+            self,
+            input_nodes=each(self.input_nodes),
+            seeds=each(self.seeds),
+            blocks=[move_block(block) for block in self.blocks],
+            input_id=move(self.input_id),
+            x=each(self.x),
+            y=each(self.y),
+        )
+
+
+class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
+    """Mini-batches of a typed graph's vertices as typed blocks: ``data`` a PyG ``HeteroData``, a typed
+    ``(FeatureStore, GraphStore)`` pair or a featgraph ``HeteroGraph``; ``fanouts`` one per-hop list for every
+    edge type or a dict of them per edge type, hop 0 from the seeds (``blocks[-1 - h]`` is hop ``h``'s block;
+    -1: every in-edge). ``input_nodes``: DGL's dict node type -> ids (or boolean mask), or PyG's node type or
+    ``(node type, ids)``; the batches cut the seeds of every given type, in that order. ``weight_attr`` names a
+    per-edge value every edge type holds, to draw in proportion to. ``batch_size``, ``shuffle``, ``replace``,
+    ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and ``pin_memory`` as in ``BlockLoader``.
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        fanouts: Any,
+        batch_size: int = 1024,
+        *,
+        input_nodes: Any,
+        shuffle: bool = True,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        pin_memory: bool = False,
+    ) -> None:
+        self.source = source = typed_source(data)
+        graph = source.graph
+        if graph.device.type != "cpu":
+            raise ValueError(f"data: the typed graph is on {graph.device}; the sampler runs on the CPU")
+        if not isinstance(input_nodes, Mapping):
+            input_nodes = dict([typed_input(input_nodes, graph.node_types)])
+        if not input_nodes:
+            raise ValueError("input_nodes: expected at least one node type's seeds")
+        self.input_types: tuple[str, ...] = tuple(input_nodes)
+        parts = []
+        for node_type, ids in input_nodes.items():
+            typed_input((node_type, ids), graph.node_types)  # names an unknown type
+            local = checked_input_nodes(ids, graph.num_nodes_dict[node_type])
+            parts.append(local + graph.node_offset(node_type))
+        super().__init__(torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        self.sampler = typed_sampler(source, fanouts, replace, edge_weights(source, weight_attr), num_workers)
+        self.graph = graph
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> HeteroBlockBatch:
+        graph = self.graph
+        chosen = self.inputs[positions]
+        types = graph.ntype[chosen]
+        seeds = {}
+        for node_type in self.input_types:
+            mine = chosen[types == graph.node_type_id(node_type)]
+            seeds[node_type] = mine - graph.node_offset(node_type)
+        sampled = self.sampler.sample_blocks(seeds, seed)
+        order = torch.cat([positions[types == graph.node_type_id(t)] for t in self.input_types])
+        attrs = self.source.node_attrs
+        input_nodes = sampled.input_nodes
+        x = {t: gathered(attrs[t]["x"], ids) for t, ids in input_nodes.items() if "x" in attrs[t]}
+        y = {t: gathered(attrs[t]["y"], ids) for t, ids in sampled.seeds.items() if "y" in attrs[t]}
+        return HeteroBlockBatch(input_nodes, sampled.seeds, sampled.blocks, order, x, y)
