@@ -2,7 +2,8 @@
 (``datasets.mag_like``, every edge type also reversed as PyG's ``ToUndirected`` makes it), seeds of type
 paper, the same fan-outs for every edge type.
 
-- Sampling: featgraph's ``HeteroNeighborSampler`` and its PyG-layout loader (``NeighborLoader`` on the
+- Sampling: featgraph's ``HeteroNeighborSampler`` (PyG's flat batch, each vertex expanded once, and DGL's
+  typed blocks, each block's sources expanded again) and its PyG-layout loader (``NeighborLoader`` on the
   ``HeteroData``: the sample, then features and labels gathered into the batch) against DGL's
   ``NeighborSampler.sample_blocks`` on a DGL heterograph, where DGL imports. PyG's own typed sampler needs
   pyg-lib, which does not install on this torch.
@@ -118,7 +119,10 @@ def run(args: argparse.Namespace) -> list[Row]:
     samplers: dict[str, Callable[[], object]] = {
         f"featgraph HeteroNeighborSampler ({threads} threads)": lambda: [
             ours.sample("paper", b, seed=i) for i, b in enumerate(batches)
-        ]
+        ],
+        "featgraph HeteroNeighborSampler.sample_blocks (DGL's blocks)": lambda: [
+            ours.sample_blocks({"paper": b}, seed=i) for i, b in enumerate(batches)
+        ],
     }
     data = _pyg_data(dataset, edges)
     loader = None
@@ -165,5 +169,5 @@ def _dgl_sampler(graph, fanouts: list[int]) -> Callable[[torch.Tensor], object] 
     relations = {et: tuple(graph.relation(et).coo()) for et in graph.edge_types}
     dgl_graph = dgl.heterograph(relations, num_nodes_dict=graph.num_nodes_dict)
     dgl_graph.create_formats_()
-    sampler = dgl.dataloading.NeighborSampler(fanouts)
+    sampler = dgl.dataloading.NeighborSampler(fanouts[::-1])  # DGL lists the input layer's fan-out first
     return lambda seeds: sampler.sample_blocks(dgl_graph, {"paper": seeds})

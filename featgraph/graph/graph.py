@@ -232,6 +232,7 @@ class Graph:
         edge_weight: Any | None = None,
         check: bool = True,
         csc: Compressed | None = None,
+        edge_index: torch.Tensor | None = None,
     ) -> Graph:
         """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
@@ -239,9 +240,13 @@ class Graph:
         contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``.
         ``csc``, the same edges grouped by source in int64 or int32 (trusted, so only with ``check=False``:
         featgraph's sampler builds it by a counting sort), is kept too, so gradients with respect to source rows
-        build no format either."""
-        if csc is not None and check:
-            raise ValueError("csc is trusted as given (featgraph's sampler builds it): pass it with check=False")
+        build no format either. ``edge_index``: the same edges as a contiguous int64 (2, E) tensor whose rows are
+        ``indices`` and each edge's destination (trusted, so only with ``check=False``: featgraph's typed
+        sampler writes it so), which becomes the graph's own instead of being built from ``indptr``."""
+        if (csc is not None or edge_index is not None) and check:
+            raise ValueError(
+                "csc and edge_index are trusted as given (featgraph's sampler builds them): pass them with check=False"
+            )
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
         if check:
             if indptr.dim() != 1 or indptr.numel() < 1 or indices.dim() != 1:
@@ -253,11 +258,13 @@ class Graph:
                 )
         num_dst = indptr.numel() - 1
         counts = indptr[1:] - indptr[:-1]
-        dst = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), counts, output_size=indices.numel())
+        if edge_index is None:
+            rows = torch.arange(num_dst, device=indptr.device)
+            dst = torch.repeat_interleave(rows, counts, output_size=indices.numel())
         if check:
             graph = cls(indices, dst, (num_src, num_dst), edge_weight)
         else:
-            edges = torch.stack([indices, dst])
+            edges = torch.stack([indices, dst]) if edge_index is None else edge_index
             graph = cls._derived(edges[0], edges[1], (num_src, num_dst), edge_weight)
             graph._own(edges)
         ids = torch.arange(indices.numel(), device=indptr.device)

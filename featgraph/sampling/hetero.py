@@ -268,14 +268,15 @@ class HeteroNeighborSampler:
             num_src, num_dst = counts[src_type], destinations[dst_type].numel()
             hop_draws = drawn.get(edge_type)
             if hop_draws is None:
-                indptr, sources_local = torch.zeros(num_dst + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
-                e_id[edge_type] = sources_local
+                indptr, edge_index = torch.zeros(num_dst + 1, dtype=torch.int64), torch.zeros(2, 0, dtype=torch.int64)
+                e_id[edge_type] = edge_index[0]
             else:
-                indptr, sources_local, e_id[edge_type] = hop_draws.indptr, hop_draws.edge_index[0], hop_draws.edge_ids
+                indptr, edge_index, e_id[edge_type] = hop_draws.indptr, hop_draws.edge_index, hop_draws.edge_ids
             # both formats in the kernels' index type, built here (a loader's background thread)
+            sources_local = edge_index[0]
             index = index_dtype_for(max(num_src, num_dst), sources_local.numel())
             csc = kernel.transpose(indptr, sources_local, num_src, index, threads)
-            block_graph = Graph.from_csr(indptr, sources_local, num_src, check=False, csc=csc)
+            block_graph = Graph.from_csr(indptr, sources_local, num_src, check=False, csc=csc, edge_index=edge_index)
             block_graph.csr(index)
             block_graphs[edge_type] = block_graph
         return HeteroBlock(block_graphs, sources, {t: ids.numel() for t, ids in destinations.items()}, e_id)

@@ -15,6 +15,7 @@ def test_bench_hetero_minibatch_times_sampling_and_training_steps(tmp_path):
     result = json.loads(out.read_text())
     rows = result["rows"]
     assert rows[0]["sampler"].startswith("featgraph HeteroNeighborSampler") and rows[0]["time_over_featgraph"] == 1.0
+    assert rows[1]["sampler"] == "featgraph HeteroNeighborSampler.sample_blocks (DGL's blocks)"
     if importlib.util.find_spec("torch_geometric") is not None:
         assert any(r["sampler"].startswith("featgraph NeighborLoader on HeteroData") for r in rows)
         steps = {r["layers"]: r for r in result["training"]}
