@@ -8,6 +8,9 @@ the same weights.
   attention mechanisms, ``--heads`` heads.
 - ``--layer hgt``: featgraph's ``HGTConv`` against PyG's (loops over node and edge types), ``--heads`` heads,
   ``--channels`` random features for every node type.
+- ``--layer heteroconv``: PyG's ``HeteroConv`` of a ``SAGEConv`` (mean) per edge type, summed, as built and
+  after ``featgraph.nn.accelerate`` (each destination type's relations one SpMM and one dense product),
+  ``--channels`` random features for every node type.
 
 Graphs: synthetic typed graphs of 3 node types and 10 or 50 relations (relation sizes skewed, as real
 knowledge graphs' are), an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts) and
@@ -147,10 +150,37 @@ def hgt_cases(hg: HeteroGraph, args: argparse.Namespace) -> list[Case]:
     return [("across-relation", {"featgraph": step(ours), "PyG": step(pyg)}, None)]
 
 
+def heteroconv_cases(hg: HeteroGraph, args: argparse.Namespace) -> list[Case]:
+    """PyG's ``HeteroConv`` of ``SAGEConv`` per edge type (sum over relations) on ``hg``'s ``x_dict`` and
+    ``edge_index_dict``, every node type with ``--channels`` random features: as PyG builds it and accelerated."""
+    import copy
+
+    from torch_geometric.nn import HeteroConv, SAGEConv
+
+    from ..nn import accelerate
+
+    d = args.channels
+    x_dict = {t: torch.randn(n, d, requires_grad=True) for t, n in hg.num_nodes_dict.items()}
+    edges = hg.to_edge_index_dict()
+    torch.manual_seed(0)
+    pyg = HeteroConv({et: SAGEConv((d, d), d) for et in hg.edge_types}, aggr="sum")
+    ours = copy.deepcopy(pyg)
+    accelerate(ours)
+
+    def step(layer: torch.nn.Module) -> ForwardBackward:
+        leaves = [*x_dict.values(), *layer.parameters()]
+        return ForwardBackward(lambda: torch.cat(list(layer(x_dict, edges).values())), leaves)
+
+    return [("SAGEConv per relation, sum", {"featgraph": step(ours), "PyG": step(pyg)}, None)]
+
+
+CASES = {"rgat": rgat_cases, "hgt": hgt_cases, "heteroconv": heteroconv_cases}
+
+
 def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
-    """Forward + backward of an attention layer (``--layer`` rgat or hgt) per graph and attention mechanism:
+    """Forward + backward of a layer (``--layer`` rgat, hgt or heteroconv) per graph and mechanism:
     featgraph's against PyG's."""
-    cases = rgat_cases if args.layer == "rgat" else hgt_cases
+    cases = CASES[args.layer]
     print(markdown_header("graph", "mechanism", "featgraph ms", "PyG ms", "PyG / featgraph"), flush=True)
     rows = []
     for name, hg in graphs(args.scale, args.mag_scale).items():
@@ -162,7 +192,8 @@ def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
                 name, hg.num_nodes, hg.num_edges, hg.num_relations, args.channels, mechanism, times["featgraph"],
                 pyg_ms, ratio,
             ))  # fmt: skip
-            label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={args.channels}, {args.heads} heads)"
+            heads = "" if args.layer == "heteroconv" else f", {args.heads} heads"
+            label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={args.channels}{heads})"
             pyg_cells = [f"skipped ({skipped})", "-"] if pyg_ms is None else [f"{pyg_ms:.1f}", f"{ratio:.1f}x"]
             print(markdown_row([label, mechanism, f"{times['featgraph']:.1f}", *pyg_cells]), flush=True)
     return rows
@@ -174,7 +205,7 @@ def layer_step(layer: torch.nn.Module, x: torch.Tensor, *args: object) -> Forwar
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--layer", choices=("rgcn", "rgat", "hgt"), default="rgcn")
+    parser.add_argument("--layer", choices=("rgcn", *CASES), default="rgcn")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--channels", type=int, default=64, help="input and output feature width")
     parser.add_argument("--heads", type=int, default=2, help="RGATConv's and HGTConv's attention heads")
@@ -186,7 +217,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[Row] | list[AttentionRow]:
     print(f"machine: {machine()}")
-    if args.layer in ("rgat", "hgt"):
+    if args.layer in CASES:
         rows = attention_rows(args)
         write_json(args.json, [asdict(r) for r in rows])
         return rows

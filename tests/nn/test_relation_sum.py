@@ -110,3 +110,49 @@ def test_bad_arguments_are_named():
         relation_sum([])
     with pytest.raises(ValueError, match="calls: expected one"):
         sum_of_relations([torch.nn.Identity()], [])
+
+
+@pytest.mark.parametrize("n_dst", [60, N_DST], ids=["sparse", "dense"])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max"])
+def test_sparse_relations_of_one_reducer_are_one_relational_aggregation(reduce, n_dst, monkeypatch):
+    """Sum and mean relations of one source width (two reading the same source tensor, one empty, one with
+    duplicate edges) are one ``relational_aggregate`` over their edges stacked where their (relation,
+    destination) pairs are at most half of relations x destinations (its graph built once while their graphs
+    live), else each aggregates into the one dense product, as max relations do; all match the dense layers,
+    forward and backward."""
+    from featgraph.nn import relation_sum as module
+
+    torch.manual_seed(1)
+    shared, other = torch.randn(9, 6, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64)
+    dup = relation(5, 12, 8, n_dst)
+    dup = fg.Graph(torch.cat([dup.coo()[0]] * 2), torch.cat([dup.coo()[1]] * 2), (5, n_dst))
+    x_dst = torch.randn(n_dst, 3, dtype=torch.float64)
+    terms = [
+        RelationTerm(reduce, shared, relation(9, 30, 1, n_dst), linear(6, 4), x_dst, linear(3, 4, False)),
+        RelationTerm(reduce, other, dup, linear(6, 4, False)),
+        RelationTerm(reduce, shared, relation(9, 17, 2, n_dst), linear(6, 4), x_dst, linear(3, 4)),
+        RelationTerm(reduce, other, relation(5, 0, 3, n_dst), linear(6, 4)),
+    ]
+    calls = []
+    real = module.relational_aggregate
+    monkeypatch.setattr(module, "relational_aggregate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    leaves = [shared.requires_grad_(), other.requires_grad_(), x_dst.requires_grad_()]
+    params = [p for t in terms for m in (t.lin, t.root) if m is not None for p in m.parameters()]
+    got = relation_sum(terms)
+    want = reference(terms)
+    torch.testing.assert_close(got, want)
+    ours = torch.autograd.grad(got.square().sum(), leaves + params)
+    theirs = torch.autograd.grad(want.square().sum(), leaves + params)
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b)
+    if reduce == "max" or n_dst == N_DST:
+        assert not calls
+        return
+    (graph, x, weight, etype, how) = calls[0]
+    assert (graph.num_src_nodes, graph.num_dst_nodes, x.shape[0], how) == (14, n_dst, 14, reduce)
+    assert weight.shape == (4, 6, 4) and torch.bincount(etype, minlength=4).tolist() == [30, 24, 17, 0]
+    relation_sum(terms)
+    assert calls[1][0] is graph  # the stacked graph is kept while the relation graphs live
+    terms[0] = RelationTerm(reduce, shared, relation(9, 30, 1, n_dst), terms[0].lin)
+    relation_sum(terms)
+    assert calls[2][0] is not graph
