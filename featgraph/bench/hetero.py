@@ -9,8 +9,9 @@ the same weights.
 - ``--layer hgt``: featgraph's ``HGTConv`` against PyG's (loops over node and edge types), ``--heads`` heads,
   ``--channels`` random features for every node type.
 - ``--layer heteroconv``: PyG's ``HeteroConv`` of a ``SAGEConv`` (mean) per edge type, summed, as built and
-  after ``featgraph.nn.accelerate`` (each destination type's relations one SpMM and one dense product),
-  ``--channels`` random features for every node type.
+  after ``featgraph.nn.accelerate`` (each destination type's relations one typed call), and DGL's
+  ``HeteroGraphConv`` of its ``SAGEConv`` with the same weights where DGL imports; ``--channels`` random
+  features for every node type.
 
 Graphs: synthetic typed graphs of 3 node types and 10 or 50 relations (relation sizes skewed, as real
 knowledge graphs' are), an AIFB-like one (one node type, 90 relations, AIFB's node and edge counts) and
@@ -28,6 +29,7 @@ import torch
 from ..datasets.planted import mag_like, relation_sizes
 from ..graph import HeteroGraph
 from ..graph.hetero import with_reverse_edges
+from ..graph.interop import import_dgl
 from ..timing import interleaved_best_ms
 from .kernels import ForwardBackward
 from .report import machine, markdown_header, markdown_row, write_json
@@ -82,6 +84,8 @@ class AttentionRow:
     featgraph_ms: float
     pyg_ms: float | None  # None: skipped (its per-edge weight over --fast-max-gb)
     pyg_over_featgraph: float | None
+    dgl_ms: float | None = None  # heteroconv's DGL HeteroGraphConv, where DGL imports
+    dgl_over_featgraph: float | None = None
 
 
 def mag_graph(scale: float) -> HeteroGraph:
@@ -167,11 +171,26 @@ def heteroconv_cases(hg: HeteroGraph, args: argparse.Namespace) -> list[Case]:
     ours = copy.deepcopy(pyg)
     accelerate(ours)
 
-    def step(layer: torch.nn.Module) -> ForwardBackward:
-        leaves = [*x_dict.values(), *layer.parameters()]
-        return ForwardBackward(lambda: torch.cat(list(layer(x_dict, edges).values())), leaves)
+    def step(layer: torch.nn.Module, *graph: object) -> ForwardBackward:
+        def forward() -> torch.Tensor:  # DGL's outputs come in its node types' order, PyG's in its layers'
+            out = layer(*graph, x_dict) if graph else layer(x_dict, edges)
+            return torch.cat([out[t] for t in sorted(out)])
 
-    return [("SAGEConv per relation, sum", {"featgraph": step(ours), "PyG": step(pyg)}, None)]
+        return ForwardBackward(forward, [*x_dict.values(), *layer.parameters()])
+
+    steps = {"featgraph": step(ours), "PyG": step(pyg)}
+    dgl = import_dgl()
+    if dgl is not None:  # DGL's HeteroGraphConv of its SAGEConv (mean), PyG's weights
+        dgl_graph = dgl.heterograph({et: tuple(hg.relation(et).coo()) for et in hg.edge_types}, hg.num_nodes_dict)
+        dgl_layer = dgl.nn.HeteroGraphConv({et: dgl.nn.SAGEConv(d, d, "mean") for et in hg.edge_types}, "sum")
+        with torch.no_grad():
+            for et in hg.edge_types:
+                theirs, conv = dgl_layer.mods[str(et)], pyg.convs[et]
+                theirs.fc_neigh.weight.copy_(conv.lin_l.weight)
+                theirs.fc_self.weight.copy_(conv.lin_r.weight)
+                theirs.fc_self.bias.copy_(conv.lin_l.bias)  # DGL keeps the bias on fc_self
+        steps["DGL"] = step(dgl_layer, dgl_graph)
+    return [("SAGEConv per relation, sum", steps, None)]
 
 
 CASES = {"rgat": rgat_cases, "hgt": hgt_cases, "heteroconv": heteroconv_cases}
@@ -181,21 +200,25 @@ def attention_rows(args: argparse.Namespace) -> list[AttentionRow]:
     """Forward + backward of a layer (``--layer`` rgat, hgt or heteroconv) per graph and mechanism:
     featgraph's against PyG's."""
     cases = CASES[args.layer]
-    print(markdown_header("graph", "mechanism", "featgraph ms", "PyG ms", "PyG / featgraph"), flush=True)
+    with_dgl = args.layer == "heteroconv" and import_dgl() is not None
+    dgl_titles = ("DGL ms", "DGL / featgraph") if with_dgl else ()
+    print(markdown_header("graph", "mechanism", "featgraph ms", "PyG ms", "PyG / featgraph", *dgl_titles), flush=True)
     rows = []
     for name, hg in graphs(args.scale, args.mag_scale).items():
         for mechanism, steps, skipped in cases(hg, args):
             times = interleaved_best_ms(steps, args.repeat)
-            pyg_ms = times.get("PyG")
-            ratio = None if pyg_ms is None else pyg_ms / times["featgraph"]
+            pyg_ms, dgl_ms, ours = times.get("PyG"), times.get("DGL"), times["featgraph"]
+            ratio = None if pyg_ms is None else pyg_ms / ours
+            dgl_ratio = None if dgl_ms is None else dgl_ms / ours
             rows.append(AttentionRow(
-                name, hg.num_nodes, hg.num_edges, hg.num_relations, args.channels, mechanism, times["featgraph"],
-                pyg_ms, ratio,
+                name, hg.num_nodes, hg.num_edges, hg.num_relations, args.channels, mechanism, ours, pyg_ms, ratio,
+                dgl_ms, dgl_ratio,
             ))  # fmt: skip
             heads = "" if args.layer == "heteroconv" else f", {args.heads} heads"
             label = f"{name} ({hg.num_nodes} nodes, {hg.num_edges} edges, d={args.channels}{heads})"
             pyg_cells = [f"skipped ({skipped})", "-"] if pyg_ms is None else [f"{pyg_ms:.1f}", f"{ratio:.1f}x"]
-            print(markdown_row([label, mechanism, f"{times['featgraph']:.1f}", *pyg_cells]), flush=True)
+            dgl_cells = [f"{dgl_ms:.1f}", f"{dgl_ratio:.1f}x"] if with_dgl else []
+            print(markdown_row([label, mechanism, f"{ours:.1f}", *pyg_cells, *dgl_cells]), flush=True)
     return rows
 
 

@@ -85,8 +85,10 @@ def test_accelerated_heteroconv_case_gives_pygs_outputs():
 
     hg = hetero.typed_graph((40, 30, 20), 12, 300)
     ((_, steps, _),) = hetero.heteroconv_cases(hg, argparse.Namespace(channels=8))
-    ours, theirs = steps["featgraph"], steps["PyG"]
-    torch.testing.assert_close(ours.forward(), theirs.forward(), rtol=1e-4, atol=1e-5)
+    ours = steps["featgraph"].forward()
+    for other in ("PyG", "DGL"):  # DGL's HeteroGraphConv where DGL imports
+        if other in steps:
+            torch.testing.assert_close(ours, steps[other].forward(), rtol=1e-4, atol=1e-5)
 
 
 def test_mag_graph_has_every_edge_type_reversed():
