@@ -43,13 +43,13 @@ class BlockBatch:
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> BlockBatch:
         """The batch on ``device``: ids, features, labels and each block (as PyG's ``Data.to``)."""
-        move = partial(_moved, lambda t: t.to(device, non_blocking=non_blocking))
+        move = partial(moved, lambda t: t.to(device, non_blocking=non_blocking))
         blocks = [block.to(device, non_blocking) for block in self.blocks]
         return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
 
     def pin_memory(self) -> BlockBatch:
         """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
-        move = partial(_moved, torch.Tensor.pin_memory)
+        move = partial(moved, torch.Tensor.pin_memory)
         blocks = [block.pin_memory() for block in self.blocks]
         return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
 
@@ -57,7 +57,7 @@ class BlockBatch:
 _TENSORS = ("input_nodes", "seeds", "input_id", "x", "y")
 
 
-def _moved(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
+def moved(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
     """``fn(value)`` for a tensor; anything else (None, a numpy array's rows) as it is."""
     return fn(value) if isinstance(value, torch.Tensor) else value
 

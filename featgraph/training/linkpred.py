@@ -28,6 +28,7 @@ from ..graph import Graph
 from ..loader import LinkNeighborLoader
 from ..ops import gsddmm
 from ..progress import Progress
+from ..sampling import Block
 from .loop import normalized_features
 from .minibatch import DEFAULT_BATCH_SIZE, DEFAULT_FANOUTS
 from .models import Preset, conv_layer, layers
@@ -138,12 +139,15 @@ class LinkPredictor(torch.nn.Module):
         if decoder == "mlp":
             self.mlp = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
 
-    def encode(self, x: torch.Tensor, graph: Graph | torch.Tensor | SampledGraph) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, graph: Graph | torch.Tensor | SampledGraph | list[Block]) -> torch.Tensor:
         """Embeddings: of every vertex for a ``Graph`` or a ``(2, E)`` edge_index over ``x``'s rows (featgraph's
         layers get one ``Graph``, its formats built once for all layers; PyG's the edge_index); of the seeds
-        only, for a ``SampledGraph`` whose hops match the layers."""
+        only, for a ``SampledGraph`` whose hops match the layers or for one block per layer (``x`` the first
+        block's sources' rows; ``LinkBlockLoader``'s batches)."""
         if isinstance(graph, SampledGraph):
             return self._encode_sampled(x, graph)
+        if isinstance(graph, list):
+            return self._encode_blocks(x, graph)
         if self.backend == "featgraph":
             edges: Graph | torch.Tensor = graph if isinstance(graph, Graph) else Graph(graph[0], graph[1], x.shape[0])
         else:
@@ -165,6 +169,20 @@ class LinkPredictor(torch.nn.Module):
                 out = conv(h[:num_src], Graph(edge_index[0], edge_index[1], (num_src, num_dst)))
             else:
                 out = conv((h[:num_src], h[:num_dst]), edge_index, size=(num_src, num_dst))
+            h = self._activated(depth, out)
+        return h
+
+    def _encode_blocks(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
+        """Layer ``i`` on block ``i``, into its destinations (the next block's sources)."""
+        if len(blocks) != len(self.convs):
+            raise ValueError(f"expected one block per layer ({len(self.convs)}), got {len(blocks)}")
+        h = x
+        for depth, (conv, block) in enumerate(zip(self.convs, blocks, strict=True)):
+            num_src, num_dst = block.graph.num_src_nodes, block.graph.num_dst_nodes
+            if self.backend == "featgraph":
+                out = conv(h, block.graph)
+            else:
+                out = conv((h, h[:num_dst]), torch.stack(block.graph.coo()), size=(num_src, num_dst))
             h = self._activated(depth, out)
         return h
 

@@ -24,7 +24,14 @@ def test_task_file_puts_the_training_positives_first_in_the_message_graph(task_f
 
 @pytest.mark.parametrize(
     ("framework", "negatives"),
-    [("featgraph", "triplet"), ("featgraph", "binary"), ("featgraph-pyg", "triplet"), ("dgl", "triplet")],
+    [
+        ("featgraph", "triplet"),
+        ("featgraph", "binary"),
+        ("featgraph-blocks", "triplet"),
+        ("featgraph-floor", "triplet"),
+        ("featgraph-pyg", "triplet"),
+        ("dgl", "triplet"),
+    ],  # fmt: skip
 )
 def test_rows_measure_sampling_and_training_edges_per_second(task_file, framework, negatives):
     if framework == "featgraph-pyg":
@@ -50,3 +57,17 @@ def test_bench_linkpred_prints_rows_with_ratios_to_featgraph(tmp_path, capsys):
     assert (dgl["train_vs_featgraph"] is not None) == (import_dgl() is not None)
     with pytest.raises(SystemExit):
         main(["bench", "linkpred", "--fanout", "0,5"])
+
+
+def test_the_dense_floor_keeps_every_product_and_drops_the_aggregations(task_file, monkeypatch):
+    """The floor's stand-in gives each layer its destinations' own rows, so the layer's products keep their
+    shapes; the verdict compares the floor's rate with twice DGL's."""
+    from featgraph.graph import Graph
+
+    g = Graph(torch.tensor([0, 1, 2]), torch.tensor([0, 0, 1]), (4, 2))
+    rows = torch.randn(4, 3)
+    assert torch.equal(linkpred._destination_rows(g, "copy_lhs", "mean", rows, None), rows[:2])
+    dgl, floor = linkpred.Row("dgl", train_edges_s=100.0), linkpred.Row("featgraph-floor", train_edges_s=150.0)
+    assert linkpred.floor_verdict([dgl, floor], 2.0).endswith("out of reach")
+    assert linkpred.floor_verdict([dgl, floor], 1.5).endswith("within reach")
+    assert linkpred.floor_verdict([floor], 2.0) is None

@@ -176,3 +176,22 @@ def test_triplet_batches_pair_each_source_with_its_positive_and_its_negative(cor
     assert torch.equal(n_id[pairs[0, 32:]], positives[0])
     assert labels.tolist() == [1.0] * 32 + [0.0] * 32 and x.shape[0] == n_id.numel()
     assert int(pairs.max()) < sampled.num_sampled_nodes[0]  # every pair's vertices are seeds
+
+
+@pytest.mark.parametrize("backend", ["featgraph", "pyg"])
+def test_block_encoding_equals_the_whole_graph_on_the_seeds_when_every_neighbour_is_kept(cora_task, backend):
+    """On ``LinkBlockLoader``'s blocks with every in-edge kept, the seeds' embeddings are the full-graph
+    encoder's rows of those vertices, with featgraph's layers and with PyG's."""
+    if backend == "pyg":
+        pytest.importorskip("torch_geometric")
+    from featgraph.loader import LinkBlockLoader
+
+    loader = LinkBlockLoader(cora_task.graph, [-1, -1], 16, negatives=1, seed=0, prefetch=0, x=cora_task.x)
+    batch = next(iter(loader))
+    torch.manual_seed(0)
+    net = linkpred.LinkPredictor(cora_task.x.shape[1], 16, 2, backend)
+    ours = net.encode(batch.x, batch.blocks)
+    assert ours.shape == (batch.seeds.numel(), 16)
+    assert torch.allclose(ours, net.encode(cora_task.x, cora_task.graph)[batch.seeds], atol=1e-5)
+    with pytest.raises(ValueError, match="one block per layer"):
+        linkpred.LinkPredictor(cora_task.x.shape[1], 16, 3, backend).encode(batch.x, batch.blocks)

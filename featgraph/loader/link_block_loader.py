@@ -1,0 +1,170 @@
+"""``LinkBlockLoader``: link-prediction mini-batches as DGL's edge-prediction sampler lays them out: DGL's
+``DataLoader`` over edge ids with ``as_edge_prediction_sampler(NeighborSampler(fanouts),
+negative_sampler=Uniform(k))``.
+
+A batch takes ``batch_size`` of the loader's edges (the positives) and, with ``negatives=k``, ``k`` negative
+pairs per positive: its source with a uniform random destination, as DGL's ``Uniform`` (``PerSourceUniform``)
+draws them. The endpoints of all of them, each once, are the seeds of one ``NeighborSampler`` sample into
+blocks; ``pair_graph`` holds the positives and ``neg_pair_graph`` the negatives, both over the seeds (the last
+block's destinations, in their order). A batch unpacks as DGL's ``(input_nodes, pair_graph, neg_pair_graph,
+blocks)`` (``(input_nodes, pair_graph, blocks)`` without negatives).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ..graph import Graph
+from ..sampling import Block
+from .base import SeedLoader, gathered
+from .block_loader import moved
+from .source import checked_count, loader_source
+
+
+@dataclass(frozen=True)
+class LinkBlockBatch:
+    """``input_nodes`` (global ids of the first block's sources), ``pair_graph`` (the positives, in the seeds'
+    local ids), ``neg_pair_graph`` (the negatives, or None), ``blocks`` (input layer first), ``edge_ids`` (the
+    positives' edge ids, DGL's ``pair_graph.edata[dgl.EID]``), ``seeds`` (the global ids of the pair graphs'
+    vertices, the last block's destinations), ``input_id`` (the positives' positions among the loader's
+    edges) and ``x`` (``x[input_nodes]`` where the loader has features)."""
+
+    input_nodes: torch.Tensor
+    pair_graph: Graph
+    neg_pair_graph: Graph | None
+    blocks: list[Block]
+    edge_ids: torch.Tensor
+    seeds: torch.Tensor
+    input_id: torch.Tensor
+    x: torch.Tensor | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.neg_pair_graph is None:
+            return iter((self.input_nodes, self.pair_graph, self.blocks))
+        return iter((self.input_nodes, self.pair_graph, self.neg_pair_graph, self.blocks))
+
+    @property
+    def batch_size(self) -> int:
+        return self.edge_ids.numel()
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> LinkBlockBatch:
+        """The batch on ``device``: ids, features, pair graphs and blocks."""
+        return self._moved(lambda t: t.to(device, non_blocking=non_blocking), lambda o: o.to(device, non_blocking))
+
+    def pin_memory(self) -> LinkBlockBatch:
+        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
+        return self._moved(torch.Tensor.pin_memory, lambda o: o.pin_memory())
+
+    def _moved(self, move: Any, move_graph: Any) -> LinkBlockBatch:
+        tensors = {name: moved(move, getattr(self, name)) for name in _TENSORS}
+        negative = None if self.neg_pair_graph is None else move_graph(self.neg_pair_graph)
+        blocks = [move_graph(block) for block in self.blocks]
+        return replace(self, **tensors, pair_graph=move_graph(self.pair_graph), neg_pair_graph=negative, blocks=blocks)
+
+
+_TENSORS = ("input_nodes", "edge_ids", "seeds", "input_id", "x")
+
+
+class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
+    """Mini-batches of ``graph_or_data``'s edges ``edge_ids`` (None: every edge; ids in the graph's edge order)
+    as DGL's edge-prediction batches, ``fanouts[h]`` in-neighbours drawn per vertex at hop ``h`` from the
+    pairs' endpoints (``blocks[-1 - h]`` is hop ``h``'s block; -1: all).
+
+    ``negatives``: None, an int ``k`` or DGL's ``negative_sampler.Uniform(k)`` (``PerSourceUniform``): ``k``
+    negatives per positive, its source with a uniform random destination. DGL's ``exclude`` (leaving the batch's
+    edges, or their reverses, out of its sampled neighbourhoods) is refused: split the supervision edges from the
+    message-passing ones instead, as ``featgraph train --task link`` does. The other arguments are
+    ``BlockLoader``'s; ``seed`` also fixes the negatives.
+    """
+
+    def __init__(
+        self,
+        graph_or_data: Any,
+        fanouts: Any,
+        batch_size: int = 1024,
+        *,
+        edge_ids: Any = None,
+        negatives: Any = None,
+        exclude: Any = None,
+        shuffle: bool = True,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        pin_memory: bool = False,
+        self_loops: bool = False,
+        x: Any = None,
+    ) -> None:
+        if exclude is not None:
+            raise ValueError(
+                f"exclude={exclude!r} is not supported: the sampled neighbourhoods may hold the batch's own edges, so "
+                "give the loader a graph of message-passing edges apart from the supervision edges"
+            )
+        self.negatives = checked_negatives(negatives)
+        source = loader_source(graph_or_data, x)
+        edges = checked_edge_ids(edge_ids, source.graph.num_edges)
+        super().__init__(
+            source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
+            weight_attr, self_loops, pin_memory,
+        )  # fmt: skip
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> LinkBlockBatch:
+        edge_ids = self.inputs[positions]
+        all_src, all_dst = self.graph.coo()
+        src, dst = all_src[edge_ids].cpu(), all_dst[edge_ids].cpu()
+        ends = [src, dst]
+        if self.negatives:
+            generator = torch.Generator().manual_seed(seed)
+            ends += [
+                src.repeat_interleave(self.negatives),
+                torch.randint(self.graph.num_nodes, (src.numel() * self.negatives,), generator=generator),
+            ]
+        seeds, inverse = torch.unique(torch.cat(ends), return_inverse=True)
+        local = inverse.split([end.numel() for end in ends])
+        sampled = self.sampler.sample(seeds, seed)
+        pair_graph = Graph(local[0], local[1], seeds.numel())
+        negative = Graph(local[2], local[3], seeds.numel()) if self.negatives else None
+        x = self.source.node_attrs.get("x")
+        features = None if x is None else gathered(x, sampled.input_nodes)
+        return LinkBlockBatch(
+            sampled.input_nodes, pair_graph, negative, sampled.blocks, edge_ids, seeds, positions, features
+        )
+
+
+def checked_negatives(negatives: Any) -> int:
+    """Negatives per positive (0: none) from None, an int >= 1 or DGL's per-source ``Uniform(k)``."""
+    if negatives is None:
+        return 0
+    if type(negatives).__name__ in ("Uniform", "PerSourceUniform") and hasattr(negatives, "k"):
+        negatives = negatives.k
+    elif not isinstance(negatives, numbers.Integral) or isinstance(negatives, bool):
+        raise TypeError(
+            f"negatives: expected None, an int or DGL's negative_sampler.Uniform(k), got {type(negatives).__name__} "
+            "(only per-source uniform negatives are supported)"
+        )
+    return checked_count(negatives, "negatives", 1)
+
+
+def checked_edge_ids(edge_ids: Any, num_edges: int) -> torch.Tensor:
+    """The seed edges' ids as a fresh int64 CPU vector (None: every edge), each below ``num_edges``."""
+    if edge_ids is None:
+        return torch.arange(num_edges)
+    ids = torch.as_tensor(edge_ids)
+    if ids.dim() != 1:
+        raise ValueError(f"edge_ids must be 1-D, got shape {tuple(ids.shape)}")
+    if ids.numel() == 0:
+        raise ValueError("edge_ids is empty: a batch needs at least one edge")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(f"edge_ids must hold integer edge ids, got dtype {ids.dtype}")
+    ids = ids.to(device="cpu", dtype=torch.int64, copy=True)
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= num_edges:
+        raise ValueError(f"edge_ids holds edge id {low if low < 0 else high}, out of range for {num_edges} edges")
+    return ids

@@ -1,0 +1,110 @@
+"""LinkBlockLoader against the full graph: DGL's (input_nodes, pair_graph, neg_pair_graph, blocks) batches whose
+pair graphs map back to the seed edges and to per-source uniform negatives, blocks checked by the sampler's
+reference, every edge once an epoch, scores on the pair graphs equal to the dense dot products, and bad input
+named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from featgraph import Graph, ops
+from featgraph.loader import LinkBlockBatch, LinkBlockLoader
+from featgraph.sampling import MiniBatch
+from tests.sampling.reference import check_minibatch
+
+
+def skewed_graph(seed: int = 0) -> Graph:
+    """A hub with most in-edges, duplicate edges, self loops and isolated vertices."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 60, (400,), generator=gen)
+    dst = torch.where(torch.rand(400, generator=gen) < 0.3, 0, torch.randint(0, 55, (400,), generator=gen))
+    src = torch.cat([src, src[:20], torch.arange(5)])
+    dst = torch.cat([dst, dst[:20], torch.arange(5)])
+    return Graph(src, dst, 64)
+
+
+@pytest.mark.parametrize("negatives", [None, 1, 3])
+def test_batches_are_dgls_edge_prediction_layout(negatives):
+    graph = skewed_graph()
+    x = torch.randn(64, 7)
+    edge_ids = torch.arange(0, graph.num_edges, 3)
+    loader = LinkBlockLoader(graph, [4, 3], 25, edge_ids=edge_ids, negatives=negatives, seed=2, x=x)
+    src_all, dst_all = graph.coo()
+    seen = []
+    for batch in loader:
+        assert isinstance(batch, LinkBlockBatch)
+        parts = tuple(batch)
+        assert len(parts) == (3 if negatives is None else 4)
+        input_nodes, pair_graph, blocks = parts[0], parts[1], parts[-1]
+        assert torch.equal(batch.edge_ids, edge_ids[batch.input_id])
+        seeds = batch.seeds
+        p_src, p_dst = pair_graph.coo()
+        assert torch.equal(seeds[p_src], src_all[batch.edge_ids]) and torch.equal(seeds[p_dst], dst_all[batch.edge_ids])
+        ends = [src_all[batch.edge_ids], dst_all[batch.edge_ids]]
+        if negatives:
+            n_src, n_dst = batch.neg_pair_graph.coo()
+            assert n_src.numel() == negatives * batch.batch_size
+            assert torch.equal(seeds[n_src], src_all[batch.edge_ids].repeat_interleave(negatives))
+            ends.append(seeds[n_dst])
+        assert torch.equal(seeds, torch.unique(torch.cat(ends)))
+        assert pair_graph.num_nodes == seeds.numel()
+        check_minibatch(graph, MiniBatch(blocks, seeds), seeds, [4, 3])
+        assert torch.equal(input_nodes, blocks[0].n_id) and torch.equal(batch.x, x[input_nodes])
+        seen += batch.edge_ids.tolist()
+    assert sorted(seen) == edge_ids.tolist()
+
+
+def test_scores_on_the_pair_graphs_are_the_dot_products_of_the_pairs():
+    """A two-layer mean model on the blocks, then u_dot_v on each pair graph: the dense dot products of the
+    pairs' embeddings, forward and backward."""
+    graph = skewed_graph(1)
+    x = torch.randn(64, 6, dtype=torch.float64)
+    batch = next(iter(LinkBlockLoader(graph, [-1, 3], 40, negatives=2, seed=0, x=x)))
+    weights = [torch.randn(6, 6, dtype=torch.float64, requires_grad=True) for _ in batch.blocks]
+    h = batch.x
+    for block, w in zip(batch.blocks, weights, strict=True):
+        h = torch.tanh(ops.copy_u_mean(block.graph, h) @ w + h[: block.graph.num_dst_nodes])
+    scores = [ops.u_dot_v(g, h, h).squeeze(-1) for g in (batch.pair_graph, batch.neg_pair_graph)]
+    dense = [(h[g.coo()[0]] * h[g.coo()[1]]).sum(-1) for g in (batch.pair_graph, batch.neg_pair_graph)]
+    for ours, theirs in zip(scores, dense, strict=True):
+        torch.testing.assert_close(ours, theirs)
+    grads = torch.autograd.grad(sum(s.square().sum() for s in scores), weights, retain_graph=True)
+    expected = torch.autograd.grad(sum(d.square().sum() for d in dense), weights)
+    for a, b in zip(grads, expected, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_batches_depend_on_the_seed_and_take_dgls_uniform_sampler():
+    class Uniform:  # DGL's negative_sampler.Uniform, read by its name and k
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+    graph = skewed_graph(2)
+    one = list(LinkBlockLoader(graph, [3], 50, negatives=Uniform(2), seed=5))
+    two = list(LinkBlockLoader(graph, [3], 50, negatives=2, seed=5, prefetch=0))
+    for a, b in zip(one, two, strict=True):
+        assert torch.equal(a.edge_ids, b.edge_ids) and torch.equal(a.input_nodes, b.input_nodes)
+        assert torch.equal(torch.stack(a.neg_pair_graph.coo()), torch.stack(b.neg_pair_graph.coo()))
+    other = list(LinkBlockLoader(graph, [3], 50, negatives=2, seed=6))
+    assert any(not torch.equal(a.edge_ids, b.edge_ids) for a, b in zip(one, other, strict=True))
+
+
+def test_bad_input_is_named():
+    graph = skewed_graph()
+
+    class GlobalUniform:
+        k = 1
+
+    with pytest.raises(ValueError, match="exclude='self' is not supported"):
+        LinkBlockLoader(graph, [2], exclude="self")
+    with pytest.raises(TypeError, match="negatives: expected None, an int or DGL's negative_sampler.Uniform"):
+        LinkBlockLoader(graph, [2], negatives=GlobalUniform())
+    with pytest.raises(ValueError, match="negatives"):
+        LinkBlockLoader(graph, [2], negatives=0)
+    with pytest.raises(ValueError, match=f"edge_ids holds edge id {graph.num_edges}, out of range"):
+        LinkBlockLoader(graph, [2], edge_ids=[0, graph.num_edges])
+    with pytest.raises(TypeError, match="edge_ids must hold integer edge ids"):
+        LinkBlockLoader(graph, [2], edge_ids=torch.tensor([0.5]))
+    with pytest.raises(ValueError, match="edge_ids is empty"):
+        LinkBlockLoader(graph, [2], edge_ids=torch.zeros(0, dtype=torch.int64))
