@@ -16,7 +16,9 @@ Steps, in the order a short lease needs them, each in its own process under a ti
 - ``tune``: the tuner's configuration of dot attention and the MLP aggregation on this GPU (``bench gpu
   --tune``), next to the defaults and cuSPARSE, at d = 64 and 256 on rand100k and the reddit-sized graph;
 - ``train``: ``featgraph bench train --device cuda`` on rand100k-2.9M and the reddit-sized graph against PyG's layers;
-- ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager.
+- ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager;
+- ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
+  operators with the most self time and the kernel launches per epoch.
 
 Writes ``check.json`` (facts, each step's command, status, seconds and the end of its output, the benchmarks'
 rows) and ``check.md`` into ``--out``, with every step's whole output in ``steps.log``. ``--steps`` runs some of
@@ -45,9 +47,12 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-STEPS = ("facts", "smoke", "tests", "kernels", "layers", "tune", "train", "compile")
+STEPS = ("facts", "smoke", "tests", "kernels", "layers", "tune", "train", "compile", "profile")
 # seconds each step may take: the first three, which find what is broken, come first and get the most
-CAPS = {"smoke": 60, "tests": 180, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200}
+CAPS = {
+    "smoke": 60, "tests": 180, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
+    "profile": 150,
+}  # fmt: skip
 LOG = "steps.log"  # every step's whole output, one after another: the device sends back few files
 MIN_STEP_SECONDS = 20  # a step that would get less is skipped, not started
 TAIL_CHARS = 4000
@@ -161,6 +166,10 @@ def step_command(name: str, check: Check) -> list[str]:
         sizes = ["--models", "gcn", "--scale", "0.002", "--repeat", "1"] if dry else ["--models", "gcn"]
         return [*featgraph, "train", "--device", check.device(), "--graphs", "rand100k-2.9M", *sizes, *frameworks,
                 "--compile", "--json", str(out / "compile.json")]  # fmt: skip
+    if name == "profile":  # eager and compiled GCN epochs per operator: what the compiled epoch spends more on
+        sizes = ["--scale", "0.002"] if dry else []
+        return [*featgraph, "profile", "--device", check.device(), "--graph", "rand100k-2.9M", "--model", "gcn",
+                *sizes, "--json", str(out / "profile.json")]  # fmt: skip
     raise ValueError(f"no step named {name!r}; steps are {STEPS}")
 
 

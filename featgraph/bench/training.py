@@ -243,15 +243,30 @@ def epoch_ms(
     return times[0] * 1e3, statistics.median(times[2:]) * 1e3
 
 
-def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu") -> Row:
-    """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
-    format building and kernel loading included) above the resident size once graph, features and model
-    exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would
-    mostly measure how much freed memory each allocator pattern keeps mapped, so it is not reported.)"""
+@dataclass
+class Prepared:
+    """A row's model on its device, with what it trains on: the graph argument, features, labels, optimizer
+    and precision."""
+
+    net: torch.nn.Module
+    graph: object
+    optimizer: torch.optim.Optimizer
+    x: torch.Tensor
+    y: torch.Tensor
+    precision: MixedPrecision
+
+    def epochs_ms(self, repeat: int) -> tuple[float, float]:
+        """``epoch_ms`` of this model: (first epoch's ms, median of ``repeat`` after two warm-up epochs)."""
+        return epoch_ms(self.net, self.graph, self.optimizer, self.x, self.y, repeat, self.precision)
+
+
+def prepare(graph_name: str, scale: float, bench_model: str, framework: str, device: str) -> Prepared | str:
+    """``framework``'s model of ``bench_model`` on the graph and its inputs, on ``device`` (compiled or in bf16
+    as its name's suffix says), or why it is not run."""
     where = torch.device(device)
     base = framework.removesuffix(BF16).removesuffix(COMPILED).removesuffix(TORCH_DROPOUT)
     if base == "dgl" and where.type != "cpu":
-        return Row(graph_name, bench_model, framework, None, note=f"not run on {where.type}: DGL's CPU build")
+        return f"not run on {where.type}: DGL's CPU build"
     g = GRAPHS[graph_name](scale).to(where)
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(g.num_nodes, IN_FEATURES, generator=gen).to(where)
@@ -260,18 +275,27 @@ def run_one(graph_name: str, scale: float, bench_model: str, framework: str, rep
     x = precision.features(x)
     setup = _setups(g, bench_model, [base], "torch" if TORCH_DROPOUT in framework else None)[base]
     if isinstance(setup, str):
-        return Row(graph_name, bench_model, framework, None, note=setup)
-    setup = (setup[0].to(where), setup[1])
+        return setup
+    net = setup[0].to(where)
     if framework.removesuffix(BF16).endswith(COMPILED):
-        setup = (torch.compile(setup[0]), setup[1])
-    optimizer = torch.optim.Adam(setup[0].parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
+        net = torch.compile(net)
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)  # before the baseline: it imports torch._dynamo
+    return Prepared(net, setup[1], optimizer, x, y, precision)
+
+
+def run_one(graph_name: str, scale: float, bench_model: str, framework: str, repeat: int, device: str = "cpu") -> Row:
+    """One row, meant for a fresh process. ``peak_mb``: the high-water mark over the whole training (warm-up,
+    format building and kernel loading included) above the resident size once graph, features and model
+    exist, on a GPU above the memory allocated there. (A per-epoch figure over what stays resident would
+    mostly measure how much freed memory each allocator pattern keeps mapped, so it is not reported.)"""
+    prepared = prepare(graph_name, scale, bench_model, framework, device)
+    if isinstance(prepared, str):
+        return Row(graph_name, bench_model, framework, None, note=prepared)
     result: dict[str, float] = {}
     try:
         peak = peak_extra_mb(
-            lambda: result.update(
-                zip(("first_ms", "ms"), epoch_ms(*setup, optimizer, x, y, repeat, precision), strict=True)
-            ),
-            where,
+            lambda: result.update(zip(("first_ms", "ms"), prepared.epochs_ms(repeat), strict=True)),
+            torch.device(device),
         )
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as err:  # a baseline path that fails
         return Row(graph_name, bench_model, framework, None, note=f"failed: {str(err)[:80]}")

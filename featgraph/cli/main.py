@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import hetero_minibatch as hetero_minibatch_bench
     from ..bench import linkpred as linkpred_bench
     from ..bench import minibatch as minibatch_bench
+    from ..bench import profile as profile_bench
     from ..bench import sampling as sampling_bench
     from ..bench import training as training_bench
     from ..bench import tuning as tuning_bench
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, module, summary in (
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
+        ("profile", profile_bench, "a training epoch's time per operator, eager against compiled, CPU or GPU"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
         ("linkpred", linkpred_bench, "mini-batch link-prediction edges/s on products-like: vs PyG's layers, DGL"),
         ("sampling", sampling_bench, "neighbour sampling seeds/s on R-MAT: featgraph, vectorised torch, DGL"),

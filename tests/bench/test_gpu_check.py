@@ -21,6 +21,9 @@ def test_each_step_runs_the_suite_or_bench_it_names(tmp_path):
     dry = gpu_check.Check(tmp_path, dry_run=True, budget=480)
     assert gpu_check.step_command("train", dry)[train.index("--device") + 1] == "cpu"
     assert "--scale" in gpu_check.step_command("layers", dry)
+    profile = gpu_check.step_command("profile", check)
+    assert profile[3:5] == ["bench", "profile"] and profile[profile.index("--device") + 1] == "cuda"
+    assert "--scale" not in profile and "--scale" in gpu_check.step_command("profile", dry)
     with pytest.raises(ValueError, match="no step named 'bogus'"):
         gpu_check.step_command("bogus", check)
 
