@@ -5,8 +5,9 @@ paper, the same fan-outs for every edge type.
 - Sampling: featgraph's ``HeteroNeighborSampler`` (PyG's flat batch, each vertex expanded once, and DGL's
   typed blocks, each block's sources expanded again) and its PyG-layout loader (``NeighborLoader`` on the
   ``HeteroData``: the sample, then features and labels gathered into the batch) against DGL's
-  ``NeighborSampler.sample_blocks`` on a DGL heterograph, where DGL imports. PyG's own typed sampler needs
-  pyg-lib, which does not install on this torch.
+  ``NeighborSampler.sample_blocks`` on a DGL heterograph, where DGL imports; the loader also with its batches
+  made in two worker processes (``worker_processes=2``; the pool starts in the warm-up). PyG's own typed
+  sampler needs pyg-lib, which does not install on this torch.
 - Training steps (with PyG): PyG's ``to_hetero`` GraphSAGE (two ``SAGEConv`` layers, 64 hidden, sum over
   edge types; papers have 128 features, the other types fixed random 128-wide ones) on the loader's
   batches, forward + loss + backward + Adam step, with PyG's layers and with the same model after
@@ -36,6 +37,7 @@ from .report import Table, add_common_arguments, machine, write_json
 from .sampling import TABLE, Row, timed_rows
 
 HIDDEN = 64
+WORKERS = 2  # the worker processes' row
 TRAIN_TABLE = Table({
     "layers": "layers", "ms / step": "ms:.1f", "time / featgraph's": lambda r: f"{r['ratio']:.2f}x",
 })  # fmt: skip
@@ -102,7 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 10])
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=8)
-    parser.add_argument("--train-batches", type=int, default=4, help="batches per timed run of training steps")
+    parser.add_argument(
+        "--train-batches", type=int, default=4, help="batches per timed run of training steps (0: no training rows)"
+    )
     add_common_arguments(parser, repeat=3)
 
 
@@ -130,6 +134,9 @@ def run(args: argparse.Namespace) -> list[Row]:
         loader = NeighborLoader(data, args.fanouts, input_nodes=("paper", seeds), batch_size=args.batch, prefetch=0)
         positions = torch.arange(seeds.numel()).view(args.batches, args.batch)
         samplers["featgraph NeighborLoader on HeteroData (PyG's batch)"] = lambda: [loader(p) for p in positions]
+        workers = NeighborLoader(data, args.fanouts, input_nodes=("paper", seeds), batch_size=args.batch,
+                                 worker_processes=WORKERS)  # fmt: skip
+        samplers[f"the same, {WORKERS} worker processes"] = lambda: list(workers)
     dgl = _dgl_sampler(graph, args.fanouts)
     if dgl is not None:
         samplers["DGL NeighborSampler.sample_blocks"] = lambda: [dgl(b) for b in batches]
@@ -142,7 +149,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
     rows = timed_rows(samplers, args.batches, args.batch, args.repeat)
     print(TABLE(rows))
-    train = [] if loader is None else training_rows(loader, data, args.train_batches, args.repeat)
+    train = [] if loader is None or not args.train_batches else training_rows(loader, data, args.train_batches, args.repeat)
     if train:
         print(f"training steps, to_hetero GraphSAGE ({HIDDEN} hidden), {args.train_batches} batches:")
         print(TRAIN_TABLE(train))

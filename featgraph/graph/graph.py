@@ -56,6 +56,8 @@ def _index_vector(values: Any, what: str) -> torch.Tensor:
     return tensor
 
 
+# what a pickled graph keeps of its cache: formats and degrees (tensors), not kernels or derived graphs
+_PICKLED_CACHE = ("csr", "csc", "in_deg", "out_deg")
 # (data pointer, edges, sources, destinations) of a graph's own (2, E) edge tensor -> the graph
 _OWNERS: weakref.WeakValueDictionary[tuple[int, int, int, int], Graph] = weakref.WeakValueDictionary()
 
@@ -176,6 +178,18 @@ class Graph:
         """Make ``edges`` (2, E) this graph's edge tensor, which ``owning`` finds it by."""
         self._edges = edges
         _OWNERS[(edges.data_ptr(), edges.shape[1], self._num_src, self._num_dst)] = self
+
+    def __getstate__(self) -> dict:
+        """The graph with its formats and degrees (a copy in another process, e.g. a loader's worker, builds the
+        rest again where it needs them)."""
+        state = dict(self.__dict__)
+        state["_cache"] = {key: value for key, value in self._cache.items() if key[0] in _PICKLED_CACHE}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._edges is not None:
+            self._own(self._edges)
 
     @classmethod
     def owning(cls, edge_index: torch.Tensor, num_src: int, num_dst: int) -> Graph | None:

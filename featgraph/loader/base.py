@@ -5,6 +5,7 @@ background thread (``EpochLoader``); on one vertex set, the full graph and its `
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
@@ -26,6 +27,7 @@ from .source import (
     checked_seed,
     checked_temporal_options,
 )
+from .workers import WorkerPool
 
 BatchType = TypeVar("BatchType")
 
@@ -40,13 +42,19 @@ class EpochLoader(Generic[BatchType]):
     ``prefetch``: batches a background thread prepares ahead of the one in use (0: each is made when asked
     for). ``pin_memory``: the background thread puts each batch in page-locked memory, so the training loop's
     ``batch.to("cuda", non_blocking=True)`` overlaps its copies (as torch's ``DataLoader`` option; without a
-    CUDA GPU it warns and leaves batches as they are, as torch's does).
+    CUDA GPU it warns and leaves batches as they are, as torch's does). ``worker_processes``: that many
+    spawned processes make the batches instead of the background thread (``workers.WorkerPool``; at least one
+    batch per process in flight, ``prefetch`` if more), each sampling on ``num_workers`` threads where that is
+    given, else on an equal share of this machine's cores; the loader's callables (a ``transform``) must then
+    pickle, as with torch's workers.
     """
 
     def __init__(
         self, inputs: torch.Tensor, batch_size: int, shuffle: bool, seed: int | None, prefetch: int, drop_last: bool,
-        pin_memory: bool,
+        pin_memory: bool, worker_processes: int = 0,
     ) -> None:  # fmt: skip
+        self.worker_processes = checked_count(worker_processes, "worker_processes", 0)
+        self._workers: WorkerPool | None = None
         self.pin_memory = checked_flag(pin_memory, "pin_memory")
         if self.pin_memory and not torch.cuda.is_available():
             warnings.warn(
@@ -76,7 +84,27 @@ class EpochLoader(Generic[BatchType]):
         order = torch.randperm(count, generator=generator) if self.shuffle else torch.arange(count)
         positions = list(order.split(self.batch_size))[: len(self)]
         seeds = torch.randint(0, SEED_LIMIT - 1, (len(positions),), generator=generator).tolist()
-        return prefetched(zip(positions, seeds, strict=True), self._sampled, self.prefetch)
+        jobs = zip(positions, seeds, strict=True)
+        if self.worker_processes:
+            return map(self._pinned, self._pool().map(jobs, self.prefetch))
+        return prefetched(jobs, self._sampled, self.prefetch)
+
+    def _pool(self) -> WorkerPool:
+        """The worker processes, started on first use and kept while the loader lives."""
+        if self._workers is None:
+            threads = self.sampler.num_threads or max(1, (os.cpu_count() or 1) // self.worker_processes)
+            self._workers = WorkerPool(self, self.worker_processes, threads)
+        return self._workers
+
+    def __getstate__(self) -> dict:
+        """The loader without its worker pool or its epochs' generator (what a worker process gets: it makes the
+        batches of the positions and seeds it is sent)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_workers", "_generator")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._workers = None
+        self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 
     def __call__(self, index: Any) -> BatchType:
         """The batch of the inputs at positions ``index`` (PyG's loaders take the same call), sampled with a
@@ -96,8 +124,13 @@ class EpochLoader(Generic[BatchType]):
         return f"{type(self).__name__}()"
 
     def _sampled(self, job: tuple[torch.Tensor, int]) -> BatchType:
+        return self._pinned(self._made(job))
+
+    def _made(self, job: tuple[torch.Tensor, int]) -> BatchType:
         positions, seed = job
-        batch = self._batch(positions, seed)
+        return self._batch(positions, seed)
+
+    def _pinned(self, batch: BatchType) -> BatchType:
         return batch.pin_memory() if self.pin_memory else batch
 
     def _batch(self, positions: torch.Tensor, seed: int) -> BatchType:
@@ -132,9 +165,10 @@ class SeedLoader(EpochLoader[BatchType]):
         time_attr: str | None = None,
         temporal_strategy: str = "uniform",
         disjoint: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         self.source = source
-        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes)
         checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
         weight = None
         if weight_attr is not None:

@@ -90,11 +90,13 @@ class BlockLoader(SeedLoader[BlockBatch]):
         self_loops: bool = False,
         x: Any = None,
         y: Any = None,
+        worker_processes: int = 0,
     ) -> None:
         source = loader_source(graph_or_data, x, y)
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, checked_input_nodes(input_nodes, source.graph.num_nodes),
             replace, seed, num_workers, prefetch, drop_last, weight_attr, self_loops, pin_memory=pin_memory,
+            worker_processes=worker_processes,
         )  # fmt: skip
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:

@@ -91,6 +91,7 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
         drop_last: bool = False,
         weight_attr: str | None = None,
         pin_memory: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         self.source = source = typed_source(data)
         graph = source.graph
@@ -106,7 +107,7 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
             typed_input((node_type, ids), graph.node_types)  # names an unknown type
             local = checked_input_nodes(ids, graph.num_nodes_dict[node_type])
             parts.append(local + graph.node_offset(node_type))
-        super().__init__(torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        super().__init__(torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes)
         self.sampler = typed_sampler(source, fanouts, replace, edge_weights(source, weight_attr), num_workers)
         self.graph = graph
 

@@ -205,11 +205,12 @@ class TypedLoader(EpochLoader[Any]):
         time_attr: str | None,
         temporal_strategy: str,
         disjoint: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
         checked_batching_flags(is_sorted, filter_per_worker)
         self.source, self.graph = source, source.graph
-        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory)
+        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes)
         weights = edge_weights(source, weight_attr)
         self.sampler = typed_sampler(source, num_neighbors, replace, weights, num_workers)
         checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
@@ -347,6 +348,7 @@ class HeteroNeighborLoader(TypedLoader):
         input_time: Any = None,
         temporal_strategy: str = "uniform",
         disjoint: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         source = typed_source(data)
         if input_nodes is None:
@@ -357,7 +359,7 @@ class HeteroNeighborLoader(TypedLoader):
         super().__init__(
             source, num_neighbors, self.input_nodes, batch_size, shuffle, replace, seed, num_workers, prefetch,
             drop_last, weight_attr, pin_memory, subgraph_type, is_sorted, filter_per_worker, time_attr,
-            temporal_strategy, disjoint,
+            temporal_strategy, disjoint, worker_processes,
         )  # fmt: skip
         self.input_time = None
         if input_time is not None:

@@ -101,6 +101,7 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         pin_memory: bool = False,
         self_loops: bool = False,
         x: Any = None,
+        worker_processes: int = 0,
     ) -> None:
         if exclude is not None:
             raise ValueError(
@@ -112,7 +113,7 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         edges = checked_edge_ids(edge_ids, source.graph.num_edges)
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
-            weight_attr, self_loops, pin_memory,
+            weight_attr, self_loops, pin_memory, worker_processes=worker_processes,
         )  # fmt: skip
 
     def _batch(self, positions: torch.Tensor, seed: int) -> LinkBlockBatch:

@@ -86,6 +86,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
         prefetch: int = 2,
         drop_last: bool = False,
         pin_memory: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         checked_link_options(
             edge_label_time, time_attr, directed, transform, transform_sampler_output, neighbor_sampler
@@ -102,7 +103,7 @@ class LinkNeighborLoader(SeedLoader[Any]):
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle, seed_edges, replace, seed, num_workers,
             prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
-            temporal_strategy=temporal_strategy, disjoint=disjoint,
+            temporal_strategy=temporal_strategy, disjoint=disjoint, worker_processes=worker_processes,
         )  # fmt: skip
         self.edge_label_time = None
         if edge_label_time is not None:
@@ -351,6 +352,7 @@ class HeteroLinkNeighborLoader(TypedLoader):
         prefetch: int = 2,
         drop_last: bool = False,
         pin_memory: bool = False,
+        worker_processes: int = 0,
     ) -> None:
         checked_link_options(
             edge_label_time, time_attr, directed, transform, transform_sampler_output, neighbor_sampler
@@ -364,7 +366,7 @@ class HeteroLinkNeighborLoader(TypedLoader):
         super().__init__(
             source, num_neighbors, seed_edges, batch_size, shuffle, replace, seed, num_workers, prefetch, drop_last,
             weight_attr, pin_memory, subgraph_type, is_sorted, filter_per_worker, time_attr, temporal_strategy,
-            disjoint,
+            disjoint, worker_processes,
         )  # fmt: skip
         self.edge_label_time = None
         if edge_label_time is not None:

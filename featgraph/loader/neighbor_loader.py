@@ -84,7 +84,8 @@ class NeighborLoader(SeedLoader[Any]):
     (a batch's ``input_id``: its seeds' positions in the ids, or with a mask their vertex ids, as PyG),
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
-    ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``. ``subgraph_type``: "directional"
+    ``num_workers``, ``prefetch`` and ``pin_memory`` as in ``SeedLoader``, ``worker_processes`` as in
+    ``EpochLoader`` (batches made in that many spawned processes). ``subgraph_type``: "directional"
     (the sampled edges) or "bidirectional" (each also reversed, per-hop counts dropped, as PyG); ``is_sorted``
     and ``filter_per_worker`` are PyG's and change nothing here. ``disjoint``: each seed its own subgraph
     (``sampling.DisjointSampler``: every seed's subgraph drawn at once), a ``batch`` vector naming each vertex's.
@@ -125,6 +126,7 @@ class NeighborLoader(SeedLoader[Any]):
         time_attr: str | None = None,
         input_time: Any = None,
         temporal_strategy: str = "uniform",
+        worker_processes: int = 0,
     ) -> None:
         self.bidirectional = checked_subgraph_type(subgraph_type)
         checked_batching_flags(is_sorted, filter_per_worker)
@@ -133,7 +135,7 @@ class NeighborLoader(SeedLoader[Any]):
         super().__init__(
             source, num_neighbors, "num_neighbors", batch_size, shuffle, inputs, replace, seed, num_workers,
             prefetch, drop_last, weight_attr, pin_memory=pin_memory, time_attr=time_attr,
-            temporal_strategy=temporal_strategy, disjoint=disjoint,
+            temporal_strategy=temporal_strategy, disjoint=disjoint, worker_processes=worker_processes,
         )  # fmt: skip
         self.input_time = None
         if input_time is not None:

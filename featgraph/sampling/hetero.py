@@ -179,10 +179,21 @@ class HeteroNeighborSampler:
             checked = _checked_weight(weight, graph.num_edges_of(edge_type))
             tables = kernel.weight_tables(csr.indptr, row_scaled(checked[csr.edge_ids], csr.indptr), replace, 1)
             self._weights[graph.edge_type(edge_type)] = tables
-        self._local = {
-            t: torch.full((n,), kernel.UNCLAIMED, dtype=torch.int64) for t, n in graph.num_nodes_dict.items()
-        }
-        self._lock = threading.Lock()
+        self._local, self._lock = self._scratch()
+
+    def _scratch(self) -> tuple[dict[str, torch.Tensor], threading.Lock]:
+        """Per node type the batch's map (all unclaimed), and the lock the compiled hops take turns under."""
+        counts = self.graph.num_nodes_dict
+        return {t: torch.full((n,), kernel.UNCLAIMED, dtype=torch.int64) for t, n in counts.items()}, threading.Lock()
+
+    def __getstate__(self) -> dict:
+        """The sampler without its maps and lock: a copy in another process (a loader's worker) makes its own,
+        rather than sharing the maps another process writes."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_local", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local, self._lock = self._scratch()
 
     def _threads(self) -> int:
         return self.num_threads if self.num_threads is not None else toolchain.num_threads()

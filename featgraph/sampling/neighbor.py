@@ -219,8 +219,20 @@ class NeighborSampler:
         if weight is not None:
             csr_weight = row_scaled(_checked_weight(weight, graph.num_edges)[self._csr.edge_ids], self._csr.indptr)
             self._weights = kernel.weight_tables(self._csr.indptr, csr_weight, replace, self._threads())
-        self._local = torch.full((graph.num_src_nodes,), kernel.UNCLAIMED, dtype=torch.int64)
-        self._lock = threading.Lock()
+        self._local, self._lock = self._scratch()
+
+    def _scratch(self) -> tuple[torch.Tensor, threading.Lock]:
+        """The relabelling map (all unclaimed) and the lock the compiled hops take turns under."""
+        return torch.full((self.graph.num_src_nodes,), kernel.UNCLAIMED, dtype=torch.int64), threading.Lock()
+
+    def __getstate__(self) -> dict:
+        """The sampler without its map and lock: a copy in another process (a loader's worker) makes its own,
+        rather than sharing the map another process writes."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_local", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local, self._lock = self._scratch()
 
     def _threads(self) -> int:
         return self.num_threads if self.num_threads is not None else toolchain.num_threads()

@@ -302,3 +302,16 @@ def test_typed_blocks_refuse_bad_seeds_by_name() -> None:
     with pytest.raises(KeyError, match="no edge type with the relation 'nope'"):
         block.relation("nope")
     assert block.relation("cites") is block.relation(("paper", "cites", "paper"))
+
+
+def test_a_pickled_sampler_gets_its_own_maps() -> None:
+    """A copy in another process (a loader's worker) samples into maps of its own, never ones it shares."""
+    from multiprocessing.reduction import ForkingPickler
+
+    sampler = HeteroNeighborSampler(hetero(typed_edges()), [2, 2])
+    copy = ForkingPickler.loads(ForkingPickler.dumps(sampler))
+    for node_type, local in sampler._local.items():
+        assert copy._local[node_type].data_ptr() != local.data_ptr() and bool((copy._local[node_type] == -1).all())
+    seeds = torch.tensor([1, 4])
+    one, two = sampler.sample("paper", seeds, seed=3), copy.sample("paper", seeds, seed=3)
+    assert all(torch.equal(one.n_id[t], two.n_id[t]) for t in one.n_id)

@@ -324,3 +324,18 @@ def test_blocks_bring_their_looped_graph_as_sorting_builds_it_and_gat_on_it_equa
         grads_ref = torch.autograd.grad((out_ref * weights).sum(), [x, *theirs.parameters()])
         for a, b in zip(grads, grads_ref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_a_pickled_sampler_gets_its_own_map_and_the_graph_keeps_its_formats():
+    """A copy in another process (a loader's worker) samples into a map of its own, never one it shares, with
+    the graph's formats carried over and its other caches left behind."""
+    from multiprocessing.reduction import ForkingPickler
+
+    graph = Graph(torch.randint(0, 40, (200,)), torch.randint(0, 40, (200,)), 40)
+    graph.with_self_loops()  # a derived graph in the cache, which a copy need not carry
+    sampler = NeighborSampler(graph, [3, 2])
+    copy = ForkingPickler.loads(ForkingPickler.dumps(sampler))
+    assert copy._local.data_ptr() != sampler._local.data_ptr() and bool((copy._local == -1).all())
+    assert {key[0] for key in copy.graph._cache} <= {"csr", "csc", "in_deg", "out_deg"}
+    assert Graph.owning(copy.graph.edge_index, 40, 40) is copy.graph
+    assert_same_batch(sampler.sample(torch.tensor([0, 5]), seed=1), copy.sample(torch.tensor([0, 5]), seed=1))
