@@ -149,7 +149,9 @@ def run(args: argparse.Namespace) -> list[Row]:
         print("DGL does not import here (pip install 'featgraph[bench]'): its row is left out")
     rows = timed_rows(samplers, args.batches, args.batch, args.repeat)
     print(TABLE(rows))
-    train = [] if loader is None or not args.train_batches else training_rows(loader, data, args.train_batches, args.repeat)
+    train = []
+    if loader is not None and args.train_batches:
+        train = training_rows(loader, data, args.train_batches, args.repeat)
     if train:
         print(f"training steps, to_hetero GraphSAGE ({HIDDEN} hidden), {args.train_batches} batches:")
         print(TRAIN_TABLE(train))
