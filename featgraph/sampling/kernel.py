@@ -54,13 +54,18 @@ class WeightTables(NamedTuple):
 
 
 class Hop(NamedTuple):
-    """One hop's block: ``indptr`` over the frontier, ``sources`` relabelled (frontier first), the user
-    ``edge_ids`` of the block's edges and the global ``node_ids`` of its sources."""
+    """One hop's block: ``indptr`` over the frontier, ``edge_index`` (2, E): each edge's source relabelled
+    (frontier first) and its destination (its frontier position), the user ``edge_ids`` of the block's edges
+    and the global ``node_ids`` of its sources."""
 
     indptr: torch.Tensor
-    sources: torch.Tensor
+    edge_index: torch.Tensor
     edge_ids: torch.Tensor
     node_ids: torch.Tensor
+
+    @property
+    def sources(self) -> torch.Tensor:
+        return self.edge_index[0]
 
 
 def _run() -> object:
@@ -92,13 +97,14 @@ def sample_hop(
     graph's int64 ``csr`` and relabel the block. ``local`` is the sampler's global -> local map, all
     ``UNCLAIMED``; it is left so."""
     indptr, num_edges = _counted(csr, frontier, fanout, replace, weights, hop, threads)
-    sources, edge_ids = torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)
+    edge_index = torch.empty(2, num_edges, dtype=torch.int64)  # the kernel writes both rows in place
+    edge_ids = torch.empty(num_edges, dtype=torch.int64)
     node_ids = torch.empty(frontier.numel() + num_edges, dtype=torch.int64)
     num_nodes = torch.empty(1, dtype=torch.int64)
-    outputs = [sources, edge_ids, node_ids, num_nodes]
+    outputs = [edge_index[0], edge_ids, node_ids, num_nodes, edge_index[1]]
     _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, hop, 0, 0, 0])
     # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
-    return Hop(indptr, sources, edge_ids, node_ids[: int(num_nodes)].clone())
+    return Hop(indptr, edge_index, edge_ids, node_ids[: int(num_nodes)].clone())
 
 
 class TypedHop(NamedTuple):
@@ -168,7 +174,7 @@ def _sample(
     csr: Compressed, frontier: torch.Tensor, indptr: torch.Tensor, fanout: int, replace: bool,
     weights: WeightTables | None, local: torch.Tensor, outputs: list, scalars: list[int],
 ) -> None:  # fmt: skip
-    """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count[, destinations]) and
+    """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count, destinations) and
     ``scalars`` (threads, seed, stream, typed, base, first destination) as the C++ reads them."""
     positive = None if weights is None else weights.positive_degree
     weight, cumulative = (None, None) if weights is None else (weights.weight, weights.cumulative)

@@ -259,7 +259,9 @@ class NeighborSampler:
             # in the training step that runs the block
             index = index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel())
             csc = kernel.transpose(drawn.indptr, drawn.sources, num_src, index, threads)
-            block_graph = Graph.from_csr(drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc)
+            block_graph = Graph.from_csr(
+                drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc, edge_index=drawn.edge_index
+            )
             block_graph.csr(index)
             if self.self_loops:
                 block_graph.with_self_loops()

@@ -150,10 +150,10 @@ static void count(void** ptr, const int64_t* arg) {
 
 // ptr: indptr, indices, edge_ids, weight (null: uniform), positive_degree, cumulative (with replacement),
 // frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
-// node_ids (out, F + block edges), num_block_nodes (out, 1);
+// node_ids (out, F + block edges), num_block_nodes (out, 1), destinations (out, block edges: each edge's
+// frontier position, plus arg[9] where typed);
 // arg: op, F, fanout, replace, threads, seed, hop.
-// Typed (one relation of a typed batch; ptr[13] destinations (out, block edges), arg[7] = 1, arg[8] = base,
-// arg[9] = the frontier's first batch id):
+// Typed (one relation of a typed batch; arg[7] = 1, arg[8] = base, arg[9] = the frontier's first batch id):
 // the frontier is of another vertex set, so it is neither claimed nor listed; ``local`` is the source type's
 // map for the whole batch (ids >= 0 for its vertices already in the batch, kept); sources it lacks get ids
 // base, base + 1, ... in order of first appearance and stay claimed; node_ids lists those new vertices and
@@ -178,7 +178,7 @@ static void sample(void** ptr, const int64_t* arg) {
   const int64_t hop = arg[6], num_edges = block_indptr[num_frontier];
   const bool typed = arg[7] != 0;
   const int64_t base = typed ? arg[8] : num_frontier;  // the first new vertex's id
-  int64_t* destinations = typed ? (int64_t*)ptr[13] : nullptr;
+  int64_t* destinations = (int64_t*)ptr[13];
   const int64_t first_destination = typed ? arg[9] : 0;
   std::vector<int64_t> firsts(threads + 1, 0);
   #pragma omp parallel num_threads(threads)
@@ -228,9 +228,8 @@ static void sample(void** ptr, const int64_t* arg) {
         }
       }
       const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
-      if (typed)
-        for (int64_t i = group; i < group_end; ++i)
-          for (int64_t j = block_indptr[i]; j < block_indptr[i + 1]; ++j) destinations[j] = first_destination + i;
+      for (int64_t i = group; i < group_end; ++i)
+        for (int64_t j = block_indptr[i]; j < block_indptr[i + 1]; ++j) destinations[j] = first_destination + i;
       for (int64_t j = lo; j < hi; ++j) {
         const int64_t p = picked[j], u = indices[p];
         sources[j] = u;
