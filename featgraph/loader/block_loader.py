@@ -9,8 +9,7 @@ runs ``for block, layer in zip(blocks, layers): h = layer((h, h[:block.graph.num
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -20,8 +19,34 @@ from .base import SeedLoader, gathered
 from .source import checked_input_nodes, loader_source
 
 
+class MovableBatch:
+    """``to`` and ``pin_memory`` for the frozen dataclass batches of blocks: every field moved, a tensor by
+    itself, a dict or list item by item, a graph or block (anything with ``to`` and ``pin_memory``) by its own
+    methods; other values (None, a numpy array's rows) as they are."""
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Any:
+        """The batch on ``device``: ids, features, labels and each graph or block (as PyG's ``Data.to``)."""
+        return self._moved(lambda t: t.to(device, non_blocking=non_blocking), lambda g: g.to(device, non_blocking))
+
+    def pin_memory(self) -> Any:
+        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
+        return self._moved(torch.Tensor.pin_memory, lambda g: g.pin_memory())
+
+    def _moved(self, move: Callable[[torch.Tensor], torch.Tensor], move_graph: Callable[[Any], Any]) -> Any:
+        def each(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return move(value)
+            if isinstance(value, dict):
+                return {key: each(item) for key, item in value.items()}
+            if isinstance(value, list):
+                return [each(item) for item in value]
+            return move_graph(value) if hasattr(value, "pin_memory") else value
+
+        return replace(self, **{f.name: each(getattr(self, f.name)) for f in fields(self)})
+
+
 @dataclass(frozen=True)
-class BlockBatch:
+class BlockBatch(MovableBatch):
     """``input_nodes`` (global ids of the first block's sources), ``seeds`` and ``blocks`` (input layer
     first); ``x`` holds ``x[input_nodes]`` and ``y`` ``y[seeds]`` when the loader has them, else None.
     Unpacks as DGL's ``(input_nodes, seeds, blocks)``; ``input_id``: the seeds' positions in the loader's
@@ -40,26 +65,6 @@ class BlockBatch:
     @property
     def batch_size(self) -> int:
         return self.seeds.numel()
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> BlockBatch:
-        """The batch on ``device``: ids, features, labels and each block (as PyG's ``Data.to``)."""
-        move = partial(moved, lambda t: t.to(device, non_blocking=non_blocking))
-        blocks = [block.to(device, non_blocking) for block in self.blocks]
-        return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
-
-    def pin_memory(self) -> BlockBatch:
-        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
-        move = partial(moved, torch.Tensor.pin_memory)
-        blocks = [block.pin_memory() for block in self.blocks]
-        return replace(self, **{name: move(getattr(self, name)) for name in _TENSORS}, blocks=blocks)
-
-
-_TENSORS = ("input_nodes", "seeds", "input_id", "x", "y")
-
-
-def moved(fn: Callable[[torch.Tensor], torch.Tensor], value: Any) -> Any:
-    """``fn(value)`` for a tensor; anything else (None, a numpy array's rows) as it is."""
-    return fn(value) if isinstance(value, torch.Tensor) else value
 
 
 class BlockLoader(SeedLoader[BlockBatch]):

@@ -11,19 +11,20 @@ seeds. A DGL-style model runs
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..sampling.hetero import HeteroBlock
 from .base import EpochLoader, gathered
+from .block_loader import MovableBatch
 from .hetero_loader import edge_weights, typed_input, typed_sampler, typed_source
 from .source import checked_input_nodes
 
 
 @dataclass(frozen=True)
-class HeteroBlockBatch:
+class HeteroBlockBatch(MovableBatch):
     """``input_nodes`` and ``seeds`` (per node type), ``blocks`` (input layer first), ``input_id`` (the seeds'
     positions among the loader's inputs, in the order the seeds' types were given); ``x``: per node type that
     has a per-vertex ``x``, its ``input_nodes`` rows; ``y``: per seed type with a per-vertex ``y``, its seeds'
@@ -42,28 +43,6 @@ class HeteroBlockBatch:
     @property
     def batch_size(self) -> int:
         return self.input_id.numel()
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroBlockBatch:
-        """The batch on ``device``: ids, features, labels and each block."""
-        return self._moved(lambda t: t.to(device, non_blocking=non_blocking), lambda b: b.to(device, non_blocking))
-
-    def pin_memory(self) -> HeteroBlockBatch:
-        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
-        return self._moved(torch.Tensor.pin_memory, HeteroBlock.pin_memory)
-
-    def _moved(self, move: Any, move_block: Any) -> HeteroBlockBatch:
-        def each(values: dict[str, Any]) -> dict[str, Any]:
-            return {k: move(v) if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-
-        return replace(
-            self,
-            input_nodes=each(self.input_nodes),
-            seeds=each(self.seeds),
-            blocks=[move_block(block) for block in self.blocks],
-            input_id=move(self.input_id),
-            x=each(self.x),
-            y=each(self.y),
-        )
 
 
 class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):

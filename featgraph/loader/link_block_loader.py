@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..graph import Graph
 from ..sampling import Block
+from ..sampling.neighbor import checked_ids
 from .base import SeedLoader, gathered
-from .block_loader import moved
+from .block_loader import MovableBatch
 from .source import checked_count, loader_source
 
 
 @dataclass(frozen=True)
-class LinkBlockBatch:
+class LinkBlockBatch(MovableBatch):
     """``input_nodes`` (global ids of the first block's sources), ``pair_graph`` (the positives, in the seeds'
     local ids), ``neg_pair_graph`` (the negatives, or None), ``blocks`` (input layer first), ``edge_ids`` (the
     positives' edge ids, DGL's ``pair_graph.edata[dgl.EID]``), ``seeds`` (the global ids of the pair graphs'
@@ -51,23 +52,6 @@ class LinkBlockBatch:
     @property
     def batch_size(self) -> int:
         return self.edge_ids.numel()
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> LinkBlockBatch:
-        """The batch on ``device``: ids, features, pair graphs and blocks."""
-        return self._moved(lambda t: t.to(device, non_blocking=non_blocking), lambda o: o.to(device, non_blocking))
-
-    def pin_memory(self) -> LinkBlockBatch:
-        """The batch in page-locked memory, so ``to("cuda", non_blocking=True)`` overlaps its copies."""
-        return self._moved(torch.Tensor.pin_memory, lambda o: o.pin_memory())
-
-    def _moved(self, move: Any, move_graph: Any) -> LinkBlockBatch:
-        tensors = {name: moved(move, getattr(self, name)) for name in _TENSORS}
-        negative = None if self.neg_pair_graph is None else move_graph(self.neg_pair_graph)
-        blocks = [move_graph(block) for block in self.blocks]
-        return replace(self, **tensors, pair_graph=move_graph(self.pair_graph), neg_pair_graph=negative, blocks=blocks)
-
-
-_TENSORS = ("input_nodes", "edge_ids", "seeds", "input_id", "x")
 
 
 class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
@@ -157,15 +141,4 @@ def checked_edge_ids(edge_ids: Any, num_edges: int) -> torch.Tensor:
     """The seed edges' ids as a fresh int64 CPU vector (None: every edge), each below ``num_edges``."""
     if edge_ids is None:
         return torch.arange(num_edges)
-    ids = torch.as_tensor(edge_ids)
-    if ids.dim() != 1:
-        raise ValueError(f"edge_ids must be 1-D, got shape {tuple(ids.shape)}")
-    if ids.numel() == 0:
-        raise ValueError("edge_ids is empty: a batch needs at least one edge")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(f"edge_ids must hold integer edge ids, got dtype {ids.dtype}")
-    ids = ids.to(device="cpu", dtype=torch.int64, copy=True)
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= num_edges:
-        raise ValueError(f"edge_ids holds edge id {low if low < 0 else high}, out of range for {num_edges} edges")
-    return ids
+    return checked_ids(edge_ids, num_edges, "edge_ids", "edge", f"{num_edges} edges", "a batch needs at least one edge")

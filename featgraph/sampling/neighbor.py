@@ -137,23 +137,32 @@ def row_scaled(weight: torch.Tensor, indptr: torch.Tensor) -> torch.Tensor:
     return torch.where(weight > 0, scaled.clamp_min(torch.finfo(weight.dtype).tiny), 0.0)
 
 
+def checked_ids(values: Any, limit: int, name: str, item: str, scope: str, empty: str | None) -> torch.Tensor:
+    """``values`` (the argument ``name``) as a fresh int64 CPU vector of ``item`` ids below ``limit`` (``scope``
+    says of what); empty only where ``empty`` is None, else refused with ``empty`` as the reason."""
+    tensor = torch.as_tensor(values)
+    if tensor.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(tensor.shape)}")
+    if tensor.numel() == 0:  # before the dtype: torch.as_tensor([]) is float32
+        if empty is None:
+            return torch.zeros(0, dtype=torch.int64)
+        raise ValueError(f"{name} is empty: {empty}")
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise TypeError(f"{name} must hold integer {item} ids, got dtype {tensor.dtype}")
+    tensor = tensor.to(device="cpu", dtype=torch.int64, copy=True)
+    low, high = int(tensor.min()), int(tensor.max())
+    if low < 0 or high >= limit:
+        raise ValueError(f"{name} holds {item} id {low if low < 0 else high}, out of range for {scope}")
+    return tensor
+
+
 def checked_seeds(seeds: Any, num_nodes: int, owner: str = "a graph", allow_empty: bool = False) -> torch.Tensor:
     """``seeds`` as a fresh int64 CPU vector of distinct vertex ids of ``owner`` (``num_nodes`` vertices; a
     graph, or a node type of a typed graph); empty only where ``allow_empty``."""
-    tensor = torch.as_tensor(seeds)
-    if tensor.dim() != 1:
-        raise ValueError(f"seeds must be 1-D, got shape {tuple(tensor.shape)}")
-    if tensor.numel() == 0:  # before the dtype: torch.as_tensor([]) is float32
-        if allow_empty:
-            return torch.zeros(0, dtype=torch.int64)
-        raise ValueError("seeds is empty: a mini-batch needs at least one seed vertex")
-    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
-        raise TypeError(f"seeds must hold integer vertex ids, got dtype {tensor.dtype}")
-    tensor = tensor.to(device="cpu", dtype=torch.int64, copy=True)
-    low, high = int(tensor.min()), int(tensor.max())
-    if low < 0 or high >= num_nodes:
-        bad = low if low < 0 else high
-        raise ValueError(f"seeds holds vertex id {bad}, out of range for {owner} of {num_nodes} vertices")
+    empty = None if allow_empty else "a mini-batch needs at least one seed vertex"
+    tensor = checked_ids(seeds, num_nodes, "seeds", "vertex", f"{owner} of {num_nodes} vertices", empty)
+    if tensor.numel() == 0:
+        return tensor
     unique = torch.unique(tensor)
     if unique.numel() != tensor.numel():
         counts = torch.bincount(torch.searchsorted(unique, tensor))

@@ -110,3 +110,20 @@ def test_pinned_batches_copy_to_the_gpu_without_blocking(cora, cuda):
     on_gpu = batch.to(cuda, non_blocking=True)
     reference = next(iter(BlockLoader(cora, [4, 3], 32, seed=0)))
     assert torch.equal(on_gpu.x.cpu(), reference.x) and on_gpu.blocks[0].graph.device == cuda
+
+
+def test_batches_move_every_field_tensors_dicts_lists_and_blocks():
+    """``MovableBatch.to`` moves each field by kind (checked with a recording move, as a GPU is not at hand)."""
+    from featgraph.loader.block_loader import MovableBatch
+
+    cora_small = datasets.load("cora")
+    batch = next(iter(BlockLoader(cora_small, [3], 16, seed=0)))
+    seen = []
+    moved = batch._moved(lambda t: seen.append(t.shape) or t + 0, lambda g: ("moved", g))
+    assert isinstance(moved, MovableBatch) and torch.equal(moved.x, batch.x) and moved.x is not batch.x
+    assert all(isinstance(b, tuple) and b[0] == "moved" for b in moved.blocks)
+    assert len(seen) == 5  # input_nodes, seeds, input_id, x, y
+    cpu = batch.to("cpu")
+    assert torch.equal(cpu.seeds, batch.seeds) and torch.equal(
+        cpu.blocks[0].graph.edge_index, batch.blocks[0].graph.edge_index
+    )
