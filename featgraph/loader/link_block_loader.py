@@ -13,17 +13,20 @@ blocks)`` (``(input_nodes, pair_graph, blocks)`` without negatives).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..graph import Graph
+from ..graph.hetero import EdgeType, HeteroGraph
 from ..sampling import Block
+from ..sampling.hetero import HeteroBlock
 from ..sampling.neighbor import checked_ids
-from .base import SeedLoader, gathered
+from .base import EpochLoader, SeedLoader, gathered
 from .block_loader import MovableBatch
+from .hetero_loader import edge_weights, is_typed, typed_sampler, typed_source
 from .source import checked_count, loader_source
 
 
@@ -87,11 +90,7 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         x: Any = None,
         worker_processes: int = 0,
     ) -> None:
-        if exclude is not None:
-            raise ValueError(
-                f"exclude={exclude!r} is not supported: the sampled neighbourhoods may hold the batch's own edges, so "
-                "give the loader a graph of message-passing edges apart from the supervision edges"
-            )
+        checked_exclude(exclude)
         self.negatives = checked_negatives(negatives)
         source = loader_source(graph_or_data, x)
         edges = checked_edge_ids(edge_ids, source.graph.num_edges)
@@ -99,6 +98,11 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
             source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
             weight_attr, self_loops, pin_memory, worker_processes=worker_processes,
         )  # fmt: skip
+
+    def __new__(cls, graph_or_data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(graph_or_data, HeteroGraph) or is_typed(graph_or_data):
+            return HeteroLinkBlockLoader(graph_or_data, *args, **kwargs)
+        return super().__new__(cls)
 
     def _batch(self, positions: torch.Tensor, seed: int) -> LinkBlockBatch:
         edge_ids = self.inputs[positions]
@@ -120,6 +124,136 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         features = None if x is None else gathered(x, sampled.input_nodes)
         return LinkBlockBatch(
             sampled.input_nodes, pair_graph, negative, sampled.blocks, edge_ids, seeds, positions, features
+        )
+
+
+@dataclass(frozen=True)
+class HeteroLinkBlockBatch(MovableBatch):
+    """A typed graph's edge-prediction batch: ``input_nodes`` and ``seeds`` per node type (the seeds: the pairs'
+    endpoints, each type's last block's destinations), ``pair_graph`` and ``neg_pair_graph`` (None without
+    negatives) per seed edge type a bipartite ``Graph`` from its source type's seeds to its destination type's,
+    ``blocks`` (``HeteroBlock``s, input layer first), ``edge_ids`` per seed edge type (ids within the edge
+    type), ``input_id`` (the positives' positions among the loader's edges, edge type by edge type) and ``x``
+    per node type with a per-vertex ``x``. Unpacks as DGL's ``(input_nodes, pair_graph, neg_pair_graph,
+    blocks)`` (without negatives ``(input_nodes, pair_graph, blocks)``)."""
+
+    input_nodes: dict[str, torch.Tensor]
+    pair_graph: dict[EdgeType, Graph]
+    neg_pair_graph: dict[EdgeType, Graph] | None
+    blocks: list[HeteroBlock]
+    edge_ids: dict[EdgeType, torch.Tensor]
+    seeds: dict[str, torch.Tensor]
+    input_id: torch.Tensor
+    x: dict[str, torch.Tensor]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.neg_pair_graph is None:
+            return iter((self.input_nodes, self.pair_graph, self.blocks))
+        return iter((self.input_nodes, self.pair_graph, self.neg_pair_graph, self.blocks))
+
+    @property
+    def batch_size(self) -> int:
+        return self.input_id.numel()
+
+
+class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
+    """``LinkBlockLoader`` on a typed graph (a PyG ``HeteroData``, a typed store pair or a featgraph
+    ``HeteroGraph``), as DGL's edge-prediction ``DataLoader`` on a heterograph: ``edge_ids`` maps each seed edge
+    type (or its relation name) to its edges' ids within the type (None: all of them); each positive's ``k``
+    negatives join its source with uniform random vertices of the edge type's destination type. The endpoints
+    of every type seed one ``HeteroNeighborSampler.sample_blocks``; ``fanouts`` one per-hop list for every edge
+    type or a dict of them per edge type. The other arguments are ``LinkBlockLoader``'s and
+    ``HeteroBlockLoader``'s."""
+
+    def __init__(
+        self,
+        data: Any,
+        fanouts: Any,
+        batch_size: int = 1024,
+        *,
+        edge_ids: Any = None,
+        negatives: Any = None,
+        exclude: Any = None,
+        shuffle: bool = True,
+        replace: bool = False,
+        seed: int | None = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        drop_last: bool = False,
+        weight_attr: str | None = None,
+        pin_memory: bool = False,
+        worker_processes: int = 0,
+    ) -> None:
+        checked_exclude(exclude)
+        self.negatives = checked_negatives(negatives)
+        self.source = source = typed_source(data)
+        graph = self.graph = source.graph
+        if not isinstance(edge_ids, Mapping) or not edge_ids:
+            raise TypeError(
+                f"edge_ids: a typed graph's seed edges are a non-empty dict edge type -> ids (None: all of the type), "
+                f"got {type(edge_ids).__name__}"
+            )
+        self.seed_types = tuple(graph.edge_type(key) for key in edge_ids)
+        parts = []
+        for edge_type, ids in zip(self.seed_types, edge_ids.values(), strict=True):
+            local = checked_edge_ids(ids, graph.num_edges_of(edge_type))
+            parts.append(local + int(graph.edge_offsets[graph.relation_id(edge_type)]))
+        super().__init__(
+            torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes
+        )  # fmt: skip
+        self.sampler = typed_sampler(source, fanouts, replace, edge_weights(source, weight_attr), num_workers)
+
+    def _batch(self, positions: torch.Tensor, seed: int) -> HeteroLinkBlockBatch:
+        graph, k = self.graph, self.negatives
+        chosen = self.inputs[positions]
+        relation = graph.etype[chosen]
+        generator = torch.Generator().manual_seed(seed)
+        ends: dict[str, list[torch.Tensor]] = {t: [] for t in graph.node_types}  # each type's endpoints, in order
+        edge_ids, order, pairs = {}, [], []
+        for edge_type in self.seed_types:
+            r = graph.relation_id(edge_type)
+            mine = relation == r
+            ids = chosen[mine] - int(graph.edge_offsets[r])
+            all_src, all_dst = graph.relation(edge_type).coo()
+            src, dst = all_src[ids], all_dst[ids]
+            ends_of_type = [src, dst]
+            if k:
+                drawn = torch.randint(graph.num_nodes_dict[edge_type[2]], (src.numel() * k,), generator=generator)
+                ends_of_type += [src.repeat_interleave(k), drawn]
+            for position, end in enumerate(ends_of_type):
+                ends[edge_type[position % 2 * 2]].append(end)
+            edge_ids[edge_type] = ids
+            order.append(positions[mine])
+            pairs.append(edge_type)
+        seeds, local = {}, {}
+        for node_type, parts in ends.items():
+            if parts:
+                seeds[node_type], inverse = torch.unique(torch.cat(parts), return_inverse=True)
+                local[node_type] = list(inverse.split([part.numel() for part in parts]))
+        sampled = self.sampler.sample_blocks(seeds, seed)
+        counts = {t: ids.numel() for t, ids in seeds.items()}
+        positive, negative = {}, {}
+        for edge_type in pairs:  # each type's endpoints come back in the order they went in
+            src_type, _, dst_type = edge_type
+            sizes = (counts[src_type], counts[dst_type])
+            src, dst = local[src_type].pop(0), local[dst_type].pop(0)
+            positive[edge_type] = Graph(src, dst, sizes)
+            if k:
+                negative[edge_type] = Graph(local[src_type].pop(0), local[dst_type].pop(0), sizes)
+        attrs = self.source.node_attrs
+        x = {t: gathered(attrs[t]["x"], ids) for t, ids in sampled.input_nodes.items() if "x" in attrs[t]}
+        return HeteroLinkBlockBatch(
+            sampled.input_nodes, positive, negative if k else None, sampled.blocks, edge_ids, seeds,
+            torch.cat(order), x,
+        )  # fmt: skip
+
+
+def checked_exclude(exclude: Any) -> None:
+    """DGL's ``exclude`` is refused by name: only None passes."""
+    if exclude is not None:
+        raise ValueError(
+            f"exclude={exclude!r} is not supported: the sampled neighbourhoods may hold the batch's own edges, so "
+            "give the loader a graph of message-passing edges apart from the supervision edges"
         )
 
 

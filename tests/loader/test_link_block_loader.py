@@ -108,3 +108,45 @@ def test_bad_input_is_named():
         LinkBlockLoader(graph, [2], edge_ids=torch.tensor([0.5]))
     with pytest.raises(ValueError, match="edge_ids is empty"):
         LinkBlockLoader(graph, [2], edge_ids=torch.zeros(0, dtype=torch.int64))
+
+
+def test_a_typed_graph_gets_typed_edge_prediction_batches():
+    """On a HeteroData: per seed edge type a pair graph between its two types' seeds mapping back to the seed
+    edges, per-source uniform negatives of the destination type, typed blocks ending on the seeds, features
+    sliced per type, every seed edge once an epoch."""
+    pytest.importorskip("torch_geometric")
+    from featgraph.loader import HeteroLinkBlockBatch, HeteroLinkBlockLoader
+    from tests.loader.test_hetero_loader import hetero_data
+
+    data = hetero_data()
+    writes, cites = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    edge_ids = {writes: torch.arange(0, 150, 2), "cites": None}
+    loader = LinkBlockLoader(data, [3, 2], 40, edge_ids=edge_ids, negatives=2, seed=1)
+    assert isinstance(loader, HeteroLinkBlockLoader)
+    seen = {writes: [], cites: []}
+    for batch in loader:
+        assert isinstance(batch, HeteroLinkBlockBatch)
+        input_nodes, pair_graph, neg_pair_graph, blocks = batch
+        for node_type, ids in batch.seeds.items():
+            assert torch.equal(blocks[-1].n_id[node_type][: blocks[-1].num_dst_nodes(node_type)], ids)
+        for edge_type, graph in pair_graph.items():
+            src_type, _, dst_type = edge_type
+            ids = batch.edge_ids[edge_type]
+            src, dst = graph.coo()
+            original = data[edge_type].edge_index[:, ids]
+            assert torch.equal(batch.seeds[src_type][src], original[0])
+            assert torch.equal(batch.seeds[dst_type][dst], original[1])
+            n_src, n_dst = neg_pair_graph[edge_type].coo()
+            assert torch.equal(batch.seeds[src_type][n_src], original[0].repeat_interleave(2))
+            assert n_dst.numel() == 2 * ids.numel()
+            assert int(batch.seeds[dst_type][n_dst].max()) < data[dst_type].num_nodes
+            seen[edge_type] += ids.tolist()
+        assert torch.equal(batch.x["paper"], data["paper"].x[input_nodes["paper"]])
+    assert sorted(seen[writes]) == list(range(0, 150, 2))
+    assert sorted(seen[cites]) == list(range(data[cites].num_edges))
+    with pytest.raises(TypeError, match="edge_ids: a typed graph's seed edges are a non-empty dict"):
+        LinkBlockLoader(data, [2], edge_ids=None)
+    with pytest.raises(KeyError, match="no edge type with the relation 'nope'"):
+        LinkBlockLoader(data, [2], edge_ids={"nope": None})
+    with pytest.raises(ValueError, match="exclude='reverse_types' is not supported"):
+        LinkBlockLoader(data, [2], edge_ids={"cites": None}, exclude="reverse_types")
