@@ -1,6 +1,8 @@
 """relation_sum against dense per-relation layers: both orders of weight and aggregation, merged and separate
 root products, relations without a root, empty relations, float64 gradcheck, and named errors."""
 
+import copy
+
 import pytest
 import torch
 
@@ -156,3 +158,35 @@ def test_sparse_relations_of_one_reducer_are_one_relational_aggregation(reduce, 
     terms[0] = RelationTerm(reduce, shared, relation(9, 30, 1, n_dst), terms[0].lin)
     relation_sum(terms)
     assert calls[2][0] is not graph
+
+
+def test_the_relational_path_on_the_gpu_target(gpu):
+    """Sparse relations' one relational aggregation through the GPU target (CUDA, or Triton's interpreter):
+    the dense layers' outputs and gradients."""
+    torch.manual_seed(2)
+    shared, other = torch.randn(9, 6), torch.randn(5, 6)
+    x_dst = torch.randn(60, 3)
+    terms = [
+        RelationTerm("mean", shared, relation(9, 30, 1, 60), linear(6, 4, dtype=torch.float32), x_dst,
+                     linear(3, 4, False, dtype=torch.float32)),
+        RelationTerm("mean", other, relation(5, 12, 8, 60), linear(6, 4, dtype=torch.float32)),
+        RelationTerm("mean", shared, relation(9, 17, 2, 60), linear(6, 4, dtype=torch.float32)),
+    ]  # fmt: skip
+    want = reference(terms)
+    on_gpu = [
+        RelationTerm(t.reduce, t.x_src.to(gpu).requires_grad_(), t.graph.to(gpu), copy.deepcopy(t.lin).to(gpu),
+                     None if t.x_dst is None else t.x_dst.to(gpu),
+                     None if t.root is None else copy.deepcopy(t.root).to(gpu))
+        for t in terms
+    ]  # fmt: skip
+    on_gpu[2].x_src = on_gpu[0].x_src  # the same source tensor, as in a typed model
+    with fg.default_target("gpu"):
+        got = relation_sum(on_gpu)
+    torch.testing.assert_close(got.cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    leaves = [on_gpu[0].x_src, on_gpu[1].x_src]
+    grads = torch.autograd.grad(got.square().sum(), leaves)
+    ref_leaves = [shared.requires_grad_(), other.requires_grad_()]
+    terms[2].x_src = shared
+    expected = torch.autograd.grad(reference(terms).square().sum(), ref_leaves)
+    for a, b in zip(grads, expected, strict=True):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-5)
