@@ -150,3 +150,20 @@ def test_a_typed_graph_gets_typed_edge_prediction_batches():
         LinkBlockLoader(data, [2], edge_ids={"nope": None})
     with pytest.raises(ValueError, match="exclude='reverse_types' is not supported"):
         LinkBlockLoader(data, [2], edge_ids={"cites": None}, exclude="reverse_types")
+
+
+def test_a_batch_moved_to_the_gpu_target_scores_its_pairs(gpu):
+    """``batch.to(device)`` moves the pair graphs and blocks; scores through the GPU target (CUDA, or Triton's
+    interpreter) equal the dense dot products."""
+    import featgraph as fg
+
+    graph = skewed_graph(3)
+    x = torch.randn(64, 8)
+    batch = next(iter(LinkBlockLoader(graph, [2], 30, negatives=1, seed=0, x=x))).to(gpu)
+    assert batch.x.device == batch.pair_graph.edge_index.device == batch.blocks[0].graph.edge_index.device == gpu
+    h = batch.x[: batch.blocks[0].graph.num_dst_nodes]
+    with fg.default_target("gpu"):
+        scores = [ops.u_dot_v(g, h, h).squeeze(-1) for g in (batch.pair_graph, batch.neg_pair_graph)]
+    for g, got in zip((batch.pair_graph, batch.neg_pair_graph), scores, strict=True):
+        src, dst = g.coo()
+        torch.testing.assert_close(got.cpu(), (h[src] * h[dst]).sum(-1).cpu())

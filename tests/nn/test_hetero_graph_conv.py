@@ -2,6 +2,8 @@
 destination's inputs, the outputs per node type combined by every aggregate, forward and gradients, float64
 gradcheck, pair inputs, extra arguments, skipped relations and named errors."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -167,3 +169,23 @@ def test_on_a_typed_block_destinations_are_each_types_first_rows():
         torch.testing.assert_close(a, b)
     top = conv(blocks[1], got)
     assert top["item"].shape[0] == 2 and top["user"].shape[0] == 1
+
+
+def test_on_a_typed_block_through_the_gpu_target(gpu):
+    """A sampled typed block moved to the device (CUDA, or Triton's interpreter): the GPU target's outputs equal
+    the CPU target's."""
+    import featgraph as fg
+    from featgraph.sampling import HeteroNeighborSampler
+
+    g, edges, x = typed()
+    torch.manual_seed(0)
+    block = HeteroNeighborSampler(g, [3]).sample_blocks({"item": torch.tensor([4, 0, 2])}, seed=1).blocks[0]
+    conv = HeteroGraphConv({rel: MeanConv(WIDTH) for _, rel, _ in edges})
+    h = {t: x[t][ids] for t, ids in block.n_id.items()}
+    want = conv(block, h)
+    moved = copy.deepcopy(conv).to(gpu)
+    with fg.default_target("gpu"):
+        got = moved(block.to(gpu), {t: v.to(gpu) for t, v in h.items()})
+    assert got.keys() == want.keys()
+    for t in want:
+        torch.testing.assert_close(got[t].cpu(), want[t].detach(), rtol=1e-4, atol=1e-5)
