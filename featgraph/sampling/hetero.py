@@ -210,27 +210,26 @@ class HeteroNeighborSampler:
         """The typed mini-batch of seeds of several node types (``seeds``: node type -> distinct ids, as a link
         batch's endpoints of two types); each type's seeds lead its ``n_id``. ``input_type`` names the type
         whose seeds count as the batch's ``batch_size`` (None: all seeds)."""
-        graph = self.graph
-        checked = {}
-        for node_type, ids in seeds.items():
-            graph.node_type_id(node_type)  # names an unknown type
-            owner = f"node type {node_type!r}"
-            checked[node_type] = checked_seeds(ids, graph.num_nodes_dict[node_type], owner, allow_empty=True)
+        checked = self._checked_seeds(seeds)
         seed = _checked_seed(seed)
         with self._lock:
             return self._sample(checked, seed, input_type)
+
+    def _checked_seeds(self, seeds: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """Each node type's seeds as distinct int64 ids of that type (possibly empty); an unknown type named."""
+        checked = {}
+        for node_type, ids in seeds.items():
+            self.graph.node_type_id(node_type)  # names an unknown type
+            owner = f"node type {node_type!r}"
+            checked[node_type] = checked_seeds(ids, self.graph.num_nodes_dict[node_type], owner, allow_empty=True)
+        return checked
 
     @torch.compiler.disable
     def sample_blocks(self, seeds: Mapping[str, Any], seed: int | None = None) -> HeteroBlocks:
         """DGL's typed blocks of ``seeds`` (node type -> distinct ids; at least one seed in all): one
         ``HeteroBlock`` per hop, every vertex of a block's sources expanded again by the next hop."""
-        graph = self.graph
-        frontier = {t: torch.zeros(0, dtype=torch.int64) for t in graph.node_types}
-        given = {}
-        for node_type, ids in seeds.items():
-            graph.node_type_id(node_type)  # names an unknown type
-            owner = f"node type {node_type!r}"
-            given[node_type] = checked_seeds(ids, graph.num_nodes_dict[node_type], owner, allow_empty=True)
+        frontier = {t: torch.zeros(0, dtype=torch.int64) for t in self.graph.node_types}
+        given = self._checked_seeds(seeds)
         if given and not sum(ids.numel() for ids in given.values()):
             raise ValueError("seeds: every node type's seeds are empty; a mini-batch needs at least one seed")
         if not given:
