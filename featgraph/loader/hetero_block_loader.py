@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from ..sampling.hetero import HeteroBlock
-from .base import EpochLoader, gathered
+from .base import EpochLoader
 from .block_loader import MovableBatch
-from .hetero_loader import edge_weights, typed_input, typed_sampler, typed_source
+from .hetero_loader import edge_weights, typed_input, typed_rows, typed_sampler, typed_source
 from .source import checked_input_nodes
 
 
@@ -94,14 +94,12 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
         graph = self.graph
         chosen = self.inputs[positions]
         types = graph.ntype[chosen]
-        seeds = {}
+        seeds, order = {}, []
         for node_type in self.input_types:
-            mine = chosen[types == graph.node_type_id(node_type)]
-            seeds[node_type] = mine - graph.node_offset(node_type)
+            mine = types == graph.node_type_id(node_type)
+            seeds[node_type] = chosen[mine] - graph.node_offset(node_type)
+            order.append(positions[mine])
         sampled = self.sampler.sample_blocks(seeds, seed)
-        order = torch.cat([positions[types == graph.node_type_id(t)] for t in self.input_types])
-        attrs = self.source.node_attrs
-        input_nodes = sampled.input_nodes
-        x = {t: gathered(attrs[t]["x"], ids) for t, ids in input_nodes.items() if "x" in attrs[t]}
-        y = {t: gathered(attrs[t]["y"], ids) for t, ids in sampled.seeds.items() if "y" in attrs[t]}
-        return HeteroBlockBatch(input_nodes, sampled.seeds, sampled.blocks, order, x, y)
+        x = typed_rows(self.source, "x", sampled.input_nodes)
+        y = typed_rows(self.source, "y", sampled.seeds)
+        return HeteroBlockBatch(sampled.input_nodes, sampled.seeds, sampled.blocks, torch.cat(order), x, y)

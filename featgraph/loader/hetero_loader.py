@@ -156,6 +156,12 @@ def typed_source(data: Any) -> TypedSource:
     return _from_hetero_data(data) if is_hetero_data(data) else _from_typed_stores(*data)
 
 
+def typed_rows(source: TypedSource, name: str, ids: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Per node type of ``ids`` that has a per-vertex value ``name``, that value's rows at the type's ids."""
+    attrs = source.node_attrs
+    return {t: gathered(attrs[t][name], rows) for t, rows in ids.items() if name in attrs[t]}
+
+
 def edge_weights(source: TypedSource, weight_attr: str | None) -> dict[EdgeType, Any] | None:
     """Per edge type the per-edge values named ``weight_attr`` (every edge type must have them), or None."""
     if weight_attr is None:

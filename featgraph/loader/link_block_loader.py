@@ -26,7 +26,7 @@ from ..sampling.hetero import HeteroBlock
 from ..sampling.neighbor import checked_ids
 from .base import EpochLoader, SeedLoader, gathered
 from .block_loader import MovableBatch
-from .hetero_loader import edge_weights, is_typed, typed_sampler, typed_source
+from .hetero_loader import edge_weights, is_typed, typed_rows, typed_sampler, typed_source
 from .source import checked_count, loader_source
 
 
@@ -240,8 +240,7 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
             positive[edge_type] = Graph(src, dst, sizes)
             if k:
                 negative[edge_type] = Graph(local[src_type].pop(0), local[dst_type].pop(0), sizes)
-        attrs = self.source.node_attrs
-        x = {t: gathered(attrs[t]["x"], ids) for t, ids in sampled.input_nodes.items() if "x" in attrs[t]}
+        x = typed_rows(self.source, "x", sampled.input_nodes)
         return HeteroLinkBlockBatch(
             sampled.input_nodes, positive, negative if k else None, sampled.blocks, edge_ids, seeds,
             torch.cat(order), x,
