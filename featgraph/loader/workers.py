@@ -37,9 +37,6 @@ def _reduce_memmap(array: np.memmap) -> tuple[Callable[..., Any], tuple]:
     return _reopened, (array.filename, array.dtype, array.mode, array.offset, array.shape, order)
 
 
-ForkingPickler.register(np.memmap, _reduce_memmap)
-
-
 _DONE = None  # the job queue's end, one per worker
 _POLL_S = 0.5  # how often the parent, waiting for a batch, looks whether a worker has died
 
@@ -61,6 +58,7 @@ class WorkerPool:
     batches run on ``threads`` threads. A worker that dies is reported by its exit code, never waited on."""
 
     def __init__(self, loader: Any, processes: int, threads: int) -> None:
+        ForkingPickler.register(np.memmap, _reduce_memmap)  # before the workers' copies of the loader are pickled
         context = torch.multiprocessing.get_context("spawn")
         self._jobs, self._results = context.Queue(), context.Queue()
         self._processes = [
@@ -70,7 +68,7 @@ class WorkerPool:
         for process in self._processes:
             process.start()
         self._next_index = 0
-        weakref.finalize(self, _stop, self._processes, self._jobs)
+        weakref.finalize(self, _stop, self._processes)
 
     def map(self, jobs: Iterable[tuple[torch.Tensor, int]], depth: int) -> Iterator[Any]:
         """The batch of each job, in order, with up to ``depth`` (at least one per worker) in flight."""
@@ -107,11 +105,9 @@ class WorkerPool:
                         f"worker_processes: a loader worker exited with code {dead[0]} before its batch was made"
                     ) from None
 
-    def close(self) -> None:
-        _stop(self._processes, self._jobs)
 
-
-def _stop(processes: list, jobs: Any) -> None:
+def _stop(processes: list) -> None:
+    """End the workers still running (the pool's loader is gone)."""
     for process in processes:
         if process.is_alive():
             process.terminate()

@@ -35,8 +35,6 @@ def test_worker_processes_give_the_threads_batches_from_a_memory_mapped_array(tm
     features[:] = np.random.default_rng(0).standard_normal((300, 5))
     features.flush()
     mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
-    again = ForkingPickler.loads(ForkingPickler.dumps(mapped))
-    assert isinstance(again, np.memmap) and again.filename == mapped.filename and np.array_equal(again, mapped)
     from torch_geometric.data import Data
 
     data = Data(x=mapped, edge_index=torch.stack(ring().coo()), num_nodes=300)  # PyG keeps the memmap as it is
@@ -48,6 +46,9 @@ def test_worker_processes_give_the_threads_batches_from_a_memory_mapped_array(tm
         for a, b in zip(ours, theirs, strict=True):
             assert torch.equal(a.n_id, b.n_id) and torch.equal(a.edge_index, b.edge_index)
             assert torch.equal(a.x, b.x) and torch.equal(a.x, torch.from_numpy(features[a.n_id.numpy()]))
+    # the pool, once started, sends a memory-mapped array as its file
+    again = ForkingPickler.loads(ForkingPickler.dumps(mapped))
+    assert isinstance(again, np.memmap) and again.filename == mapped.filename and np.array_equal(again, mapped)
     blocks = BlockLoader(ring(), [2], 100, seed=0, worker_processes=1)
     assert [b.seeds.tolist() for b in blocks] == [b.seeds.tolist() for b in BlockLoader(ring(), [2], 100, seed=0)]
 
