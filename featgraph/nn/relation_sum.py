@@ -106,37 +106,40 @@ def _relational_groups(terms: Sequence[RelationTerm]) -> list[list[RelationTerm]
 
 def _relational(group: list[RelationTerm]) -> torch.Tensor | None:
     """``sum_k lin_k.weight @ reduce_k(x_src_k)`` (no biases) of the group's relations, as one
-    ``relational_aggregate`` over their edges stacked; None where its (relation, destination) pairs with edges
-    are most of the (relations x destinations) rows, whose products the one dense product does without
-    gathering pairs."""
+    ``relational_aggregate`` over their edges stacked; None where the relations are dense (``stacked_relations``)."""
     sources: dict[int, torch.Tensor] = {}
     for term in group:
         sources.setdefault(id(term.x_src), term.x_src)
     slots = [list(sources).index(id(term.x_src)) for term in group]
-    graph, etype = stacked_relations([term.graph for term in group], slots, [x.shape[0] for x in sources.values()])
-    pairs = plan(graph, etype, len(group)).destinations.count
-    if pairs > DENSE_PAIRS * len(group) * graph.num_dst_nodes:
+    stacked = stacked_relations([term.graph for term in group], slots, [x.shape[0] for x in sources.values()])
+    if stacked is None:
         return None
+    graph, etype = stacked
     x = torch.cat(list(sources.values())) if len(sources) > 1 else group[0].x_src
     weight = torch.stack([term.lin.weight.t() for term in group])  # (relations, in, out)
     return relational_aggregate(graph, x, weight, etype, group[0].reduce)
 
 
-# (relation graphs' ids, source slots, source rows) -> (weak references to the graphs, their stacked graph, etype)
-_STACKED: OrderedDict[tuple, tuple[tuple[weakref.ref, ...], Graph, torch.Tensor]] = OrderedDict()
+# (relation graphs' ids, source slots, source rows) -> (weak references to the graphs, their stacked graph and
+# edge relations, or None where they are dense)
+_STACKED: OrderedDict[tuple, tuple[tuple[weakref.ref, ...], tuple[Graph, torch.Tensor] | None]] = OrderedDict()
 _STACKED_KEPT = 16  # a two-layer model on a typed batch reads one per destination type
 
 
-def stacked_relations(graphs: list[Graph], slots: list[int], source_rows: list[int]) -> tuple[Graph, torch.Tensor]:
+def stacked_relations(
+    graphs: list[Graph], slots: list[int], source_rows: list[int]
+) -> tuple[Graph, torch.Tensor] | None:
     """The relations ``graphs`` (same destinations) as one graph and each edge's relation index: relation
     ``k``'s edge ``u -> v`` becomes ``offset[slots[k]] + u -> v``, where source tensor ``j`` (``source_rows[j]``
-    rows) starts at ``offset[j]``; built once while the relation graphs live (so are its formats and its
-    relational plan)."""
+    rows) starts at ``offset[j]``. None where the relations are dense: their (relation, destination) pairs with
+    edges are more than ``DENSE_PAIRS`` of relations x destinations, whose products the one dense product does
+    without gathering pairs. Decided and built once while the relation graphs live (so are the stacked graph's
+    formats and relational plan); a dense group keeps only its verdict."""
     key = (tuple(map(id, graphs)), tuple(slots), tuple(source_rows))
     entry = _STACKED.get(key)
     if entry is not None and all(ref() is g for ref, g in zip(entry[0], graphs, strict=True)):
         _STACKED.move_to_end(key)
-        return entry[1], entry[2]
+        return entry[1]
     offsets = [0]
     for size in source_rows:
         offsets.append(offsets[-1] + size)
@@ -146,12 +149,14 @@ def stacked_relations(graphs: list[Graph], slots: list[int], source_rows: list[i
     sizes = torch.tensor([g.num_edges for g in graphs], device=src.device)
     etype = torch.repeat_interleave(torch.arange(len(graphs), device=src.device), sizes)
     stacked = Graph(src, dst, (offsets[-1], graphs[0].num_dst_nodes))
-    for stale in [k for k, (refs, _, _) in _STACKED.items() if any(ref() is None for ref in refs)]:
+    pairs = plan(stacked, etype, len(graphs)).destinations.count
+    result = (stacked, etype) if pairs <= DENSE_PAIRS * len(graphs) * stacked.num_dst_nodes else None
+    for stale in [k for k, (refs, _) in _STACKED.items() if any(ref() is None for ref in refs)]:
         del _STACKED[stale]
-    _STACKED[key] = (tuple(weakref.ref(g) for g in graphs), stacked, etype)
+    _STACKED[key] = (tuple(weakref.ref(g) for g in graphs), result)
     if len(_STACKED) > _STACKED_KEPT:
         _STACKED.popitem(last=False)
-    return stacked, etype
+    return result
 
 
 def sum_of_relations(convs: Sequence[torch.nn.Module], calls: Sequence[tuple[Any, Any]]) -> torch.Tensor:
