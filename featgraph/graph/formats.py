@@ -8,6 +8,7 @@ import torch
 
 from ..native import compile_source, launch
 from ..native.sources import cpp_source
+from ..native.toolchain import num_threads
 
 INT32_LIMIT = 2**31 - 1
 
@@ -29,13 +30,40 @@ class Compressed(NamedTuple):
         return Compressed(*(t.to(dtype).contiguous() for t in self))
 
 
-def compress(group: torch.Tensor, other: torch.Tensor, num_groups: int) -> Compressed:
-    """Group edges by ``group`` (stable, so duplicate edges keep their relative order)."""
+def compress(
+    group: torch.Tensor,
+    other: torch.Tensor,
+    num_groups: int,
+    index_dtype: torch.dtype = torch.int64,
+    threads: int | None = None,
+) -> Compressed:
+    """Group edges by ``group`` (stable, so duplicate edges keep their relative order), the index arrays in
+    ``index_dtype``. On the CPU one compiled counting sort (``native/cpp/compress.cpp``) on up to ``threads``
+    threads (None: the CPU kernels' count; the same output for any), O(E + groups) and written in
+    ``index_dtype`` directly; elsewhere torch's stable sort."""
+    if group.device.type == "cpu":
+        return _compiled_compress(group, other, num_groups, index_dtype, threads or num_threads())
     order = torch.sort(group, stable=True).indices
     counts = torch.bincount(group, minlength=num_groups)
     indptr = torch.zeros(num_groups + 1, dtype=torch.int64, device=group.device)
     torch.cumsum(counts, dim=0, out=indptr[1:])
-    return Compressed(indptr, other[order].contiguous(), order)
+    compressed = Compressed(indptr, other[order].contiguous(), order)
+    return compressed if index_dtype == torch.int64 else compressed.to(index_dtype)
+
+
+def _compiled_compress(
+    group: torch.Tensor, other: torch.Tensor, num_groups: int, index_dtype: torch.dtype, threads: int
+) -> Compressed:
+    if index_dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype}")
+    num_edges = group.numel()
+    out = Compressed(
+        torch.empty(num_groups + 1, dtype=index_dtype), *(torch.empty(num_edges, dtype=index_dtype) for _ in range(2))
+    )
+    ends = [t.to(torch.int64).contiguous() for t in (group, other)]
+    width = 4 if index_dtype == torch.int32 else 8
+    launch(compile_source(cpp_source("compress.cpp")), [*ends, *out], [width, num_edges, num_groups, threads])
+    return out
 
 
 def index_dtype_for(num_nodes: int, num_edges: int) -> torch.dtype:

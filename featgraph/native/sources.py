@@ -1,6 +1,6 @@
 """The hand-written C++ shipped in ``cpp/``: the code generator's prelude, the neighbour sampler, the looped-format
-builder, the dropout pass and the roofline loops. Read as text and handed to the compile cache like generated
-sources, so a library is keyed by exactly the text it was built from."""
+builder, the counting sort that groups edges, the dropout pass and the roofline loops. Read as text and handed to
+the compile cache like generated sources, so a library is keyed by exactly the text it was built from."""
 
 from __future__ import annotations
 

@@ -5,15 +5,24 @@ import torch
 from featgraph.graph.formats import INT32_LIMIT, _vectorised_with_loops, compress, index_dtype_for, with_loops
 
 
-def test_compress_groups_stably_against_numpy():
-    gen = np.random.default_rng(0)
-    group = gen.integers(0, 9, 200)
-    other = gen.integers(0, 50, 200)
-    out = compress(torch.from_numpy(group), torch.from_numpy(other), num_groups=12)
+@pytest.mark.parametrize(
+    "num_edges, num_groups, threads",
+    [(200, 12, 1), (0, 7, 2), (0, 0, 1), (30, 3000, 2), (50000, 900, 3), (70000, 5, 4), (70000, 1, 2)],
+)
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_compress_groups_stably_against_numpy(num_edges, num_groups, threads, index_dtype):
+    """Against numpy's stable argsort: empty groups, duplicate edges, no edges, more groups than edges, and
+    enough edges for several threads, whose runs of edge ids must leave each group in id order (hubs: 5 groups
+    over 70,000 edges); the index arrays come in ``index_dtype``."""
+    gen = np.random.default_rng(num_edges + num_groups)
+    group = gen.integers(0, max(num_groups, 1), num_edges)
+    other = gen.integers(0, 50, num_edges)
+    out = compress(torch.from_numpy(group), torch.from_numpy(other), num_groups, index_dtype, threads)
+    assert all(part.dtype == index_dtype for part in out)
     order = np.argsort(group, kind="stable")
     assert np.array_equal(out.edge_ids.numpy(), order)
     assert np.array_equal(out.indices.numpy(), other[order])
-    assert np.array_equal(out.indptr.numpy(), np.searchsorted(group[order], np.arange(13)))
+    assert np.array_equal(out.indptr.numpy(), np.searchsorted(group[order], np.arange(num_groups + 1)))
 
 
 def test_index_dtype_switches_at_int32_limit():

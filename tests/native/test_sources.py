@@ -24,6 +24,7 @@ BUILDS: dict[str, Callable[[], list[str]]] = {
     "prelude.h": lambda: [f"typedef {ctype} T;\n{PRELUDE}" for ctype in ("float", "double")],
     "sampler.cpp": lambda: [cpp_source("sampler.cpp")],
     "with_loops.cpp": lambda: [cpp_source("with_loops.cpp")],
+    "compress.cpp": lambda: [cpp_source("compress.cpp")],
     "triad.cpp": lambda: [cpp_source("triad.cpp")],
     "gather.cpp": lambda: [gather_source(width, dtype) for width in (8, 24) for dtype in HALF_AND_FLOAT],
     "dropout.cpp": lambda: [dropout_source(dtype, form) for dtype in CTYPES for form in FORMS],

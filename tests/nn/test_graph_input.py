@@ -2,6 +2,7 @@ import pytest
 import torch
 
 import featgraph as fg
+import featgraph.graph.graph as graph_module
 from featgraph.nn import as_graph
 from featgraph.nn.graph_input import split_input
 from tests.nn.reference import N, edges
@@ -163,12 +164,13 @@ def test_pyg_graph_forms_run_fused_and_match_pyg(monkeypatch, name, form):
 )
 def test_sorted_pyg_forms_give_their_formats_without_a_sort(monkeypatch, form, formats):
     """A sorted ``EdgeIndex`` (its transpose cached) or a compressed ``adj_t`` becomes the graph's CSR and CSC
-    without sorting, equal to the formats featgraph builds by sorting the same edges."""
+    without grouping the edges again (no sort, no featgraph ``compress``), equal to the formats featgraph builds
+    from the same edges."""
     graph = _pyg_forms(edges(), form)
     sorts = []
-    for name in ("sort", "argsort"):
-        original = getattr(torch, name)
-        monkeypatch.setattr(torch, name, lambda *args, _f=original, **kwargs: sorts.append(1) or _f(*args, **kwargs))
+    for owner, name in ((torch, "sort"), (torch, "argsort"), (graph_module, "compress")):
+        original = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *args, _f=original, **kwargs: sorts.append(1) or _f(*args, **kwargs))
     g = as_graph(graph, N)
     built = {name: getattr(g, name)() for name in formats}
     monkeypatch.undo()
@@ -185,10 +187,10 @@ def test_sorted_pyg_forms_give_their_formats_without_a_sort(monkeypatch, form, f
 
 
 def test_unsorted_edge_index_is_sorted_by_featgraph(monkeypatch):
-    """The control: an unsorted ``EdgeIndex`` has no format to give, so its CSR is sorted."""
+    """The control: an unsorted ``EdgeIndex`` has no format to give, so featgraph groups its edges itself."""
     sorts = []
-    original = torch.sort
-    monkeypatch.setattr(torch, "sort", lambda *args, **kwargs: sorts.append(1) or original(*args, **kwargs))
+    original = graph_module.compress
+    monkeypatch.setattr(graph_module, "compress", lambda *args, **kwargs: sorts.append(1) or original(*args, **kwargs))
     as_graph(_pyg_forms(edges(), "unsorted"), N).csr()
     assert sorts
 
