@@ -245,21 +245,22 @@ class Graph:
         num_src: int,
         edge_weight: Any | None = None,
         check: bool = True,
-        csc: Compressed | None = None,
         edge_index: torch.Tensor | None = None,
+        narrow_csr: Compressed | None = None,
     ) -> Graph:
         """From a CSR of in-edges (``indptr`` over the ``len(indptr) - 1`` destinations, ``indices`` their
         sources), as a sampler builds it: the edges' user order is the CSR order, and the CSR is kept as
         the graph's own, so kernels build no format for it. ``check=False`` trusts the tensors (int64,
         contiguous, valid: featgraph's sampler builds them so) instead of checking them, and shares ``indptr``.
-        ``csc``, the same edges grouped by source in int64 or int32 (trusted, so only with ``check=False``:
-        featgraph's sampler builds it by a counting sort), is kept too, so gradients with respect to source rows
-        build no format either. ``edge_index``: the same edges as a contiguous int64 (2, E) tensor whose rows are
-        ``indices`` and each edge's destination (trusted, so only with ``check=False``: featgraph's typed
-        sampler writes it so), which becomes the graph's own instead of being built from ``indptr``."""
-        if (csc is not None or edge_index is not None) and check:
+        ``edge_index``: the same edges as a contiguous int64 (2, E) tensor whose rows are ``indices`` and each
+        edge's destination (trusted, so only with ``check=False``: featgraph's samplers write it so), which
+        becomes the graph's own instead of being built from ``indptr``.
+        ``narrow_csr``: the same CSR in int32 (trusted, so only with ``check=False``: featgraph's sampler writes
+        it beside the int64 one), kept as the graph's int32 CSR, which kernels read."""
+        if (edge_index is not None or narrow_csr is not None) and check:
             raise ValueError(
-                "csc and edge_index are trusted as given (featgraph's sampler builds them): pass them with check=False"
+                "edge_index and narrow_csr are trusted as given (featgraph's sampler builds them): pass them with "
+                "check=False"
             )
         indptr, indices = torch.as_tensor(indptr), torch.as_tensor(indices)
         if check:
@@ -284,9 +285,8 @@ class Graph:
         ids = torch.arange(indices.numel(), device=indptr.device)
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
         graph._cache[("in_deg",)] = counts.to(torch.int64)
-        if csc is not None:
-            graph._cache[("csc",) if csc.indptr.dtype == torch.int64 else ("csc", csc.indptr.dtype)] = csc
-            graph._cache[("out_deg",)] = (csc.indptr[1:] - csc.indptr[:-1]).to(torch.int64)
+        if narrow_csr is not None:
+            graph._cache[("csr", torch.int32)] = narrow_csr
         return graph
 
     @classmethod
@@ -420,8 +420,8 @@ class Graph:
             return self.cached((name,), lambda: compress(rows, cols, num_rows))
 
         def narrow() -> Compressed:
-            full = self._cache.get((name,)) or compress(rows, cols, num_rows)
-            return full.to(index_dtype)
+            full = self._cache.get((name,))
+            return compress(rows, cols, num_rows, index_dtype) if full is None else full.to(index_dtype)
 
         return self.cached((name, index_dtype), narrow)
 

@@ -282,12 +282,9 @@ class HeteroNeighborSampler:
                 e_id[edge_type] = edge_index[0]
             else:
                 indptr, edge_index, e_id[edge_type] = hop_draws.indptr, hop_draws.edge_index, hop_draws.edge_ids
-            # both formats in the kernels' index type, built here (a loader's background thread)
-            sources_local = edge_index[0]
-            index = index_dtype_for(max(num_src, num_dst), sources_local.numel())
-            csc = kernel.transpose(indptr, sources_local, num_src, index, threads)
-            block_graph = Graph.from_csr(indptr, sources_local, num_src, check=False, csc=csc, edge_index=edge_index)
-            block_graph.csr(index)
+            # the CSR in the kernels' index type, made here (a loader's background thread); the CSC on first use
+            block_graph = Graph.from_csr(indptr, edge_index[0], num_src, check=False, edge_index=edge_index)
+            block_graph.csr(index_dtype_for(max(num_src, num_dst), edge_index.shape[1]))
             block_graphs[edge_type] = block_graph
         return HeteroBlock(block_graphs, sources, {t: ids.numel() for t, ids in destinations.items()}, e_id)
 

@@ -1,5 +1,5 @@
 """The neighbour sampler's compiled code: one C++/OpenMP source (``native/cpp/sampler.cpp``), compiled
-once through the disk kernel cache, with four operations behind its ``run`` entry point.
+once through the disk kernel cache, with three operations behind its ``run`` entry point.
 
 - ``PREPARE`` (once per sampler, weighted only): per vertex the number of in-edges of positive weight, and
   with replacement the running sum of the weights along each CSR row.
@@ -12,10 +12,10 @@ once through the disk kernel cache, with four operations behind its ``run`` entr
   smallest edge position claiming it (an atomic max on a dense global -> local map that the caller keeps and
   that every call leaves as it found it, all -1), and ids follow a prefix count of first appearances, so
   the relabelling is parallel and the same for any thread count.
-- ``TRANSPOSE`` (per hop): the block's out-edges grouped by source (its CSC, the CSR of the flipped block
-  that gradients with respect to source features run over), by one counting sort: O(E + sources), where
-  sorting the block's edges by source would take a third of a GraphSAGE training step on products-like-small.
-  Threads count their own runs of rows per source, so the edges keep their order within a column.
+
+A block's other format (its CSC, grouped by source) is built where it is first asked for, by the graph's
+compiled counting sort (``graph.formats.compress``), as DGL builds a block's formats on first use: a layer
+whose source rows need no gradient (the input layer's features) never asks for it.
 
 Randomness: vertex ``v`` at hop ``h`` draws from its own splitmix64 stream seeded by ``(seed, h, v)`` (the
 finaliser ``fg_keep`` hashes with), so a batch depends on the seed alone, not on which thread sampled which
@@ -29,11 +29,11 @@ from typing import NamedTuple
 
 import torch
 
-from ..graph.formats import Compressed
+from ..graph.formats import Compressed, index_dtype_for
 from ..native import compile_source, launch
 from ..native.sources import cpp_source
 
-PREPARE, COUNT, SAMPLE, TRANSPOSE = 0, 1, 2, 3
+PREPARE, COUNT, SAMPLE = 0, 1, 2
 UNCLAIMED = -1  # the global -> local map's entry for a vertex outside the current block
 
 SOURCE = cpp_source("sampler.cpp")
@@ -55,13 +55,15 @@ class WeightTables(NamedTuple):
 
 class Hop(NamedTuple):
     """One hop's block: ``indptr`` over the frontier, ``edge_index`` (2, E): each edge's source relabelled
-    (frontier first) and its destination (its frontier position), the user ``edge_ids`` of the block's edges
-    and the global ``node_ids`` of its sources."""
+    (frontier first) and its destination (its frontier position), the user ``edge_ids`` of the block's edges,
+    the global ``node_ids`` of its sources, and ``narrow_csr``, the block's CSR in int32 as the kernels read it
+    (written beside the int64 one in the same passes), or None where the block's ids may not fit int32."""
 
     indptr: torch.Tensor
     edge_index: torch.Tensor
     edge_ids: torch.Tensor
     node_ids: torch.Tensor
+    narrow_csr: Compressed | None
 
     @property
     def sources(self) -> torch.Tensor:
@@ -101,10 +103,13 @@ def sample_hop(
     edge_ids = torch.empty(num_edges, dtype=torch.int64)
     node_ids = torch.empty(frontier.numel() + num_edges, dtype=torch.int64)
     num_nodes = torch.empty(1, dtype=torch.int64)
-    outputs = [edge_index[0], edge_ids, node_ids, num_nodes, edge_index[1]]
+    narrow = None  # the block has at most F + E sources
+    if index_dtype_for(frontier.numel() + num_edges, num_edges) == torch.int32:
+        narrow = Compressed(*(torch.empty(n, dtype=torch.int32) for n in (frontier.numel() + 1, num_edges, num_edges)))
+    outputs = [edge_index[0], edge_ids, node_ids, num_nodes, edge_index[1], *(narrow or (None,) * 3)]
     _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, [threads, seed, hop, 0, 0, 0])
     # a copy of the used prefix: a view would keep (and torch.save would write) the whole upper bound
-    return Hop(indptr, edge_index, edge_ids, node_ids[: int(num_nodes)].clone())
+    return Hop(indptr, edge_index, edge_ids, node_ids[: int(num_nodes)].clone(), narrow)
 
 
 class TypedHop(NamedTuple):
@@ -140,7 +145,7 @@ def sample_typed_hop(
     edge_index = torch.empty(2, num_edges, dtype=torch.int64)  # the kernel writes both rows in place
     edge_ids, new = torch.empty(num_edges, dtype=torch.int64), torch.empty(num_edges, dtype=torch.int64)
     count = torch.empty(1, dtype=torch.int64)
-    outputs = [edge_index[0], edge_ids, new, count, edge_index[1]]
+    outputs = [edge_index[0], edge_ids, new, count, edge_index[1], None, None, None]
     scalars = [threads, seed, stream, 1, base, first_destination]
     _sample(csr, frontier, indptr, fanout, replace, weights, local, outputs, scalars)
     return TypedHop(edge_index, edge_ids, new[: int(count)].clone(), indptr)
@@ -174,32 +179,10 @@ def _sample(
     csr: Compressed, frontier: torch.Tensor, indptr: torch.Tensor, fanout: int, replace: bool,
     weights: WeightTables | None, local: torch.Tensor, outputs: list, scalars: list[int],
 ) -> None:  # fmt: skip
-    """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count, destinations) and
+    """The compiled SAMPLE: ``outputs`` (sources, edge ids, node ids, their count, destinations, then the int32
+    CSR's indptr, sources and edge ids or three Nones) and
     ``scalars`` (threads, seed, stream, typed, base, first destination) as the C++ reads them."""
     positive = None if weights is None else weights.positive_degree
     weight, cumulative = (None, None) if weights is None else (weights.weight, weights.cumulative)
     pointers = [csr.indptr, csr.indices, csr.edge_ids, weight, positive, cumulative, frontier, indptr, local]
     launch(_run(), [*pointers, *outputs], [SAMPLE, frontier.numel(), fanout, int(replace), *scalars])
-
-
-def transpose(
-    indptr: torch.Tensor,
-    sources: torch.Tensor,
-    num_src: int,
-    index_dtype: torch.dtype = torch.int64,
-    threads: int = 1,
-) -> Compressed:
-    """A block's CSC from its CSR (``indptr`` over destinations, ``sources`` local ids below ``num_src``, the
-    edges' order their ids): what ``formats.compress`` gives when grouping by source, without a sort, written
-    in ``index_dtype`` (int32 where the kernels read int32, so no narrowing copy follows), on up to ``threads``
-    threads (the same output for any count)."""
-    if index_dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype}")
-    num_edges = sources.numel()
-    csc_indptr = torch.empty(num_src + 1, dtype=index_dtype)
-    destinations = torch.empty(num_edges, dtype=index_dtype)
-    edge_ids = torch.empty(num_edges, dtype=index_dtype)
-    width = 4 if index_dtype == torch.int32 else 8
-    scalars = [TRANSPOSE, indptr.numel() - 1, num_src, width, threads]
-    launch(_run(), [indptr, sources, csc_indptr, destinations, edge_ids], scalars)
-    return Compressed(csc_indptr, destinations, edge_ids)

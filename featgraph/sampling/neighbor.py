@@ -189,9 +189,12 @@ class NeighborSampler:
     replacement by default, with replacement when ``replace``; with a per-edge ``weight`` (user edge order,
     non-negative) each draw picks an edge with probability proportional to its weight, so zero-weight edges
     are never drawn (and ``-1`` keeps the positive ones). ``num_threads`` defaults to the CPU kernels' count.
-    ``self_loops``: each block's graph also comes with its looped graph (``graph.with_self_loops()``, built
-    from the block's formats without a sort), for layers that add self loops (GATConv): made here, which a
-    loader runs in its background thread, rather than in the training step.
+    Each block's graph comes with its CSR in the kernels' index type; its CSC, which only a gradient with
+    respect to the block's source rows reads (never the input layer's features), is built on first use.
+    ``self_loops``: each block's graph also comes with its looped graph (``graph.with_self_loops()``, its CSR
+    carried over from the block's without a sort) and that graph's CSC, for layers that add self loops
+    (GATConv, which transforms its sources before aggregating, so every layer's backward reads it): made here,
+    which a loader runs in its background thread, rather than in the training step.
     A batch depends only on the seeds and ``seed``. Calls from several threads may share a sampler: they
     take turns in the compiled hops, whose relabelling map is the sampler's.
     """
@@ -264,16 +267,16 @@ class NeighborSampler:
                 )
             edge_weight = None if weight is None else weight[drawn.edge_ids]
             num_src = drawn.node_ids.numel()
-            # both formats in the kernels' index type, built here (a loader's background thread) rather than
-            # in the training step that runs the block
-            index = index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel())
-            csc = kernel.transpose(drawn.indptr, drawn.sources, num_src, index, threads)
+            # the CSR in the kernels' index type comes with the block (made here, in a loader's background
+            # thread, rather than in the training step that runs it); the CSC is built where a gradient needs it
             block_graph = Graph.from_csr(
-                drawn.indptr, drawn.sources, num_src, edge_weight, check=False, csc=csc, edge_index=drawn.edge_index
-            )
-            block_graph.csr(index)
+                drawn.indptr, drawn.sources, num_src, edge_weight, check=False, edge_index=drawn.edge_index,
+                narrow_csr=drawn.narrow_csr,
+            )  # fmt: skip
+            block_graph.csr(index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel()))
             if self.self_loops:
-                block_graph.with_self_loops()
+                looped = block_graph.with_self_loops()
+                looped.csc(looped.index_dtype)
             blocks.append(Block(block_graph, drawn.node_ids, drawn.edge_ids))
             frontier = drawn.node_ids
         return MiniBatch(blocks[::-1], seeds)

@@ -6,7 +6,6 @@ import scipy.sparse as sp
 import torch
 
 from featgraph import Graph, ops
-from featgraph.graph.formats import compress
 from tests.conftest import adjacency, random_edges
 
 
@@ -295,22 +294,28 @@ def test_from_csr_keeps_the_given_csr_and_its_order():
     assert torch.equal(torch.stack(trusted.coo()), torch.stack(g.coo())) and trusted.csr().indptr is indptr
 
 
-def test_from_csr_with_a_csc_keeps_it_and_the_reverse_graph_shares_it():
-    """A trusted CSC (as the sampler builds it) is the graph's own and its reverse's CSR; degrees come from the
-    two indptrs; each agrees with what the graph would build from its edges."""
+def test_from_csr_builds_its_csc_on_first_use_and_the_reverse_graph_shares_it():
+    """The CSC of a graph made from a CSR (as the sampler makes blocks) groups its edges by source as numpy's
+    stable argsort does; it is the reverse graph's CSR; degrees and a reversed aggregation agree with a graph
+    built from the same edges as COO. A trusted ``edge_index`` needs ``check=False``."""
     indptr, indices = torch.tensor([0, 2, 2, 5]), torch.tensor([4, 0, 1, 1, 6])
-    reference = Graph.from_csr(indptr, indices, num_src=7)
-    csc = compress(indices, reference.coo()[1], 7)
-    g = Graph.from_csr(indptr, indices, num_src=7, check=False, csc=csc)
-    assert g.csc() is csc and g.reverse().csr() is csc and g.reverse().csc() is g.csr()
-    assert torch.equal(g.in_degrees(), torch.bincount(reference.coo()[1], minlength=3))
+    edge_index = torch.stack([indices, torch.tensor([0, 0, 2, 2, 2])])
+    g = Graph.from_csr(indptr, indices, num_src=7, check=False, edge_index=edge_index)
+    reference = Graph(edge_index[0], edge_index[1], (7, 3))
+    order = np.argsort(indices.numpy(), kind="stable")
+    for dtype in (torch.int32, torch.int64):
+        csc = g.csc(dtype)
+        assert all(part.dtype == dtype for part in csc)
+        assert csc.edge_ids.tolist() == order.tolist() and csc.indices.tolist() == edge_index[1, order].tolist()
+    assert g.reverse().csr() is g.csc() and g.reverse().csc() is g.csr()
+    assert torch.equal(g.in_degrees(), torch.bincount(edge_index[1], minlength=3))
     assert torch.equal(g.out_degrees(), torch.bincount(indices, minlength=7))
     assert torch.equal(g.reverse().in_degrees(), g.out_degrees())
     x = torch.randn(3, 4, dtype=torch.float64)
     expected = ops.gspmm(reference.reverse(), "copy_lhs", "sum", x, None)
     torch.testing.assert_close(ops.gspmm(g.reverse(), "copy_lhs", "sum", x, None), expected)
     with pytest.raises(ValueError, match="check=False"):
-        Graph.from_csr(indptr, indices, num_src=7, csc=csc)
+        Graph.from_csr(indptr, indices, num_src=7, edge_index=edge_index)
 
 
 @pytest.mark.parametrize(

@@ -180,26 +180,3 @@ def test_empty_rows_draw_nothing():
     for replace, weight in [(False, None), (True, None), (True, [1.0, 1.0]), (False, [0.0, 0.0])]:
         block = NeighborSampler(graph, [3], replace=replace, weight=weight).sample([3, 1], seed=0).blocks[0]
         assert block.graph.num_edges == 0 and torch.equal(block.n_id, torch.tensor([3, 1]))
-
-
-@pytest.mark.parametrize(
-    "num_src, num_dst, num_edges, threads",
-    [(9, 4, 40, 1), (7, 7, 0, 2), (12, 3, 30, 2), (1, 1, 5, 1), (3000, 900, 50000, 3), (5, 2, 70000, 4)],
-)
-@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
-def test_transpose_groups_by_source_as_a_stable_sort(num_src, num_dst, num_edges, threads, index_dtype):
-    """Against an independent grouping (numpy's stable argsort by source), on blocks with isolated sources and
-    destinations, duplicate edges and an empty block; with enough edges for several threads, whose runs of
-    rows must leave each column in edge order (hubs: 5 sources over 70,000 edges)."""
-    gen = torch.Generator().manual_seed(num_edges)
-    sources = torch.randint(0, num_src, (num_edges,), generator=gen)
-    dst = torch.sort(torch.randint(0, num_dst, (num_edges,), generator=gen)).values
-    indptr = torch.zeros(num_dst + 1, dtype=torch.int64)
-    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_dst), 0)
-    csc = kernel.transpose(indptr, sources, num_src, index_dtype, threads)
-    assert all(part.dtype == index_dtype for part in csc)
-    order = np.argsort(sources.numpy(), kind="stable")
-    assert torch.equal(csc.edge_ids.long(), torch.from_numpy(order))
-    assert torch.equal(csc.indices.long(), dst[order])
-    assert torch.equal((csc.indptr[1:] - csc.indptr[:-1]).long(), torch.bincount(sources, minlength=num_src))
-    assert csc.indptr[0] == 0

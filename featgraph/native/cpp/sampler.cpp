@@ -1,4 +1,4 @@
-// The neighbour sampler: PREPARE, COUNT, SAMPLE and TRANSPOSE behind one run() entry point
+// The neighbour sampler: PREPARE, COUNT and SAMPLE behind one run() entry point
 // (featgraph/sampling/kernel.py describes them and calls them).
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,6 @@
 
 static const uint64_t FG_GOLDEN = 0x9e3779b97f4a7c15ULL;
 static const int64_t ROW_GROUP = 64;  // frontier vertices per unit of work
-static const int64_t TRANSPOSE_GRAIN = 16384;  // block edges per transposing thread, at least
 // splitmix64's finaliser (the one fg_keep hashes with): a bijection of 64-bit words
 static inline uint64_t fg_mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -151,7 +150,8 @@ static void count(void** ptr, const int64_t* arg) {
 // ptr: indptr, indices, edge_ids, weight (null: uniform), positive_degree, cumulative (with replacement),
 // frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
 // node_ids (out, F + block edges), num_block_nodes (out, 1), destinations (out, block edges: each edge's
-// frontier position, plus arg[9] where typed);
+// frontier position, plus arg[9] where typed), then the same CSR in int32 for the kernels, or three nulls: its
+// indptr (out, F + 1), sources (out, block edges) and edge ids (out, block edges: 0, 1, ...);
 // arg: op, F, fanout, replace, threads, seed, hop.
 // Typed (one relation of a typed batch; arg[7] = 1, arg[8] = base, arg[9] = the frontier's first batch id):
 // the frontier is of another vertex set, so it is neither claimed nor listed; ``local`` is the source type's
@@ -179,6 +179,9 @@ static void sample(void** ptr, const int64_t* arg) {
   const bool typed = arg[7] != 0;
   const int64_t base = typed ? arg[8] : num_frontier;  // the first new vertex's id
   int64_t* destinations = (int64_t*)ptr[13];
+  int32_t* narrow_indptr = (int32_t*)ptr[14];
+  int32_t* narrow_sources = (int32_t*)ptr[15];
+  int32_t* narrow_ids = (int32_t*)ptr[16];
   const int64_t first_destination = typed ? arg[9] : 0;
   std::vector<int64_t> firsts(threads + 1, 0);
   #pragma omp parallel num_threads(threads)
@@ -191,6 +194,10 @@ static void sample(void** ptr, const int64_t* arg) {
         local[frontier[i]] = i;
         node_ids[i] = frontier[i];
       }
+    }
+    if (narrow_indptr) {
+      #pragma omp for schedule(static) nowait
+      for (int64_t i = 0; i <= num_frontier; ++i) narrow_indptr[i] = (int32_t)block_indptr[i];
     }
     // rows in groups: a group's draws first, then its edges' gathers (independent loads that overlap, each
     // prefetching the map entry it will claim), then the claims (a locked compare-exchange waits for every
@@ -256,8 +263,18 @@ static void sample(void** ptr, const int64_t* arg) {
       }
     }
     #pragma omp barrier
-    #pragma omp for schedule(static)
-    for (int64_t j = 0; j < num_edges; ++j) sources[j] = local[sources[j]];
+    if (narrow_sources) {
+      #pragma omp for schedule(static)
+      for (int64_t j = 0; j < num_edges; ++j) {
+        const int64_t u = local[sources[j]];
+        sources[j] = u;
+        narrow_sources[j] = (int32_t)u;
+        narrow_ids[j] = (int32_t)j;
+      }
+    } else {
+      #pragma omp for schedule(static)
+      for (int64_t j = 0; j < num_edges; ++j) sources[j] = local[sources[j]];
+    }
     const int64_t num_nodes = base + firsts[nt] - listed;
     if (!typed) {
       #pragma omp for schedule(static)
@@ -268,68 +285,10 @@ static void sample(void** ptr, const int64_t* arg) {
   }
 }
 
-// ptr: block_indptr (F + 1), block_sources (E), csc_indptr (out, S + 1), csc_destinations (out, E),
-// csc_edge_ids (out, E), the outputs of type Index; arg: op, F, S, sizeof(Index), threads. Stable: a source's
-// edges keep the block's edge order, for any thread count. Each thread takes a run of rows (an equal share of
-// the edges) and counts its edges per source; a column's offset for thread t is the column's start plus the
-// counts of threads before t, so thread t writes its edges of the column after theirs, in its own order.
-template <typename Index>
-static void transpose(void** ptr, const int64_t* arg) {
-  const int64_t* indptr = (const int64_t*)ptr[0];
-  const int64_t* sources = (const int64_t*)ptr[1];
-  Index* csc_indptr = (Index*)ptr[2];
-  Index* destinations = (Index*)ptr[3];
-  Index* edge_ids = (Index*)ptr[4];
-  const int64_t num_dst = arg[1], num_src = arg[2], num_edges = indptr[num_dst];
-  const int threads = (int)std::max<int64_t>(1, std::min<int64_t>(arg[4], num_edges / TRANSPOSE_GRAIN));
-  std::vector<Index> cursors((size_t)threads * num_src);  // thread t's counts, then its write positions
-  std::vector<int64_t> sums(threads + 1, 0);
-  #pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t first = std::lower_bound(indptr, indptr + num_dst, num_edges * t / nt) - indptr;
-    const int64_t last =
-        t == nt - 1 ? num_dst : std::lower_bound(indptr, indptr + num_dst, num_edges * (t + 1) / nt) - indptr;
-    Index* mine = cursors.data() + (size_t)t * num_src;
-    for (int64_t j = indptr[first]; j < indptr[last]; ++j) ++mine[sources[j]];
-    #pragma omp barrier
-    int64_t lo, hi, running = 0;
-    share(num_src, t, nt, lo, hi);
-    for (int64_t u = lo; u < hi; ++u) {  // each column's size, and thread t's offset within it
-      int64_t column = 0;
-      for (int other = 0; other < nt; ++other) {
-        Index& count = cursors[(size_t)other * num_src + u];
-        const Index before = (Index)column;
-        column += count;
-        count = before;
-      }
-      running += column;
-      csc_indptr[u + 1] = (Index)running;
-    }
-    sums[t + 1] = running;
-    #pragma omp barrier
-    #pragma omp single
-    {
-      offsets(sums, nt);
-      csc_indptr[0] = 0;
-    }
-    for (int64_t u = lo; u < hi; ++u) csc_indptr[u + 1] += (Index)sums[t];
-    #pragma omp barrier
-    for (int64_t u = 0; u < num_src; ++u) mine[u] += csc_indptr[u];
-    for (int64_t v = first; v < last; ++v)
-      for (int64_t j = indptr[v]; j < indptr[v + 1]; ++j) {
-        const Index at = mine[sources[j]]++;
-        destinations[at] = (Index)v;
-        edge_ids[at] = (Index)j;
-      }
-  }
-}
-
 extern "C" void run(void** ptr, const int64_t* arg) {
   switch (arg[0]) {
     case 0: prepare(ptr, arg); break;
     case 1: count(ptr, arg); break;
-    case 2: sample(ptr, arg); break;
-    default: arg[3] == 4 ? transpose<int32_t>(ptr, arg) : transpose<int64_t>(ptr, arg); break;
+    default: sample(ptr, arg); break;
   }
 }
