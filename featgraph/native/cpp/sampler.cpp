@@ -46,10 +46,12 @@ static void uniform_distinct(Stream& rng, int64_t d, int64_t k, int64_t* out) {
       }
       ++n;
     }
-  } else {
-    int64_t needed = k;
-    for (int64_t i = 0; i < d && needed > 0; ++i)
-      if (rng.below(d - i) < needed) { *out++ = i; --needed; }
+  } else {  // branch-free: whether an offset is kept is a coin flip, which a branch would mispredict half the time
+    int64_t n = 0;
+    for (int64_t i = 0; i < d && n < k; ++i) {
+      out[n] = i;
+      n += rng.below(d - i) < k - n;
+    }
   }
 }
 
