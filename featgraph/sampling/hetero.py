@@ -32,7 +32,7 @@ from ..graph.formats import index_dtype_for
 from ..graph.hetero import EdgeType, HeteroGraph, canonical_edge_type
 from ..native import toolchain
 from . import kernel
-from .neighbor import _checked_seed, _checked_weight, checked_fanouts, checked_seeds, row_scaled
+from .neighbor import _checked_seed, _checked_weight, checked_fanouts, checked_seeds, excluded_positions, row_scaled
 
 
 @dataclass(frozen=True)
@@ -225,9 +225,13 @@ class HeteroNeighborSampler:
         return checked
 
     @torch.compiler.disable
-    def sample_blocks(self, seeds: Mapping[str, Any], seed: int | None = None) -> HeteroBlocks:
+    def sample_blocks(
+        self, seeds: Mapping[str, Any], seed: int | None = None, exclude_edges: Mapping[Any, Any] | None = None
+    ) -> HeteroBlocks:
         """DGL's typed blocks of ``seeds`` (node type -> distinct ids; at least one seed in all): one
-        ``HeteroBlock`` per hop, every vertex of a block's sources expanded again by the next hop."""
+        ``HeteroBlock`` per hop, every vertex of a block's sources expanded again by the next hop.
+        ``exclude_edges``: edge type (or relation name) -> ids within the type that no hop draws, as DGL's
+        ``exclude_edges`` (a vertex draws among its other in-edges of the type)."""
         frontier = {t: torch.zeros(0, dtype=torch.int64) for t in self.graph.node_types}
         given = self._checked_seeds(seeds)
         if given and not sum(ids.numel() for ids in given.values()):
@@ -236,17 +240,38 @@ class HeteroNeighborSampler:
             raise ValueError("seeds: expected a dict of node type -> seed ids, got an empty dict")
         frontier.update(given)
         seed = _checked_seed(seed)
+        excluded = self._excluded(exclude_edges)
         blocks = []
         with self._lock:
             for hop in range(self.num_hops):
-                block = self._block(frontier, seed, hop)
+                block = self._block(frontier, seed, hop, excluded)
                 blocks.append(block)
                 frontier = block.n_id
         return HeteroBlocks(blocks[::-1], given)
 
-    def _block(self, destinations: dict[str, torch.Tensor], seed: int, hop: int) -> HeteroBlock:
+    def _excluded(self, exclude_edges: Mapping[Any, Any] | None) -> dict[EdgeType, torch.Tensor]:
+        """Per edge type the sorted CSR positions no hop draws (``exclude_edges`` as ``sample_blocks`` takes it)."""
+        if exclude_edges is None:
+            return {}
+        if not isinstance(exclude_edges, Mapping):
+            raise TypeError(
+                f"exclude_edges: a typed graph's edges are a dict edge type -> ids, got {type(exclude_edges).__name__}"
+            )
+        excluded = {}
+        for key, ids in exclude_edges.items():
+            edge_type = self.graph.edge_type(key)
+            relation = self.graph.relation(edge_type)
+            positions = excluded_positions(self._csr[edge_type], relation, ids, self._threads())
+            if positions is not None:
+                excluded[edge_type] = positions
+        return excluded
+
+    def _block(
+        self, destinations: dict[str, torch.Tensor], seed: int, hop: int, excluded: dict[EdgeType, torch.Tensor]
+    ) -> HeteroBlock:
         """Hop ``hop``'s block over ``destinations`` (per node type): each type's map holds its destinations
-        first, every relation draws into it, then every map is left unclaimed again."""
+        first, every relation draws into it (leaving out its ``excluded`` CSR positions), then every map is left
+        unclaimed again."""
         graph, threads, relations = self.graph, self._threads(), len(self.graph.edge_types)
         n_id = {t: [ids] for t, ids in destinations.items()}
         counts = {t: ids.numel() for t, ids in destinations.items()}
@@ -262,6 +287,7 @@ class HeteroNeighborSampler:
                 hop_draws = kernel.sample_typed_hop(
                     self._csr[edge_type], targets, fanout, self.replace, self._weights.get(edge_type),
                     self._local[src_type], counts[src_type], 0, seed, hop * relations + r, threads,
+                    excluded.get(edge_type),
                 )  # fmt: skip
                 drawn[edge_type] = hop_draws
                 if hop_draws.new_nodes.numel():

@@ -173,6 +173,17 @@ def checked_seeds(seeds: Any, num_nodes: int, owner: str = "a graph", allow_empt
     return tensor
 
 
+def excluded_positions(csr: Any, graph: Graph, exclude_edges: Any, threads: int) -> torch.Tensor | None:
+    """``exclude_edges`` (ids of ``graph``'s edges, whose ``csr`` the sampler draws from) as the sorted CSR
+    positions the compiled hops leave out; None where there are none."""
+    if exclude_edges is None:
+        return None
+    ids = checked_ids(exclude_edges, graph.num_edges, "exclude_edges", "edge", f"{graph.num_edges} edges", None)
+    if ids.numel() == 0:
+        return None
+    return kernel.csr_positions(csr, ids, graph.coo()[1][ids], threads)
+
+
 def _checked_seed(seed: int | None) -> int:
     if seed is None:  # from torch's generator, so torch.manual_seed reproduces a run
         return int(torch.randint(0, SEED_LIMIT - 1, (1,)))
@@ -250,20 +261,24 @@ class NeighborSampler:
         return self.num_threads if self.num_threads is not None else toolchain.num_threads()
 
     @torch.compiler.disable  # builds Graphs from data-dependent sizes: a compiled step runs it eagerly
-    def sample(self, seeds: Any, seed: int | None = None) -> MiniBatch:
+    def sample(self, seeds: Any, seed: int | None = None, exclude_edges: Any = None) -> MiniBatch:
         """The mini-batch of ``seeds`` (distinct vertex ids): one block per fan-out. ``seed`` fixes the draws
         (None: drawn from torch's generator); the same seeds and seed give the same batch on any number of
-        threads. ``torch.compile`` never traces into it: a compiled training step that samples runs the
-        sampler eagerly (one graph break) and compiles the model after it."""
+        threads. ``exclude_edges``: edge ids (the graph's user order) no hop draws, as DGL's
+        ``sample_neighbors(exclude_edges=...)``: a vertex draws among its other in-edges, as if these were not
+        in the graph (a link-prediction batch leaving out its own positives). ``torch.compile`` never traces
+        into it: a compiled training step that samples runs the sampler eagerly (one graph break) and
+        compiles the model after it."""
         seeds = checked_seeds(seeds, self.graph.num_src_nodes)
         seed = _checked_seed(seed)
         threads = self._threads()
+        excluded = excluded_positions(self._csr, self.graph, exclude_edges, threads)
         weight = self.graph.edge_weight
         blocks, frontier = [], seeds
         for hop, fanout in enumerate(self.fanouts):
             with self._lock:
                 drawn = kernel.sample_hop(
-                    self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads
+                    self._csr, frontier, fanout, self.replace, self._weights, self._local, seed, hop, threads, excluded
                 )
             edge_weight = None if weight is None else weight[drawn.edge_ids]
             num_src = drawn.node_ids.numel()

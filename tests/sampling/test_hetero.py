@@ -204,11 +204,15 @@ def test_bad_input_is_named() -> None:
         sampler.sample("paper", torch.tensor([1, 1]))
 
 
-def check_blocks(batch, edges: dict, fanouts: dict, seeds: dict, replace: bool = False) -> None:
+def check_blocks(
+    batch, edges: dict, fanouts: dict, seeds: dict, replace: bool = False, excluded: dict | None = None
+) -> None:
     """DGL's typed blocks against the edges: each relation's block edges are input edges (by ``e_id``) in the
     block's local ids, each destination draws min(fan-out, its in-degree of that type) distinct edges (any
     number up to the fan-out with replacement), destinations are a prefix of each type's sources, each block's
-    sources are the next block's destinations, and the last block's destinations are the seeds."""
+    sources are the next block's destinations, and the last block's destinations are the seeds. ``excluded``:
+    per edge type ids no block may hold, left out of the in-degrees."""
+    excluded = excluded or {}
     blocks = batch.blocks
     for node_type, ids in seeds.items():
         assert torch.equal(blocks[-1].n_id[node_type][: blocks[-1].num_dst_nodes(node_type)], ids)
@@ -229,7 +233,10 @@ def check_blocks(batch, edges: dict, fanouts: dict, seeds: dict, replace: bool =
             assert torch.equal(block.n_id[src_type][src], index[0, e_id])
             assert torch.equal(block.n_id[dst_type][dst], index[1, e_id])
             destinations = block.n_id[dst_type][: block.num_dst_nodes(dst_type)]
-            in_degree = torch.bincount(index[1], minlength=1 + int(index[1].max()) if index.numel() else 1)
+            kept = torch.ones(index.shape[1], dtype=torch.bool)
+            kept[excluded.get(edge_type, [])] = False
+            assert not bool(torch.isin(e_id, torch.as_tensor(excluded.get(edge_type, []), dtype=torch.int64)).any())
+            in_degree = torch.bincount(index[1, kept], minlength=1 + int(index[1].max()) if index.numel() else 1)
             full = torch.zeros(destinations.numel(), dtype=torch.int64)
             known = destinations < in_degree.numel()
             full[known] = in_degree[destinations[known]]
@@ -254,6 +261,31 @@ def test_typed_blocks_are_dgls_blocks(fanouts: list[int], replace: bool) -> None
     assert batch.input_nodes is batch.blocks[0].n_id
     lonely = batch.blocks[0]
     assert lonely.num_src_nodes("lonely") == lonely.num_dst_nodes("lonely") == 0  # no edges, no seeds
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1, -1]], ids=["3-2", "all"])
+def test_typed_blocks_leave_excluded_edges_out(fanouts: list[int], replace: bool) -> None:
+    """``exclude_edges`` per edge type (by triple or relation name): no block holds one, and each destination
+    draws among its other in-edges of the type; the seeds' own citations excluded whole."""
+    edges = typed_edges(skewed=True)
+    graph = hetero(edges)
+    seeds = {"paper": torch.tensor([3, 0, 41]), "author": torch.tensor([5])}
+    cites = ("paper", "cites", "paper")
+    excluded = {
+        cites: torch.isin(edges[cites][1], seeds["paper"]).nonzero().flatten(),
+        ("author", "writes", "paper"): torch.arange(0, 180, 3),
+    }
+    given = {"cites": excluded[cites], ("author", "writes", "paper"): excluded[("author", "writes", "paper")]}
+    sampler = HeteroNeighborSampler(graph, fanouts, replace=replace)
+    batch = sampler.sample_blocks(seeds, seed=7, exclude_edges=given)
+    check_blocks(batch, edges, {et: fanouts for et in edges}, seeds, replace, excluded)
+    seed_block = batch.blocks[-1]
+    assert seed_block.e_id[cites].numel() == 0  # the seeds' citations are all excluded
+    with pytest.raises(TypeError, match="exclude_edges: a typed graph's edges are a dict"):
+        sampler.sample_blocks(seeds, seed=7, exclude_edges=[0, 1])
+    with pytest.raises(ValueError, match="exclude_edges holds edge id 999"):
+        sampler.sample_blocks(seeds, seed=7, exclude_edges={"cites": [999]})
 
 
 def test_typed_blocks_with_every_neighbour_are_the_k_hop_neighbourhoods() -> None:

@@ -12,7 +12,7 @@ import torch
 from featgraph import Graph, datasets, ops
 from featgraph.sampling import MiniBatch, NeighborSampler, kernel
 from tests.conftest import random_edges
-from tests.sampling.reference import assert_same_batch, check_minibatch
+from tests.sampling.reference import assert_same_batch, check_minibatch, fan_graph
 
 
 def skewed_graph() -> Graph:
@@ -353,3 +353,81 @@ def test_a_pickled_sampler_gets_its_own_map_and_the_graph_keeps_its_formats():
     assert {key[0] for key in copy.graph._cache} <= {"csr", "csc", "in_deg", "out_deg"}
     assert Graph.owning(copy.graph.edge_index, 40, 40) is copy.graph
     assert_same_batch(sampler.sample(torch.tensor([0, 5]), seed=1), copy.sample(torch.tensor([0, 5]), seed=1))
+
+
+@pytest.mark.parametrize("fanouts", [[4, 3], [-1]], ids=["4-3", "all"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["uniform", "weighted"])
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+def test_excluded_edges_are_never_drawn_and_their_rows_draw_among_the_rest(replace, weighted, fanouts):
+    """``exclude_edges`` (DGL's): every block is what the graph without those edges gives (real edges, each
+    vertex keeping what its other drawable in-edges allow, sources in order of first appearance), and no block
+    holds an excluded edge; a skewed graph with duplicate edges, two seeds' rows excluded whole, a third of
+    the edges excluded, zero weights."""
+    graph = skewed_graph()
+    gen = torch.Generator().manual_seed(3)
+    seeds = some_seeds(graph.num_nodes, 120)
+    src, dst = graph.coo()
+    whole_rows = torch.isin(dst, seeds[:2]).nonzero().flatten()
+    excluded = torch.cat([torch.randperm(graph.num_edges, generator=gen)[: graph.num_edges // 3], whole_rows])
+    weight = None
+    drawable = torch.ones(graph.num_edges, dtype=torch.bool)
+    if weighted:
+        weight = torch.rand(graph.num_edges, generator=gen, dtype=torch.float64)
+        weight[torch.rand(graph.num_edges, generator=gen) < 0.2] = 0.0
+        drawable = weight > 0
+    drawable[excluded] = False
+    available = torch.bincount(dst[drawable], minlength=graph.num_nodes)
+    assert available[seeds[:2]].sum() == 0 and whole_rows.numel() > 0
+    sampler = NeighborSampler(graph, fanouts, replace=replace, weight=weight)
+    batch = sampler.sample(seeds, seed=1, exclude_edges=excluded.tolist())
+    check_minibatch(graph, batch, seeds, fanouts, replace, available)
+    for block in batch.blocks:
+        assert not bool(torch.isin(block.e_id, excluded).any())
+
+
+def test_rows_without_excluded_edges_draw_as_without_exclusions():
+    """Only the rows holding excluded edges change: every other destination draws the same edges."""
+    graph = skewed_graph()
+    sampler = NeighborSampler(graph, [5])
+    seeds = some_seeds(graph.num_nodes, 100)
+    excluded = torch.isin(graph.coo()[1], seeds[:10]).nonzero().flatten()[::2]
+    plain, cut = (sampler.sample(seeds, seed=4, exclude_edges=e).blocks[0] for e in (None, excluded))
+    rows = {}
+    for name, block in (("plain", plain), ("cut", cut)):
+        indptr = block.graph.csr().indptr
+        rows[name] = [block.e_id[indptr[i] : indptr[i + 1]].tolist() for i in range(seeds.numel())]
+    touched = set(graph.coo()[1][excluded].tolist())
+    for i, vertex in enumerate(seeds.tolist()):
+        if vertex not in touched:
+            assert rows["plain"][i] == rows["cut"][i]
+    assert any(rows["plain"][i] != rows["cut"][i] for i in range(10))
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["distinct", "replace"])
+def test_a_row_with_excluded_edges_draws_uniformly_among_the_others(replace):
+    """A fan graph of 3000 identical rows of 6 edges, positions 0 and 3 excluded: 2 draws a row fall on each of
+    the other 4 positions equally often (chi-square against uniform)."""
+    stats = pytest.importorskip("scipy.stats")
+    num_dst, degree = 3000, 6
+    graph = fan_graph(num_dst, degree)
+    excluded = torch.cat([torch.arange(num_dst) * degree, torch.arange(num_dst) * degree + 3])
+    block = NeighborSampler(graph, [2], replace=replace).sample(torch.arange(num_dst), 7, excluded).blocks[0]
+    positions = (block.e_id % degree).numpy()
+    counts = np.bincount(positions, minlength=degree)
+    assert counts[0] == 0 and counts[3] == 0 and counts.sum() == 2 * num_dst
+    assert stats.chisquare(counts[[1, 2, 4, 5]]).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(
+    ("exclude", "error", "match"),
+    [
+        ([0, 10**6], ValueError, "exclude_edges holds edge id 1000000, out of range"),
+        ([-1], ValueError, "exclude_edges holds edge id -1"),
+        ([0.5], TypeError, "exclude_edges must hold integer edge ids"),
+        ([[0, 1]], ValueError, "exclude_edges must be 1-D"),
+    ],
+)
+def test_bad_excluded_edges_are_named(exclude, error, match):
+    graph = skewed_graph()
+    with pytest.raises(error, match=match):
+        NeighborSampler(graph, [3]).sample([0, 1], seed=0, exclude_edges=exclude)

@@ -1,4 +1,4 @@
-// The neighbour sampler: PREPARE, COUNT and SAMPLE behind one run() entry point
+// The neighbour sampler: PREPARE, COUNT, SAMPLE and LOCATE behind one run() entry point
 // (featgraph/sampling/kernel.py describes them and calls them).
 #include <algorithm>
 #include <cmath>
@@ -55,12 +55,37 @@ static void uniform_distinct(Stream& rng, int64_t d, int64_t k, int64_t* out) {
   }
 }
 
-// k distinct positions of [b, e) with probability proportional to their positive weights, ascending: the k
-// smallest exponential keys -log(u) / w (Efraimidis and Spirakis' A-Res), kept in a max-heap of size k
-static void weighted_distinct(Stream& rng, const double* weight, int64_t b, int64_t e, int64_t k, int64_t* out,
+// A row's candidates: its CSR positions [b, b + n), or where some are excluded the n others, listed ascending.
+struct Candidates {
+  int64_t b, n;
+  const int64_t* listed;  // null: the whole row
+  int64_t operator[](int64_t q) const { return listed ? listed[q] : b + q; }
+};
+
+// The excluded CSR positions (sorted) within [b, e): [lo, hi) of the list; none without a list.
+static inline std::pair<const int64_t*, const int64_t*> excluded_within(const int64_t* excluded, int64_t size,
+                                                                        int64_t b, int64_t e) {
+  if (!excluded) return {nullptr, nullptr};
+  const int64_t* lo = std::lower_bound(excluded, excluded + size, b);
+  return {lo, std::lower_bound(lo, excluded + size, e)};
+}
+
+// How many of a row's edges may be drawn: its positive-weight edges (weighted) or all of them, less the
+// excluded ones among them.
+static inline int64_t available(const int64_t* indptr, const int64_t* positive, const double* weight, int64_t v,
+                                std::pair<const int64_t*, const int64_t*> out) {
+  int64_t count = positive ? positive[v] : indptr[v + 1] - indptr[v];
+  for (const int64_t* p = out.first; p != out.second; ++p) count -= weight ? weight[*p] > 0 : 1;
+  return count;
+}
+
+// k distinct candidates with probability proportional to their positive weights, ascending: the k smallest
+// exponential keys -log(u) / w (Efraimidis and Spirakis' A-Res), kept in a max-heap of size k
+static void weighted_distinct(Stream& rng, const double* weight, const Candidates& row, int64_t k, int64_t* out,
                               std::vector<std::pair<double, int64_t>>& heap) {
   heap.clear();
-  for (int64_t p = b; p < e; ++p) {
+  for (int64_t q = 0; q < row.n; ++q) {
+    const int64_t p = row[q];
     if (!(weight[p] > 0)) continue;
     const double key = -std::log(rng.open_unit()) / weight[p];
     if ((int64_t)heap.size() < k) {
@@ -117,14 +142,17 @@ static void prepare(void** ptr, const int64_t* arg) {
   }
 }
 
-// ptr: indptr, frontier, positive_degree (null: unweighted), block_indptr (out, F + 1);
-// arg: op, F, fanout, replace, threads
+// ptr: indptr, frontier, positive_degree (null: unweighted), block_indptr (out, F + 1), weight (null:
+// unweighted), excluded (sorted CSR positions no draw may take, or null); arg: op, F, fanout, replace, threads,
+// the number excluded
 static void count(void** ptr, const int64_t* arg) {
   const int64_t* indptr = (const int64_t*)ptr[0];
   const int64_t* frontier = (const int64_t*)ptr[1];
   const int64_t* positive = (const int64_t*)ptr[2];
   int64_t* block_indptr = (int64_t*)ptr[3];
-  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3];
+  const double* weight = (const double*)ptr[4];
+  const int64_t* excluded = (const int64_t*)ptr[5];
+  const int64_t num_frontier = arg[1], fanout = arg[2], replace = arg[3], num_excluded = arg[5];
   const int threads = (int)arg[4];
   std::vector<int64_t> sums(threads + 1, 0);
   block_indptr[0] = 0;
@@ -135,9 +163,9 @@ static void count(void** ptr, const int64_t* arg) {
     share(num_frontier, t, nt, lo, hi);
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t v = frontier[i];
-      const int64_t available = positive ? positive[v] : indptr[v + 1] - indptr[v];
-      const int64_t kept = fanout < 0 ? available : replace ? (available > 0 ? fanout : 0)
-                                                            : std::min(fanout, available);
+      const int64_t n = available(
+          indptr, positive, weight, v, excluded_within(excluded, num_excluded, indptr[v], indptr[v + 1]));
+      const int64_t kept = fanout < 0 ? n : replace ? (n > 0 ? fanout : 0) : std::min(fanout, n);
       running += kept;
       block_indptr[i + 1] = running;
     }
@@ -153,8 +181,9 @@ static void count(void** ptr, const int64_t* arg) {
 // frontier, block_indptr, local (N, all -1 on entry and exit), block_sources (out), block_edge_ids (out),
 // node_ids (out, F + block edges), num_block_nodes (out, 1), destinations (out, block edges: each edge's
 // frontier position, plus arg[9] where typed), then the same CSR in int32 for the kernels, or three nulls: its
-// indptr (out, F + 1), sources (out, block edges) and edge ids (out, block edges: 0, 1, ...);
-// arg: op, F, fanout, replace, threads, seed, hop.
+// indptr (out, F + 1), sources (out, block edges) and edge ids (out, block edges: 0, 1, ...), then excluded
+// (sorted CSR positions no draw may take, or null: a row's draws are among its other edges);
+// arg: op, F, fanout, replace, threads, seed, hop, typed, base, first destination, the number excluded.
 // Typed (one relation of a typed batch; arg[7] = 1, arg[8] = base, arg[9] = the frontier's first batch id):
 // the frontier is of another vertex set, so it is neither claimed nor listed; ``local`` is the source type's
 // map for the whole batch (ids >= 0 for its vertices already in the batch, kept); sources it lacks get ids
@@ -184,12 +213,15 @@ static void sample(void** ptr, const int64_t* arg) {
   int32_t* narrow_indptr = (int32_t*)ptr[14];
   int32_t* narrow_sources = (int32_t*)ptr[15];
   int32_t* narrow_ids = (int32_t*)ptr[16];
-  const int64_t first_destination = typed ? arg[9] : 0;
+  const int64_t* excluded = (const int64_t*)ptr[17];
+  const int64_t first_destination = typed ? arg[9] : 0, num_excluded = arg[10];
   std::vector<int64_t> firsts(threads + 1, 0);
   #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     std::vector<std::pair<double, int64_t>> heap;
+    std::vector<int64_t> others;  // a row's candidates where some of its edges are excluded
+    std::vector<double> sums;     // their running weights, for weighted draws with replacement
     if (!typed) {
       #pragma omp for schedule(static)
       for (int64_t i = 0; i < num_frontier; ++i) {
@@ -211,29 +243,50 @@ static void sample(void** ptr, const int64_t* arg) {
       for (int64_t i = group; i < group_end; ++i) {
         const int64_t k = block_indptr[i + 1] - block_indptr[i];
         if (k == 0) continue;
-        const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1], d = e - b;
+        const int64_t v = frontier[i], b = indptr[v], e = indptr[v + 1];
         int64_t* out = picked + block_indptr[i];
         Stream rng(seed, hop, v);
+        Candidates row{b, e - b, nullptr};
+        const auto out_of_row = excluded_within(excluded, num_excluded, b, e);
+        if (out_of_row.first != out_of_row.second) {  // the row draws among its other edges
+          others.clear();
+          const int64_t* next = out_of_row.first;
+          for (int64_t p = b; p < e; ++p) {
+            if (next != out_of_row.second && *next == p) {
+              ++next;
+            } else {
+              others.push_back(p);
+            }
+          }
+          row = {b, (int64_t)others.size(), others.data()};
+        }
         if (replace && fanout >= 0) {
           if (weight) {
-            const double total = cumulative[e - 1], below_total = std::nextafter(total, 0.0);
+            const double* running = cumulative + b;
+            if (row.listed) {
+              sums.clear();
+              double sum = 0;
+              for (int64_t q = 0; q < row.n; ++q) sums.push_back(sum += weight[row[q]]);
+              running = sums.data();
+            }
+            const double total = running[row.n - 1], below_total = std::nextafter(total, 0.0);
             for (int64_t q = 0; q < k; ++q) {
               const double r = std::min(rng.unit() * total, below_total);
-              out[q] = std::upper_bound(cumulative + b, cumulative + e, r) - cumulative;
+              out[q] = row[std::upper_bound(running, running + row.n, r) - running];
             }
           } else {
-            for (int64_t q = 0; q < k; ++q) out[q] = b + rng.below(d);
+            for (int64_t q = 0; q < k; ++q) out[q] = row[rng.below(row.n)];
           }
-        } else if (weight && k < positive[v]) {
-          weighted_distinct(rng, weight, b, e, k, out, heap);
+        } else if (weight && k < available(indptr, positive, weight, v, out_of_row)) {
+          weighted_distinct(rng, weight, row, k, out, heap);
         } else if (weight) {
-          for (int64_t p = b; p < e; ++p)
-            if (weight[p] > 0) *out++ = p;
-        } else if (k < d) {
-          uniform_distinct(rng, d, k, out);
-          for (int64_t q = 0; q < k; ++q) out[q] += b;
+          for (int64_t q = 0; q < row.n; ++q)
+            if (weight[row[q]] > 0) *out++ = row[q];
+        } else if (k < row.n) {
+          uniform_distinct(rng, row.n, k, out);
+          for (int64_t q = 0; q < k; ++q) out[q] = row[out[q]];
         } else {
-          std::iota(out, out + k, b);
+          for (int64_t q = 0; q < k; ++q) out[q] = row[q];
         }
       }
       const int64_t lo = block_indptr[group], hi = block_indptr[group_end];
@@ -287,10 +340,29 @@ static void sample(void** ptr, const int64_t* arg) {
   }
 }
 
+// ptr: indptr, edge_ids (each CSR position's user edge id), ids (user edge ids), rows (each id's destination),
+// positions (out: each id's CSR position); arg: op, the number of ids, threads. Each id is looked for along
+// its destination's row, which holds it.
+static void locate(void** ptr, const int64_t* arg) {
+  const int64_t* indptr = (const int64_t*)ptr[0];
+  const int64_t* edge_ids = (const int64_t*)ptr[1];
+  const int64_t* ids = (const int64_t*)ptr[2];
+  const int64_t* rows = (const int64_t*)ptr[3];
+  int64_t* positions = (int64_t*)ptr[4];
+  const int64_t n = arg[1];
+  #pragma omp parallel for schedule(dynamic, 256) num_threads((int)arg[2])
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = indptr[rows[i]];
+    while (edge_ids[p] != ids[i]) ++p;
+    positions[i] = p;
+  }
+}
+
 extern "C" void run(void** ptr, const int64_t* arg) {
   switch (arg[0]) {
     case 0: prepare(ptr, arg); break;
     case 1: count(ptr, arg); break;
-    default: sample(ptr, arg); break;
+    case 2: sample(ptr, arg); break;
+    default: locate(ptr, arg); break;
   }
 }
