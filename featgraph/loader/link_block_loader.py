@@ -7,13 +7,15 @@ pairs per positive: its source with a uniform random destination, as DGL's ``Uni
 draws them. The endpoints of all of them, each once, are the seeds of one ``NeighborSampler`` sample into
 blocks; ``pair_graph`` holds the positives and ``neg_pair_graph`` the negatives, both over the seeds (the last
 block's destinations, in their order). A batch unpacks as DGL's ``(input_nodes, pair_graph, neg_pair_graph,
-blocks)`` (``(input_nodes, pair_graph, blocks)`` without negatives).
+blocks)`` (``(input_nodes, pair_graph, blocks)`` without negatives). ``exclude`` leaves the batch's own edges
+(and their reverses) out of its sampled neighbourhoods, as DGL's ``exclude`` does, so a model never reads the
+edge it is asked to predict.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,10 +65,11 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
     pairs' endpoints (``blocks[-1 - h]`` is hop ``h``'s block; -1: all).
 
     ``negatives``: None, an int ``k`` or DGL's ``negative_sampler.Uniform(k)`` (``PerSourceUniform``): ``k``
-    negatives per positive, its source with a uniform random destination. DGL's ``exclude`` (leaving the batch's
-    edges, or their reverses, out of its sampled neighbourhoods) is refused: split the supervision edges from the
-    message-passing ones instead, as ``featgraph train --task link`` does. The other arguments are
-    ``BlockLoader``'s; ``seed`` also fixes the negatives.
+    negatives per positive, its source with a uniform random destination. ``exclude``, as DGL's: None (the
+    sampled neighbourhoods may hold the batch's own edges), ``"self"`` (no hop draws them), ``"reverse_id"``
+    (nor their reverses: ``reverse_eids[e]`` is the id of edge ``e``'s reverse) or a callable from the batch's
+    edge ids to the ids to leave out. The other arguments are ``BlockLoader``'s; ``seed`` also fixes the
+    negatives.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         edge_ids: Any = None,
         negatives: Any = None,
         exclude: Any = None,
+        reverse_eids: Any = None,
         shuffle: bool = True,
         replace: bool = False,
         seed: int | None = None,
@@ -90,10 +94,11 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         x: Any = None,
         worker_processes: int = 0,
     ) -> None:
-        checked_exclude(exclude)
         self.negatives = checked_negatives(negatives)
         source = loader_source(graph_or_data, x)
-        edges = checked_edge_ids(edge_ids, source.graph.num_edges)
+        num_edges = source.graph.num_edges
+        self.exclude = checked_exclude(exclude, reverse_eids, None, lambda _: num_edges)
+        edges = checked_edge_ids(edge_ids, num_edges)
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
             weight_attr, self_loops, pin_memory, worker_processes=worker_processes,
@@ -117,7 +122,7 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
             ]
         seeds, inverse = torch.unique(torch.cat(ends), return_inverse=True)
         local = inverse.split([end.numel() for end in ends])
-        sampled = self.sampler.sample(seeds, seed)
+        sampled = self.sampler.sample(seeds, seed, None if self.exclude is None else self.exclude(edge_ids))
         pair_graph = Graph(local[0], local[1], seeds.numel())
         negative = Graph(local[2], local[3], seeds.numel()) if self.negatives else None
         x = self.source.node_attrs.get("x")
@@ -162,8 +167,10 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
     type (or its relation name) to its edges' ids within the type (None: all of them); each positive's ``k``
     negatives join its source with uniform random vertices of the edge type's destination type. The endpoints
     of every type seed one ``HeteroNeighborSampler.sample_blocks``; ``fanouts`` one per-hop list for every edge
-    type or a dict of them per edge type. The other arguments are ``LinkBlockLoader``'s and
-    ``HeteroBlockLoader``'s."""
+    type or a dict of them per edge type. ``exclude``: as ``LinkBlockLoader``'s (ids within each edge type; a
+    callable maps a dict edge type -> ids to one), and ``"reverse_types"``: each seed edge type's edges and the
+    edges of the same ids in its reverse type, ``reverse_etypes[edge_type]``; ``"reverse_id"`` reads
+    ``reverse_eids`` per edge type. The other arguments are ``LinkBlockLoader``'s and ``HeteroBlockLoader``'s."""
 
     def __init__(
         self,
@@ -174,6 +181,8 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
         edge_ids: Any = None,
         negatives: Any = None,
         exclude: Any = None,
+        reverse_eids: Any = None,
+        reverse_etypes: Any = None,
         shuffle: bool = True,
         replace: bool = False,
         seed: int | None = None,
@@ -184,10 +193,10 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
         pin_memory: bool = False,
         worker_processes: int = 0,
     ) -> None:
-        checked_exclude(exclude)
         self.negatives = checked_negatives(negatives)
         self.source = source = typed_source(data)
         graph = self.graph = source.graph
+        self.exclude = checked_exclude(exclude, reverse_eids, reverse_etypes, graph.num_edges_of, graph)
         if not isinstance(edge_ids, Mapping) or not edge_ids:
             raise TypeError(
                 f"edge_ids: a typed graph's seed edges are a non-empty dict edge type -> ids (None: all of the type), "
@@ -230,7 +239,7 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
             if parts:
                 seeds[node_type], inverse = torch.unique(torch.cat(parts), return_inverse=True)
                 local[node_type] = list(inverse.split([part.numel() for part in parts]))
-        sampled = self.sampler.sample_blocks(seeds, seed)
+        sampled = self.sampler.sample_blocks(seeds, seed, None if self.exclude is None else self.exclude(edge_ids))
         counts = {t: ids.numel() for t, ids in seeds.items()}
         positive, negative = {}, {}
         for edge_type in pairs:  # each type's endpoints come back in the order they went in
@@ -247,13 +256,101 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
         )  # fmt: skip
 
 
-def checked_exclude(exclude: Any) -> None:
-    """DGL's ``exclude`` is refused by name: only None passes."""
-    if exclude is not None:
-        raise ValueError(
-            f"exclude={exclude!r} is not supported: the sampled neighbourhoods may hold the batch's own edges, so "
-            "give the loader a graph of message-passing edges apart from the supervision edges"
-        )
+EXCLUDE_MODES = ("self", "reverse_id", "reverse_types")
+REVERSE_MAPS = {"reverse_eids": "reverse_id", "reverse_etypes": "reverse_types"}  # each map and the mode reading it
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """One of DGL's named ``exclude`` modes, as a map (picklable, for worker processes) from a batch's seed edge
+    ids (a dict edge type -> ids where typed) to the ids no hop may draw: ``"self"`` the seeds, ``"reverse_id"``
+    also ``reverse[e]`` of each (per edge type where typed), ``"reverse_types"`` also the same ids under
+    ``reverse[edge_type]``."""
+
+    mode: str
+    reverse: Any = None
+
+    def __call__(self, ids: Any) -> Any:
+        if self.mode == "self":
+            return ids
+        if self.mode == "reverse_types":
+            return _with_reverse_types(ids, self.reverse)
+        if isinstance(ids, dict):
+            return {t: torch.cat([e, self.reverse[t][e]]) if t in self.reverse else e for t, e in ids.items()}
+        return torch.cat([ids, self.reverse[ids]])
+
+
+def checked_exclude(
+    exclude: Any, reverse_eids: Any, reverse_etypes: Any, num_edges: Callable[[Any], int],
+    graph: HeteroGraph | None = None,
+) -> Callable[[Any], Any] | None:  # fmt: skip
+    """DGL's ``exclude`` as a map from a batch's seed edge ids (a tensor; on a typed ``graph`` a dict edge type ->
+    ids within the type) to the edge ids no hop may draw (the samplers' ``exclude_edges``), or None.
+    ``num_edges(edge_type)`` counts an edge type's edges (the one type's where ``graph`` is None). Each mode's
+    map is checked here, and a map no mode reads is refused by name rather than ignored."""
+    modes = EXCLUDE_MODES[:3] if graph is not None else EXCLUDE_MODES[:2]
+    if exclude is not None and not callable(exclude) and exclude not in modes:
+        raise ValueError(f"exclude must be None, {', '.join(map(repr, modes))} or a callable, got {exclude!r}")
+    for name, value in (("reverse_eids", reverse_eids), ("reverse_etypes", reverse_etypes)):
+        mode = REVERSE_MAPS[name]
+        if value is None and exclude == mode:
+            raise ValueError(f"exclude={mode!r} needs {name}")
+        if value is not None and exclude != mode:
+            raise ValueError(f"{name} is only read with exclude={mode!r}, got exclude={exclude!r}")
+    if exclude is None or callable(exclude):
+        return exclude
+    if exclude == "reverse_id":
+        return Exclusion(exclude, _reverse_eids(reverse_eids, num_edges, graph))
+    if exclude == "reverse_types":
+        return Exclusion(exclude, _reverse_etypes(reverse_etypes, graph))
+    return Exclusion(exclude)
+
+
+def _reverse_eids(reverse_eids: Any, num_edges: Callable[[Any], int], graph: HeteroGraph | None) -> Any:
+    """``reverse_eids`` checked: a vector of every edge's reverse id (a dict of them per edge type where typed)."""
+    if graph is None:
+        count = num_edges(None)
+        return _reverse_vector(reverse_eids, count, "reverse_eids")
+    if not isinstance(reverse_eids, Mapping):
+        raise TypeError(f"reverse_eids: a typed graph's are a dict edge type -> ids, got {type(reverse_eids).__name__}")
+    checked = {}
+    for key, ids in reverse_eids.items():
+        edge_type = graph.edge_type(key)
+        checked[edge_type] = _reverse_vector(ids, num_edges(edge_type), f"reverse_eids[{key!r}]")
+    return checked
+
+
+def _reverse_vector(ids: Any, count: int, name: str) -> torch.Tensor:
+    tensor = checked_ids(ids, count, name, "edge", f"{count} edges", None)
+    if tensor.numel() != count:
+        raise ValueError(f"{name} must hold one reverse edge id per edge ({count}), got {tensor.numel()}")
+    return tensor
+
+
+def _reverse_etypes(reverse_etypes: Any, graph: HeteroGraph) -> dict[EdgeType, EdgeType]:
+    """``reverse_etypes`` checked: edge type -> its reverse edge type, with as many edges (DGL pairs ids)."""
+    if not isinstance(reverse_etypes, Mapping):
+        raise TypeError(f"reverse_etypes must be a dict edge type -> reverse edge type, got {reverse_etypes!r}")
+    checked = {}
+    for key, value in reverse_etypes.items():
+        edge_type, reverse = graph.edge_type(key), graph.edge_type(value)
+        if graph.num_edges_of(edge_type) != graph.num_edges_of(reverse):
+            raise ValueError(
+                f"reverse_etypes: {edge_type} has {graph.num_edges_of(edge_type)} edges and its reverse {reverse} "
+                f"{graph.num_edges_of(reverse)}; the reverse of edge e is edge e of the reverse type"
+            )
+        checked[edge_type] = reverse
+    return checked
+
+
+def _with_reverse_types(ids: dict[EdgeType, torch.Tensor], reverse_types: dict[EdgeType, EdgeType]) -> dict:
+    """The seed edges of each type and, under their reverse type, the same ids."""
+    excluded: dict[EdgeType, list[torch.Tensor]] = {}
+    for edge_type, edge_ids in ids.items():
+        excluded.setdefault(edge_type, []).append(edge_ids)
+        if edge_type in reverse_types:
+            excluded.setdefault(reverse_types[edge_type], []).append(edge_ids)
+    return {t: torch.cat(parts) for t, parts in excluded.items()}
 
 
 def checked_negatives(negatives: Any) -> int:

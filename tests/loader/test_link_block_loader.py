@@ -96,8 +96,18 @@ def test_bad_input_is_named():
     class GlobalUniform:
         k = 1
 
-    with pytest.raises(ValueError, match="exclude='self' is not supported"):
-        LinkBlockLoader(graph, [2], exclude="self")
+    with pytest.raises(
+        ValueError, match="exclude must be None, 'self', 'reverse_id' or a callable, got 'reverse_types'"
+    ):
+        LinkBlockLoader(graph, [2], exclude="reverse_types")
+    with pytest.raises(ValueError, match="exclude='reverse_id' needs reverse_eids"):
+        LinkBlockLoader(graph, [2], exclude="reverse_id")
+    with pytest.raises(ValueError, match="reverse_eids is only read with exclude='reverse_id', got exclude='self'"):
+        LinkBlockLoader(graph, [2], exclude="self", reverse_eids=torch.arange(graph.num_edges))
+    with pytest.raises(ValueError, match="reverse_eids must hold one reverse edge id per edge"):
+        LinkBlockLoader(graph, [2], exclude="reverse_id", reverse_eids=torch.arange(3))
+    with pytest.raises(ValueError, match="reverse_eids holds edge id"):
+        LinkBlockLoader(graph, [2], exclude="reverse_id", reverse_eids=torch.arange(graph.num_edges) + 1)
     with pytest.raises(TypeError, match="negatives: expected None, an int or DGL's negative_sampler.Uniform"):
         LinkBlockLoader(graph, [2], negatives=GlobalUniform())
     with pytest.raises(ValueError, match="negatives"):
@@ -148,8 +158,73 @@ def test_a_typed_graph_gets_typed_edge_prediction_batches():
         LinkBlockLoader(data, [2], edge_ids=None)
     with pytest.raises(KeyError, match="no edge type with the relation 'nope'"):
         LinkBlockLoader(data, [2], edge_ids={"nope": None})
-    with pytest.raises(ValueError, match="exclude='reverse_types' is not supported"):
+    with pytest.raises(ValueError, match="exclude='reverse_types' needs reverse_etypes"):
         LinkBlockLoader(data, [2], edge_ids={"cites": None}, exclude="reverse_types")
+    with pytest.raises(ValueError, match="reverse_etypes: .* has 314 edges and its reverse"):
+        LinkBlockLoader(
+            data, [2], edge_ids={"cites": None}, exclude="reverse_types", reverse_etypes={"cites": "writes"}
+        )
+
+
+def symmetric_graph() -> tuple[Graph, torch.Tensor]:
+    """``skewed_graph``'s edges and their reverses (edge ``e``'s reverse is ``e + E / 2`` and back)."""
+    src, dst = skewed_graph(3).coo()
+    half = src.numel()
+    return Graph(torch.cat([src, dst]), torch.cat([dst, src]), 64), (torch.arange(2 * half) + half) % (2 * half)
+
+
+@pytest.mark.parametrize("exclude", ["self", "reverse_id", "callable"])
+def test_exclude_leaves_the_batch_edges_out_of_its_neighbourhoods(exclude):
+    """DGL's ``exclude``: no block of a batch holds its positives (and with ``"reverse_id"`` their reverses, with
+    a callable what it returns), and every vertex draws among its other in-edges (all of them at the seeds'
+    hop), as from the graph without them; without ``exclude`` the same batches do hold some of them."""
+    graph, reverse = symmetric_graph()
+    drop = {"self": lambda ids: ids, "reverse_id": lambda ids: torch.cat([ids, reverse[ids]])}
+    drop["callable"] = lambda ids: torch.cat([ids, reverse[ids]])[::2]
+    given = {"self": {"exclude": "self"}, "reverse_id": {"exclude": "reverse_id", "reverse_eids": reverse}}
+    given["callable"] = {"exclude": drop["callable"]}
+    edge_ids = torch.arange(0, graph.num_edges, 2)
+    options = {"edge_ids": edge_ids, "negatives": 1, "seed": 4}
+    loader = LinkBlockLoader(graph, [-1, 3], 30, **options, **given[exclude])
+    plain = LinkBlockLoader(graph, [-1, 3], 30, **options)
+    dst = graph.coo()[1]
+    held = 0
+    for batch, unexcluded in zip(loader, plain, strict=True):
+        excluded = drop[exclude](batch.edge_ids)
+        kept = torch.ones(graph.num_edges, dtype=torch.bool)
+        kept[excluded] = False
+        available = torch.bincount(dst[kept], minlength=graph.num_nodes)
+        check_minibatch(graph, MiniBatch(batch.blocks, batch.seeds), batch.seeds, [-1, 3], available=available)
+        for block in batch.blocks:
+            assert not bool(torch.isin(block.e_id, excluded).any())
+        held += sum(int(torch.isin(block.e_id, excluded).sum()) for block in unexcluded.blocks)
+    assert held > 0
+    if exclude == "reverse_id":  # a named mode travels to worker processes (the callable here would not pickle)
+        in_workers = LinkBlockLoader(graph, [-1, 3], 30, **options, **given[exclude], worker_processes=1)
+        in_thread = LinkBlockLoader(graph, [-1, 3], 30, **options, **given[exclude])
+        for ours, theirs in zip(in_workers, in_thread, strict=True):
+            assert all(torch.equal(a.e_id, b.e_id) for a, b in zip(ours.blocks, theirs.blocks, strict=True))
+
+
+def test_typed_exclude_leaves_seed_edges_and_their_reverse_types_out():
+    """``exclude="reverse_types"``: a batch's ``writes`` edges and the same ids of ``rev_writes`` are in no
+    block; ``"self"`` leaves only the seed edges out; a map of the wrong mode is refused by name."""
+    pytest.importorskip("torch_geometric")
+    from tests.loader.test_hetero_loader import hetero_data
+
+    data = hetero_data()
+    writes, rev_writes = ("author", "writes", "paper"), ("paper", "rev_writes", "author")
+    for exclude, extra in (("reverse_types", {"reverse_etypes": {"writes": "rev_writes"}}), ("self", {})):
+        loader = LinkBlockLoader(data, [-1, 2], 30, edge_ids={writes: None}, exclude=exclude, seed=2, **extra)
+        reversed_held = 0
+        for batch in loader:
+            ids = batch.edge_ids[writes]
+            for block in batch.blocks:
+                assert not bool(torch.isin(block.e_id[writes], ids).any())
+                reversed_held += int(torch.isin(block.e_id[rev_writes], ids).sum())
+        assert (reversed_held == 0) == (exclude == "reverse_types")
+    with pytest.raises(ValueError, match="reverse_etypes is only read with exclude='reverse_types'"):
+        LinkBlockLoader(data, [2], edge_ids={writes: None}, reverse_etypes={"writes": "rev_writes"})
 
 
 def test_a_batch_moved_to_the_gpu_target_scores_its_pairs(gpu):
