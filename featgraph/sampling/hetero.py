@@ -28,7 +28,6 @@ from typing import Any
 import torch
 
 from ..graph import Graph
-from ..graph.formats import index_dtype_for
 from ..graph.hetero import EdgeType, HeteroGraph, canonical_edge_type
 from ..native import toolchain
 from . import kernel
@@ -310,7 +309,7 @@ class HeteroNeighborSampler:
                 indptr, edge_index, e_id[edge_type] = hop_draws.indptr, hop_draws.edge_index, hop_draws.edge_ids
             # the CSR in the kernels' index type, made here (a loader's background thread); the CSC on first use
             block_graph = Graph.from_csr(indptr, edge_index[0], num_src, check=False, edge_index=edge_index)
-            block_graph.csr(index_dtype_for(max(num_src, num_dst), edge_index.shape[1]))
+            block_graph.csr(block_graph.index_dtype)
             block_graphs[edge_type] = block_graph
         return HeteroBlock(block_graphs, sources, {t: ids.numel() for t, ids in destinations.items()}, e_id)
 

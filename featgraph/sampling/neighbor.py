@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 import torch
 
 from ..graph import Graph
-from ..graph.formats import index_dtype_for
 from ..native import toolchain
 from . import kernel
 
@@ -288,7 +287,7 @@ class NeighborSampler:
                 drawn.indptr, drawn.sources, num_src, edge_weight, check=False, edge_index=drawn.edge_index,
                 narrow_csr=drawn.narrow_csr,
             )  # fmt: skip
-            block_graph.csr(index_dtype_for(max(num_src, frontier.numel()), drawn.sources.numel()))
+            block_graph.csr(block_graph.index_dtype)
             if self.self_loops:
                 looped = block_graph.with_self_loops()
                 looped.csc(looped.index_dtype)
