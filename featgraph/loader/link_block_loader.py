@@ -96,9 +96,8 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
     ) -> None:
         self.negatives = checked_negatives(negatives)
         source = loader_source(graph_or_data, x)
-        num_edges = source.graph.num_edges
-        self.exclude = checked_exclude(exclude, reverse_eids, None, lambda _: num_edges)
-        edges = checked_edge_ids(edge_ids, num_edges)
+        self.exclude = checked_exclude(exclude, reverse_eids, None, source.graph)
+        edges = checked_edge_ids(edge_ids, source.graph.num_edges)
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
             weight_attr, self_loops, pin_memory, worker_processes=worker_processes,
@@ -196,7 +195,7 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
         self.negatives = checked_negatives(negatives)
         self.source = source = typed_source(data)
         graph = self.graph = source.graph
-        self.exclude = checked_exclude(exclude, reverse_eids, reverse_etypes, graph.num_edges_of, graph)
+        self.exclude = checked_exclude(exclude, reverse_eids, reverse_etypes, graph)
         if not isinstance(edge_ids, Mapping) or not edge_ids:
             raise TypeError(
                 f"edge_ids: a typed graph's seed edges are a non-empty dict edge type -> ids (None: all of the type), "
@@ -281,14 +280,12 @@ class Exclusion:
 
 
 def checked_exclude(
-    exclude: Any, reverse_eids: Any, reverse_etypes: Any, num_edges: Callable[[Any], int],
-    graph: HeteroGraph | None = None,
-) -> Callable[[Any], Any] | None:  # fmt: skip
+    exclude: Any, reverse_eids: Any, reverse_etypes: Any, graph: Graph | HeteroGraph
+) -> Callable[[Any], Any] | None:
     """DGL's ``exclude`` as a map from a batch's seed edge ids (a tensor; on a typed ``graph`` a dict edge type ->
-    ids within the type) to the edge ids no hop may draw (the samplers' ``exclude_edges``), or None.
-    ``num_edges(edge_type)`` counts an edge type's edges (the one type's where ``graph`` is None). Each mode's
-    map is checked here, and a map no mode reads is refused by name rather than ignored."""
-    modes = EXCLUDE_MODES[:3] if graph is not None else EXCLUDE_MODES[:2]
+    ids within the type) to the edge ids no hop may draw (the samplers' ``exclude_edges``), or None. Each mode's
+    map is checked against ``graph`` here, and a map no mode reads is refused by name rather than ignored."""
+    modes = EXCLUDE_MODES if isinstance(graph, HeteroGraph) else EXCLUDE_MODES[:2]
     if exclude is not None and not callable(exclude) and exclude not in modes:
         raise ValueError(f"exclude must be None, {', '.join(map(repr, modes))} or a callable, got {exclude!r}")
     for name, value in (("reverse_eids", reverse_eids), ("reverse_etypes", reverse_etypes)):
@@ -300,23 +297,22 @@ def checked_exclude(
     if exclude is None or callable(exclude):
         return exclude
     if exclude == "reverse_id":
-        return Exclusion(exclude, _reverse_eids(reverse_eids, num_edges, graph))
+        return Exclusion(exclude, _reverse_eids(reverse_eids, graph))
     if exclude == "reverse_types":
         return Exclusion(exclude, _reverse_etypes(reverse_etypes, graph))
     return Exclusion(exclude)
 
 
-def _reverse_eids(reverse_eids: Any, num_edges: Callable[[Any], int], graph: HeteroGraph | None) -> Any:
+def _reverse_eids(reverse_eids: Any, graph: Graph | HeteroGraph) -> Any:
     """``reverse_eids`` checked: a vector of every edge's reverse id (a dict of them per edge type where typed)."""
-    if graph is None:
-        count = num_edges(None)
-        return _reverse_vector(reverse_eids, count, "reverse_eids")
+    if not isinstance(graph, HeteroGraph):
+        return _reverse_vector(reverse_eids, graph.num_edges, "reverse_eids")
     if not isinstance(reverse_eids, Mapping):
         raise TypeError(f"reverse_eids: a typed graph's are a dict edge type -> ids, got {type(reverse_eids).__name__}")
     checked = {}
     for key, ids in reverse_eids.items():
         edge_type = graph.edge_type(key)
-        checked[edge_type] = _reverse_vector(ids, num_edges(edge_type), f"reverse_eids[{key!r}]")
+        checked[edge_type] = _reverse_vector(ids, graph.num_edges_of(edge_type), f"reverse_eids[{key!r}]")
     return checked
 
 
