@@ -1,14 +1,27 @@
 """``featgraph bench gpu-check``: the prepared device check, one command for a GPU machine lent for minutes, run
 from the working tree with nothing installed::
 
-    PYTHONPATH=. python3 -m featgraph bench gpu-check --out $OUT
+    PYTHONPATH=. python3 -m featgraph bench gpu-check --out $OUT               # the first planned run
+    PYTHONPATH=. python3 -m featgraph bench gpu-check --run second --out $OUT  # the second
 
-Steps, in the order a short lease needs them, each in its own process under a time limit within ``--budget``:
+Steps, each in its own process (a step of several commands, each command in its own) under a time limit
+within ``--budget``, in two planned runs of under 8 minutes each (``--run``), what the device has not run
+yet in the first:
 
-- ``facts``: the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python, torch, triton,
-  PyG, numpy, the C++ and CUDA compilers;
+- ``facts`` (both runs): the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python,
+  torch, triton, PyG, numpy, the C++ and CUDA compilers;
 - ``smoke``: a few GPU-template tests, so a kernel that does not compile shows within a minute;
 - ``tests``: the suite's GPU tests (``pytest -m gpu``) on CUDA tensors;
+- ``minibatch``: ``featgraph bench minibatch --device cuda``: GraphSAGE and GAT on products-like, featgraph's
+  ``BlockLoader`` sampling on every CPU core into pinned memory, featgraph's and PyG's layers on the GPU, with
+  the share of each step the GPU waits for its batch;
+- ``hetero``: RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a ``to_hetero``-style
+  sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against PyG's layers, peak memory;
+- ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
+  ``bench train --bf16``'s autocast epochs against float32;
+- ``linkpred`` (second run): ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
+- ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
+  operators with the most self time and the kernel launches per epoch;
 - ``kernels``: ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at d = 32..512
   against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
@@ -16,14 +29,12 @@ Steps, in the order a short lease needs them, each in its own process under a ti
 - ``tune``: the tuner's configuration of dot attention and the MLP aggregation on this GPU (``bench gpu
   --tune``), next to the defaults and cuSPARSE, at d = 64 and 256 on rand100k and the reddit-sized graph;
 - ``train``: ``featgraph bench train --device cuda`` on rand100k-2.9M and the reddit-sized graph against PyG's layers;
-- ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager;
-- ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
-  operators with the most self time and the kernel launches per epoch.
+- ``compile``: featgraph's and PyG's models under ``torch.compile`` on the GPU against eager.
 
-Writes ``check.json`` (facts, each step's command, status, seconds and the end of its output, the benchmarks'
-rows) and ``check.md`` into ``--out``, with every step's whole output in ``steps.log``. ``--steps`` runs some of
-them (a rerun after a fix); ``--dry-run`` runs the same steps on the CPU through Triton's interpreter at tiny
-sizes, which is how the check itself is tested without a GPU.
+Writes ``check.json`` (facts, each step's commands, status, seconds and the end of its output, the benchmarks'
+rows by command) and ``check.md`` into ``--out``, with every step's whole output in ``steps.log``. ``--steps``
+runs the steps named instead of a planned run's (a rerun after a fix); ``--dry-run`` runs the same steps on
+the CPU through Triton's interpreter at tiny sizes, which is how the check itself is tested without a GPU.
 """
 
 from __future__ import annotations
@@ -47,13 +58,21 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-STEPS = ("facts", "smoke", "tests", "kernels", "layers", "tune", "train", "compile", "profile")
+# Two planned runs of under 8 minutes each, what the device has not run yet first; facts opens both.
+RUNS = {
+    "first": ("facts", "smoke", "tests", "minibatch", "hetero", "bf16"),
+    "second": ("facts", "linkpred", "profile", "kernels", "layers", "tune", "train", "compile"),
+}
+STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 60, "tests": 180, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
-    "profile": 150,
+    "smoke": 50, "tests": 170, "minibatch": 80, "hetero": 90, "bf16": 70, "linkpred": 60, "profile": 150,
+    "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
+MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
+HETERO_SIZES = ["--mag-scale", "0.1", "--repeat", "3"]
 LOG = "steps.log"  # every step's whole output, one after another: the device sends back few files
+FACTS_SECONDS = 20  # what the facts take of a run's budget (the copy bandwidth's measurement, nvidia-smi)
 MIN_STEP_SECONDS = 20  # a step that would get less is skipped, not started
 TAIL_CHARS = 4000
 SMOKE_TESTS = "reducers_match_reference or sddmm_dot_attention or gradients_of_a_udf_gradcheck"
@@ -62,7 +81,7 @@ SMOKE_TESTS = "reducers_match_reference or sddmm_dot_attention or gradients_of_a
 @dataclass
 class StepResult:
     name: str
-    command: list[str]
+    commands: list[list[str]]
     status: str  # passed, failed, timed out, skipped
     seconds: float = 0.0
     returncode: int | None = None
@@ -131,79 +150,114 @@ def device_facts(dry_run: bool) -> dict[str, Any]:
     return facts
 
 
-def step_command(name: str, check: Check) -> list[str]:
-    """The command line of step ``name`` (run from the working tree's root)."""
-    python, out, dry = sys.executable, check.out, check.dry_run
+def step_commands(name: str, check: Check) -> list[list[str]]:
+    """The command lines of step ``name``, run one after another from the working tree's root."""
+    python, dry = sys.executable, check.dry_run
+    json_at = lambda part: ["--json", str(check.out / f"{name}-{part}.json")]  # noqa: E731
     pytest = [python, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider"]
     if name == "smoke":
-        return [*pytest, "-x", "tests/backends/gpu/test_templates.py", "-k", SMOKE_TESTS]
+        return [[*pytest, "-x", "tests/backends/gpu/test_templates.py", "-k", SMOKE_TESTS]]
     if name == "tests":
         if dry:  # the interpreter runs the whole marker in minutes; two files show the step works
-            return [*pytest, "-m", "gpu", "tests/ops/test_edge_softmax.py", "tests/nn/test_gcn.py"]
+            return [[*pytest, "-m", "gpu", "tests/ops/test_edge_softmax.py", "tests/nn/test_gcn.py"]]
         workers = ["-n", str(min(8, os.cpu_count() or 1))] if _version("xdist")[0].isdigit() else []
-        return [*pytest, "-m", "gpu", *workers, "tests"]
+        return [[*pytest, "-m", "gpu", *workers, "tests"]]
     featgraph = [python, "-m", "featgraph", "bench"]
-    if name in ("kernels", "layers", "tune"):
+    device = ["--device", check.device()]
+    threads = ["--threads", str(os.cpu_count() or 1)]  # the CPU samples for the GPU with every core
+    if name in ("kernels", "layers", "tune", "bf16"):
         ops = {
             "kernels": ["gcn", "attention"],
             "layers": ["mlp", "gcn-train", "gat-train"],
             "tune": ["attention", "mlp"],
+            "bf16": ["gcn-bf16", "attention-bf16"],
         }
-        dims = {"kernels": ["32", "64", "128", "256", "512"], "layers": ["64"], "tune": ["64", "256"]}
+        dims = {"kernels": ["32", "64", "128", "256", "512"], "layers": ["64"], "tune": ["64", "256"],
+                "bf16": ["64", "128", "256"]}  # fmt: skip
         tiny = ["--scale", "0.001", "--dims", "8", "--repeat", "1", "--graphs", "uniform"]
         sizes = tiny if dry else ["--dims", *dims[name]]
         tuning = ["--tune", "1" if dry else "10"] if name == "tune" else []
-        graphs = ["--graphs", "rand100k", "reddit-sized"] if name == "tune" and not dry else []
-        return [*featgraph, "gpu", "--ops", *ops[name], *sizes, *graphs, *tuning, "--json", str(out / f"{name}.json")]
+        graphs = ["--graphs", "rand100k", "reddit-sized"] if name in ("tune", "bf16") and not dry else []
+        kernels = [*featgraph, "gpu", "--ops", *ops[name], *sizes, *graphs, *tuning, *json_at("kernels")]
+        if name != "bf16":
+            return [kernels]
+        epochs = ["--scale", "0.002", "--repeat", "1"] if dry else ["--repeat", "3"]
+        return [kernels, [*featgraph, "train", *device, "--bf16", "--models", "gcn", "sage-mean", "gat",
+                          "--frameworks", "featgraph", "pyg", "--graphs", "rand100k-2.9M", *epochs,
+                          *json_at("epochs")]]  # fmt: skip
     models = ["--models", "gcn", "sage-mean", "gat"]
     frameworks = ["--frameworks", "featgraph", "pyg"]
     if name == "train":
         # PyG's layers hold E x d messages: rand100k-2.9M is a graph where they fit the GPU, reddit-sized is not
         graphs = ["rand100k-2.9M", "--scale", "0.002"] if dry else ["rand100k-2.9M", "reddit-sized"]
-        return [*featgraph, "train", "--device", check.device(), *models, *frameworks, "--graphs", *graphs, "--repeat",
-                "1" if dry else "3", "--json", str(out / "train.json")]  # fmt: skip
+        return [[*featgraph, "train", *device, *models, *frameworks, "--graphs", *graphs, "--repeat",
+                 "1" if dry else "3", *json_at("epochs")]]  # fmt: skip
     if name == "compile":  # Inductor compiles each model in its first epochs, each framework in its own process
         sizes = ["--models", "gcn", "--scale", "0.002", "--repeat", "1"] if dry else ["--models", "gcn"]
-        return [*featgraph, "train", "--device", check.device(), "--graphs", "rand100k-2.9M", *sizes, *frameworks,
-                "--compile", "--json", str(out / "compile.json")]  # fmt: skip
+        return [[*featgraph, "train", *device, "--graphs", "rand100k-2.9M", *sizes, *frameworks, "--compile",
+                 *json_at("epochs")]]  # fmt: skip
     if name == "profile":  # eager and compiled GCN epochs per operator: what the compiled epoch spends more on
         sizes = ["--scale", "0.002"] if dry else []
-        return [*featgraph, "profile", "--device", check.device(), "--graph", "rand100k-2.9M", "--model", "gcn",
-                *sizes, "--json", str(out / "profile.json")]  # fmt: skip
+        return [[*featgraph, "profile", *device, "--graph", "rand100k-2.9M", "--model", "gcn", *sizes,
+                 *json_at("operators")]]  # fmt: skip
+    if name == "minibatch":  # products-like: the CPU samples, the GPU trains; how long the GPU waits for batches
+        sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else MINIBATCH_SIZES
+        return [[*featgraph, "minibatch", *device, *threads, "--models", "sage", "gat", "--frameworks", "featgraph",
+                 "featgraph-pyg", *sizes, *json_at("epochs")]]  # fmt: skip
+    if name == "linkpred":
+        sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else MINIBATCH_SIZES
+        return [[*featgraph, "linkpred", *device, *threads, "--frameworks", "featgraph", "featgraph-blocks",
+                 "featgraph-pyg", *sizes, *json_at("batches")]]  # fmt: skip
+    if name == "hetero":  # RGCN on the AM shape; RGAT, HGT and a to_hetero model's sum on the mag-like graph
+        rgcn = ["--scale", "0.01", "--repeat", "1"] if dry else ["--repeat", "3"]
+        layers = ["--mag-scale", "0.001", "--scale", "0.01", "--repeat", "1"] if dry else HETERO_SIZES
+        return [
+            [*featgraph, "rgcn-train", *device, "--shapes", "am", "--frameworks", "featgraph", "pyg", "pyg-fast", *rgcn,
+             *json_at("rgcn")],
+            *([*featgraph, "hetero", *device, "--layer", layer, *layers, *json_at(layer)]
+              for layer in ("rgat", "hgt", "heteroconv")),
+        ]  # fmt: skip
     raise ValueError(f"no step named {name!r}; steps are {STEPS}")
 
 
 def run_step(name: str, check: Check) -> StepResult:
-    """Run one step's command in a process group of its own, killed whole at its time limit; its output is
-    appended to ``steps.log`` under the command line."""
-    command = step_command(name, check)
+    """Run one step's commands, each in a process group of its own, killed whole when the step's time limit
+    runs out; their output is appended to ``steps.log`` under each command line."""
+    commands = step_commands(name, check)
     limit = min(CAPS[name], check.remaining())
     if limit < MIN_STEP_SECONDS:
-        return StepResult(name, command, "skipped", tail=f"skipped: {check.remaining():.0f} s of the budget left")
+        return StepResult(name, commands, "skipped", tail=f"skipped: {check.remaining():.0f} s of the budget left")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if check.dry_run:
         env["TRITON_INTERPRET"] = "1"
     log_path = check.out / LOG
     start = time.monotonic()
+    status, returncode, failed_code = "passed", 0, 0
     with open(log_path, "a") as log:
-        log.write(f"\n===== {name}\n$ " + " ".join(command) + "\n")
-        log.flush()
+        log.write(f"\n===== {name}\n")
         offset = log.tell()
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            returncode = process.wait(timeout=limit)
-            status = "passed" if returncode == 0 else "failed"
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            returncode, status = process.wait(), "timed out"
+        for command in commands:
+            log.write("$ " + " ".join(command) + "\n")
+            log.flush()
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                returncode = process.wait(timeout=max(0.0, start + limit - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                returncode, status = process.wait(), "timed out"
+                break
+            if returncode != 0 and status == "passed":
+                status, failed_code = "failed", returncode  # the others still run: each is its own measurement
+
     with open(log_path, "rb") as log:
         log.seek(offset)
         tail = log.read().decode(errors="replace")[-TAIL_CHARS:]
-    data_path = check.out / f"{name}.json"
-    data = json.loads(data_path.read_text()) if data_path.exists() else None
-    if data_path.exists():
-        data_path.unlink()  # its rows live on in check.json: fewer files to bring back
-    return StepResult(name, command, status, round(time.monotonic() - start, 1), returncode, tail, data)
+    data = {}
+    for path in sorted(check.out.glob(f"{name}-*.json")):
+        data[path.stem.removeprefix(f"{name}-")] = json.loads(path.read_text())
+        path.unlink()  # its rows live on in check.json: fewer files to bring back
+    returncode = failed_code or returncode
+    return StepResult(name, commands, status, round(time.monotonic() - start, 1), returncode, tail, data or None)
 
 
 def summary_markdown(facts: dict[str, Any], results: list[StepResult]) -> str:
@@ -223,7 +277,8 @@ def summary_markdown(facts: dict[str, Any], results: list[StepResult]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="directory for the results")
-    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="default: all, in order")
+    parser.add_argument("--run", choices=list(RUNS), default="first", help="which planned run's steps (default: first)")
+    parser.add_argument("--steps", nargs="+", choices=STEPS, help="these steps instead of a planned run's, in order")
     parser.add_argument("--budget", type=float, default=480, help="seconds for all steps together (default 480)")
     parser.add_argument(
         "--dry-run", action="store_true", help="on the CPU through Triton's interpreter at tiny sizes (no GPU needed)"
@@ -235,10 +290,11 @@ def run(args: argparse.Namespace) -> list[StepResult]:
         raise SystemExit("gpu-check: torch sees no CUDA GPU here; --dry-run checks the steps on the CPU")
     check = Check(Path(args.out), args.dry_run, args.budget)
     check.out.mkdir(parents=True, exist_ok=True)
-    facts = device_facts(args.dry_run) if "facts" in args.steps else {}
+    steps = args.steps or RUNS[args.run]
+    facts = device_facts(args.dry_run) if "facts" in steps else {}
     print(json.dumps(facts, indent=1), flush=True)
     results: list[StepResult] = []
-    for name in (s for s in STEPS if s in args.steps and s != "facts"):
+    for name in (s for s in STEPS if s in steps and s != "facts"):
         result = run_step(name, check)
         results.append(result)
         print(f"{name}: {result.status} in {result.seconds} s", flush=True)
