@@ -25,8 +25,12 @@ sample (about 3,500 seeds a batch against 2,650). Frameworks:
   the rows the next reads) and ``dgl.ops.u_dot_v``, where DGL imports.
 
 Per row: positive edges per second sampling alone and training (sample + forward + backward + Adam step), over
-``--batches`` batches after ``--warmup``, each row's ratio to featgraph's, and peak memory above the raw
-edges and features; each row in its own process (``run_rows``).
+``--batches`` batches after ``--warmup``, each row's ratio to featgraph's, the wait share (the part of the
+training loop's wall time spent obtaining the next batch, ``minibatch.throughput``) and peak memory above the
+raw edges and features; each row in its own process (``run_rows``). ``--device cuda`` samples on the CPU and
+trains on the GPU as ``featgraph bench minibatch --device cuda`` does: featgraph's loaders pin their batches,
+every framework's batch is copied to the GPU before its step (``minibatch.moved``), and peak memory is the
+GPU's.
 """
 
 from __future__ import annotations
@@ -57,8 +61,8 @@ from ..training import Preset
 from ..training.linkpred import NEGATIVES, LinkPredictor, batch_step, link_loader, split_edges
 from ..training.minibatch import fanout_list
 from .measure import peak_extra_mb
-from .minibatch import CLOCKS, BenchModel, DGLSampledNet, endless, seeds_per_s, unavailable
-from .report import Table, add_common_arguments, machine, run_worker, write_json
+from .minibatch import CLOCKS, BenchModel, DGLSampledNet, endless, failures, throughput, unavailable
+from .report import Table, add_common_arguments, device_name, machine, run_worker, write_json
 
 BATCH_SIZE = 1024
 TARGET = 2.0  # the training speed-up over DGL the floor is checked against
@@ -80,6 +84,7 @@ class Row:
     train_edges_s: float | None = None  # sample + forward + backward + optimizer step
     sample_vs_featgraph: float | None = None  # over featgraph's in the same run
     train_vs_featgraph: float | None = None
+    wait_share: float | None = None  # of the training loop's wall time, obtaining the next batch on the device
     peak_mb: float | None = None
     note: str = ""
 
@@ -94,25 +99,28 @@ def _positives(batch: LinkBatch) -> int:
 
 
 def _featgraph(
-    raw: dict, fanouts: list[int], negatives: str, net: LinkPredictor
+    raw: dict, fanouts: list[int], negatives: str, net: LinkPredictor, pin: bool
 ) -> tuple[Callable[[bool], Iterator], Forward]:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
 
     def batches(background: bool) -> Iterator[LinkBatch]:
         prefetch = 2 if background else 0
         loader = link_loader(graph, raw["x"], raw["train"], fanouts, BATCH_SIZE, 0, prefetch, negatives)
+        loader.pin_memory = pin  # the flag the loader reads per batch; link_loader leaves it off
         return (batch_step(b) for b in endless(loader))
 
     return batches, net
 
 
-def _featgraph_blocks(raw: dict, fanouts: list[int], net: LinkPredictor) -> tuple[Callable[[bool], Iterator], Forward]:
+def _featgraph_blocks(
+    raw: dict, fanouts: list[int], net: LinkPredictor, pin: bool
+) -> tuple[Callable[[bool], Iterator], Forward]:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
     train_eids = torch.arange(raw["train"].shape[1])  # the message graph's first edges are the positives
 
     def batches(background: bool) -> Iterator[LinkBatch]:
         loader = LinkBlockLoader(graph, fanouts, BATCH_SIZE, edge_ids=train_eids, negatives=1, seed=0,
-                                 prefetch=2 if background else 0, x=raw["x"])  # fmt: skip
+                                 prefetch=2 if background else 0, pin_memory=pin, x=raw["x"])  # fmt: skip
         for batch in endless(loader):
             pairs = torch.cat([torch.stack(g.coo()) for g in (batch.pair_graph, batch.neg_pair_graph)], dim=1)
             labels = torch.cat([torch.ones(batch.batch_size), torch.zeros(batch.neg_pair_graph.num_edges)])
@@ -144,9 +152,11 @@ def _dgl(raw: dict, fanouts: list[int], dgl: Any, net: torch.nn.Module) -> tuple
 
 
 def run_one(
-    data_path: str, framework: str, fanouts: list[int], negatives: str, batches: int, warmup: int, clock: str
-) -> Row:
-    """One row, meant for a fresh process; ``negatives``: featgraph's loader's draws (``link_loader``)."""
+    data_path: str, framework: str, fanouts: list[int], negatives: str, batches: int, warmup: int, clock: str,
+    device: str = "cpu",
+) -> Row:  # fmt: skip
+    """One row, meant for a fresh process; ``negatives``: featgraph's loader's draws (``link_loader``);
+    ``device``: where the model trains (the batches are sampled on the CPU and copied there)."""
     row = Row(framework, note=unavailable(framework))
     if row.note:
         return row
@@ -159,15 +169,18 @@ def run_one(
         net: torch.nn.Module = DGLSampledNet(dgl, BenchModel("sage", tuple(fanouts), config), in_channels, HIDDEN)
     else:
         net = LinkPredictor(in_channels, HIDDEN, len(fanouts), "pyg" if framework == "featgraph-pyg" else "featgraph")
+    where = torch.device(device)
+    net.to(where)
     optimizer = torch.optim.Adam(net.parameters(), lr=0.003)
+    pin = where.type == "cuda"
 
     def measure() -> None:
         if dgl is not None:
             stream, forward = _dgl(raw, fanouts, dgl, net)
         elif framework in ("featgraph-blocks", "featgraph-floor"):
-            stream, forward = _featgraph_blocks(raw, fanouts, net)
+            stream, forward = _featgraph_blocks(raw, fanouts, net, pin)
         else:
-            stream, forward = _featgraph(raw, fanouts, negatives, net)
+            stream, forward = _featgraph(raw, fanouts, negatives, net, pin)
 
         def step(batch: LinkBatch) -> None:
             x, graph_input, pairs_input, labels = batch
@@ -176,10 +189,13 @@ def run_one(
             optimizer.step()
 
         net.train()
-        for name, work in (("sample_edges_s", lambda batch: None), ("train_edges_s", step)):
-            batches_ = stream(True)
-            setattr(row, name, seeds_per_s(batches_, batches, warmup, work, clock, _positives))
-            batches_.close()
+        sampling = stream(True)
+        row.sample_edges_s = throughput(sampling, batches, warmup, lambda batch: None, clock, where, _positives).per_s
+        sampling.close()
+        training = stream(True)
+        rate = throughput(training, batches, warmup, step, clock, where, _positives)
+        row.train_edges_s, row.wait_share = rate.per_s, rate.wait_share
+        training.close()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DGL's CPU-affinity advice, PyG's deprecations
@@ -189,8 +205,8 @@ def run_one(
                 if framework == "featgraph-floor"
                 else (contextlib.nullcontext())
             ):
-                row.peak_mb = peak_extra_mb(measure)
-        except (RuntimeError, NotImplementedError, TypeError, ValueError, ImportError) as err:
+                row.peak_mb = peak_extra_mb(measure, where)
+        except failures(dgl) as err:
             return Row(framework, note=f"failed: {str(err)[:80]}")
     return row
 
@@ -214,16 +230,17 @@ def floor_verdict(rows: list[Row], target: float) -> str | None:
 
 def run_rows(
     data_path: str, frameworks: list[str], fanouts: list[int], negatives: str, batches: int, warmup: int,
-    threads: int, clock: str,
+    threads: int, clock: str, device: str = "cpu",
 ) -> list[Row]:  # fmt: skip
-    """Each framework in its own process, on ``threads`` threads; ratios to featgraph's row. OpenMP's threads
-    wait passively unless ``OMP_WAIT_POLICY`` says otherwise: with other jobs on the machine, DGL's spinning
-    threads cut its row to about a tenth (8,000 sampled edges/s against 65,000 passive, 2 cores)."""
+    """Each framework in its own process, on ``threads`` threads, training on ``device``; ratios to featgraph's
+    row. OpenMP's threads wait passively unless ``OMP_WAIT_POLICY`` says otherwise: with other jobs on the
+    machine, DGL's spinning threads cut its row to about a tenth (8,000 sampled edges/s against 65,000 passive,
+    2 cores)."""
     env = {"OMP_WAIT_POLICY": "passive", **os.environ, "OMP_NUM_THREADS": str(threads)}
     rows = []
     for framework in frameworks:
         row = run_worker(
-            "featgraph.bench.linkpred", [data_path, framework, fanouts, negatives, batches, warmup, clock], env
+            "featgraph.bench.linkpred", [data_path, framework, fanouts, negatives, batches, warmup, clock, device], env
         )
         rows.append(Row(framework, note=row) if isinstance(row, str) else Row(**row))
     ours = next((r for r in rows if r.framework == "featgraph" and r.train_edges_s), None)
@@ -237,7 +254,8 @@ def run_rows(
 TABLE = Table({
     "framework": lambda r: FRAMEWORKS[r.framework], "sampling edges/s": "sample_edges_s:,.0f",
     "training edges/s": "train_edges_s:,.0f", "sampling / featgraph": "sample_vs_featgraph:.2f",
-    "training / featgraph": "train_vs_featgraph:.2f", "peak MB": "peak_mb:,.0f", "note": "note",
+    "training / featgraph": "train_vs_featgraph:.2f", "wait share": "wait_share:.0%", "peak MB": "peak_mb:,.0f",
+    "note": "note",
 })  # fmt: skip
 
 
@@ -274,6 +292,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=10, help="timed batches per measurement")
     parser.add_argument("--warmup", type=int, default=2, help="untimed batches before them")
     parser.add_argument("--clock", choices=list(CLOCKS), default="wall", help="wall clock or each worker's CPU time")
+    parser.add_argument(
+        "--device", default="cpu", help="where the layers train: cpu (default) or cuda; the sampling stays on the CPU"
+    )
     add_common_arguments(
         parser, threads=toolchain.num_threads(), scale=0.01, scale_help="products-like's scale, in (0, 1]"
     )
@@ -281,8 +302,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[Row]:
     threads = toolchain.checked_threads(args.threads, "--threads")
+    device = device_name(args.device)
     print(
-        f"machine: {machine()}; {threads} threads per worker; {args.clock} clock; {time.strftime('%Y-%m-%d %H:%M %Z')}"
+        f"machine: {machine()}; device: {device}; {threads} threads per worker; {args.clock} clock; "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}"
     )
     with tempfile.TemporaryDirectory(prefix="featgraph-linkpred-") as directory:
         path, described = write_task(args.scale, Path(directory))
@@ -294,14 +317,15 @@ def run(args: argparse.Namespace) -> list[Row]:
         )
         print(TABLE.header, flush=True)
         rows = run_rows(
-            str(path), args.frameworks, args.fanout, args.negatives, args.batches, args.warmup, threads, args.clock
-        )
+            str(path), args.frameworks, args.fanout, args.negatives, args.batches, args.warmup, threads, args.clock,
+            args.device,
+        )  # fmt: skip
         print(TABLE.rows(rows), flush=True)
     verdict = floor_verdict(rows, TARGET)
     if verdict:
         print(verdict)
     write_json(
-        args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, fanout=args.fanout,
+        args.json, [asdict(r) for r in rows], device=device, scale=args.scale, threads=threads, fanout=args.fanout,
         negatives=args.negatives, verdict=verdict,
     )  # fmt: skip
     return rows

@@ -21,8 +21,16 @@ self-loop graphs, kernels bound to a block), measured as a fresh batch's forward
 batch's again, once that work is cached on its graphs, with no batch prepared meanwhile (featgraph's loader
 otherwise samples the next batch in a thread while a step runs, and on 2 cores that contention read as format
 work: 16-18% for GraphSAGE where the same steps without it showed none); peak memory above the raw edges and
-features (graph structures, sampler, batches and training included). Each row runs in its own process, so peaks are its
-own; the graph is generated once per run and handed to the workers in a file.
+features (graph structures, sampler, batches and training included); ``wait share``: the part of the training
+loop's wall time spent obtaining the next batch (sampling it, or waiting for the loader's thread, and its copy to
+the device), the time the layers wait for their input. Each row runs in its own process, so peaks are its own;
+the graph is generated once per run and handed to the workers in a file.
+
+``--device cuda`` keeps the sampling on the CPU (``--threads`` per worker) and trains on the GPU, as large graphs
+are usually trained: the model and optimizer live there, featgraph's loaders and PyG's put each batch in pinned
+memory, and every framework's batch (features, labels, blocks or edges) is copied there without blocking
+(``moved``) before its step, the device synchronized at each timing boundary so the clock reads finished work.
+The sampling rate then includes that copy, and peak memory is the GPU's above what the model holds there.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ from ..training import Preset
 from ..training.minibatch import SampledClassifier, minibatch_preset
 from ..training.models import activation
 from .measure import peak_extra_mb
-from .report import Table, add_common_arguments, machine, run_worker, write_json
+from .report import Table, add_common_arguments, device_name, machine, run_worker, write_json
 
 BATCH_SIZE = 1024
 FORMAT_BATCHES = 5  # fresh batches (at most --batches) whose first and repeated steps give the format share
@@ -84,6 +92,7 @@ class Row:
     sample_seeds_s: float | None = None  # sampling alone
     train_seeds_s: float | None = None  # sample + forward + backward + optimizer step
     format_share: float | None = None  # of a training step
+    wait_share: float | None = None  # of the training loop's wall time, obtaining the next batch on the device
     peak_mb: float | None = None
     sample_vs_dgl: float | None = None  # seeds/s over DGL's in the same run
     train_vs_dgl: float | None = None
@@ -140,7 +149,7 @@ def endless(loader: Iterable) -> Iterator:
         yield from loader
 
 
-def _featgraph(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
+def _featgraph(raw: dict, bench: BenchModel, net: SampledClassifier, pin: bool) -> Pipeline:
     graph = Graph(raw["src"], raw["dst"], raw["num_nodes"])
 
     def batches(background: bool) -> Iterator[SampledBatch]:
@@ -153,6 +162,7 @@ def _featgraph(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline
             x=raw["x"],
             y=raw["y"],
             prefetch=2 if background else 0,
+            pin_memory=pin,
             self_loops=net.loops_blocks,
         )
         return ((b.x, b.y, b.blocks) for b in endless(loader))
@@ -174,13 +184,13 @@ def _dgl(raw: dict, bench: BenchModel, dgl: Any, net: torch.nn.Module) -> Pipeli
     return Pipeline(batches, lambda h, blocks: net(blocks, h))
 
 
-def _pyg(raw: dict, bench: BenchModel, net: SampledClassifier) -> Pipeline:
+def _pyg(raw: dict, bench: BenchModel, net: SampledClassifier, pin: bool) -> Pipeline:
     from torch_geometric.data import Data
     from torch_geometric.loader import NeighborLoader
 
     data = Data(x=raw["x"], y=raw["y"], edge_index=torch.stack([raw["src"], raw["dst"]]), num_nodes=raw["num_nodes"])
     loader = NeighborLoader(
-        data, list(bench.fanouts), batch_size=BATCH_SIZE, input_nodes=raw["train_idx"], shuffle=True
+        data, list(bench.fanouts), batch_size=BATCH_SIZE, input_nodes=raw["train_idx"], shuffle=True, pin_memory=pin
     )
 
     def forward(h: torch.Tensor, graph_input: tuple[torch.Tensor, int]) -> torch.Tensor:
@@ -212,56 +222,118 @@ def unavailable(framework: str) -> str:
 
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+FAILURES = (RuntimeError, NotImplementedError, TypeError, ValueError, ImportError)
 
 
-def seeds_per_s(
+def failures(dgl: Any) -> tuple[type[Exception], ...]:
+    """The errors a row reports in its note instead of ending its worker: a baseline path that fails, and
+    DGL's own where DGL runs (its CPU build asked for a GPU)."""
+    return FAILURES if dgl is None else (*FAILURES, dgl.DGLError)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on a CUDA ``device``, so a clock read after it counts that work (nothing to
+    wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def moved(value: Any, device: torch.device) -> Any:
+    """``value`` on ``device``, each copy queued without blocking the host (from pinned memory it overlaps the
+    host's work): a list or tuple (a named one too) item by item; a tensor, or anything else with ``to`` (a
+    featgraph graph or block, a DGL graph or block), by its ``to``; other values (counts) as they are."""
+    if isinstance(value, list):
+        return [moved(item, device) for item in value]
+    if isinstance(value, tuple):
+        items = [moved(item, device) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value.to(device, non_blocking=True) if hasattr(value, "to") else value
+
+
+def next_batch(batches: Iterator[Any], device: torch.device) -> Any:
+    """The next batch, on ``device`` with its copies finished (on the CPU, as the loader gives it)."""
+    batch = next(batches)
+    if device.type == "cpu":
+        return batch
+    batch = moved(batch, device)
+    synchronize(device)
+    return batch
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Seeds (or edges) per second of a loop over batches, and the share of its wall time spent obtaining
+    each next batch on the device (sampling it or waiting for the loader, and the copy)."""
+
+    per_s: float
+    wait_share: float
+
+
+def throughput(
     batches: Iterator[Any],
     count: int,
     warmup: int,
     work: Callable[[Any], Any],
     clock: str,
+    device: torch.device,
     size: Callable[[Any], int] = lambda batch: batch[1].numel(),
-) -> float:
-    """Seeds per second of ``work`` over ``count`` batches after ``warmup``, by ``clock``; ``size`` counts a
-    batch's seeds (by default its labels, the second item)."""
+) -> Rate:
+    """``work``'s rate over ``count`` batches after ``warmup``, each batch taken to ``device`` first: seeds
+    per second by ``clock`` (``size`` counts a batch's seeds, by default its labels, the second item), and
+    the wait share by the wall clock (the time the device waits is wall time). The device is synchronized
+    after each batch's copy and each ``work``, so both parts are timed to their finished work."""
     now = CLOCKS[clock]
     for _ in range(warmup):
-        work(next(batches))
-    seeds, start = 0, now()
+        work(next_batch(batches, device))
+    synchronize(device)
+    seeds, waited, start, wall = 0, 0.0, now(), time.perf_counter()
     for _ in range(count):
-        batch = next(batches)
+        before = time.perf_counter()
+        batch = next_batch(batches, device)
+        waited += time.perf_counter() - before
         work(batch)
+        synchronize(device)
         seeds += size(batch)
-    return seeds / (now() - start)
+    return Rate(seeds / (now() - start), waited / (time.perf_counter() - wall))
 
 
 def _format_ms(
-    batches: Iterator[SampledBatch], count: int, forward: Callable, net: torch.nn.Module, clock: str
+    batches: Iterator[SampledBatch],
+    count: int,
+    forward: Callable,
+    net: torch.nn.Module,
+    clock: str,
+    device: torch.device,
 ) -> float:
-    """Median over ``count`` fresh batches of (first forward + backward) - (fastest of two repeats on the same
-    batch), by ``clock``."""
+    """Median over ``count`` fresh batches (each on ``device``) of (first forward + backward) - (fastest of two
+    repeats on the same batch), by ``clock``, each timed to its finished work."""
     now = CLOCKS[clock]
     differences = []
     for _ in range(count):
-        x, y, graph_input = next(batches)
+        x, y, graph_input = next_batch(batches, device)
         times = []
         for _ in range(3):
             start = now()
             net.zero_grad()
             F.cross_entropy(forward(x, graph_input), y).backward()
+            synchronize(device)
             times.append(now() - start)
         differences.append(times[0] - min(times[1:]))
     return max(0.0, statistics.median(differences)) * 1e3
 
 
-def run_one(data_path: str, bench_model: str, framework: str, batches: int, warmup: int, clock: str = "wall") -> Row:
+def run_one(
+    data_path: str, bench_model: str, framework: str, batches: int, warmup: int, clock: str = "wall",
+    device: str = "cpu",
+) -> Row:  # fmt: skip
     """One row, meant for a fresh process; ``clock`` "cpu" times by the process's CPU time (every thread's,
-    the loader's included), which other processes on a shared machine disturb less than the wall clock."""
+    the loader's included), which other processes on a shared machine disturb less than the wall clock;
+    ``device``: where the model trains (the batches are sampled on the CPU and copied there)."""
     row = Row(bench_model, framework)
     row.note = unavailable(framework)
     if row.note:
         return row
-    bench = MODELS[bench_model]
+    where, bench = torch.device(device), MODELS[bench_model]
     raw = torch.load(data_path, weights_only=True)
     in_channels, num_classes = raw["x"].shape[1], int(raw["num_classes"])
     dgl = import_dgl() if framework == "dgl" else None
@@ -271,15 +343,17 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
     else:
         backend = "featgraph" if framework == "featgraph" else "pyg"
         net = SampledClassifier(bench.model, in_channels, num_classes, len(bench.fanouts), bench.config, backend)
+    net.to(where)
     optimizer = torch.optim.Adam(net.parameters(), lr=bench.config.lr)  # before the baseline: imports torch._dynamo
+    pin = where.type == "cuda"
 
     def measure() -> None:
         if framework in ("featgraph", "featgraph-pyg"):
-            pipeline = _featgraph(raw, bench, net)
+            pipeline = _featgraph(raw, bench, net, pin)
         elif framework == "dgl":
             pipeline = _dgl(raw, bench, dgl, net)
         else:
-            pipeline = _pyg(raw, bench, net)
+            pipeline = _pyg(raw, bench, net, pin)
 
         def step(batch: SampledBatch) -> None:
             x, y, graph_input = batch
@@ -288,20 +362,23 @@ def run_one(data_path: str, bench_model: str, framework: str, batches: int, warm
             optimizer.step()
 
         net.train()
-        for name, work in (("sample_seeds_s", lambda batch: None), ("train_seeds_s", step)):
-            stream = pipeline.batches(True)
-            setattr(row, name, seeds_per_s(stream, batches, warmup, work, clock))
-            stream.close()
+        stream = pipeline.batches(True)
+        row.sample_seeds_s = throughput(stream, batches, warmup, lambda batch: None, clock, where).per_s
+        stream.close()
+        stream = pipeline.batches(True)
+        training = throughput(stream, batches, warmup, step, clock, where)
+        row.train_seeds_s, row.wait_share = training.per_s, training.wait_share
+        stream.close()
         stream = pipeline.batches(False)
-        format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, clock)
+        format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, clock, where)
         row.format_share = format_ms / (BATCH_SIZE / row.train_seeds_s * 1e3)
         stream.close()
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DGL's CPU-affinity advice, PyG's deprecations
         try:
-            row.peak_mb = peak_extra_mb(measure)
-        except (RuntimeError, NotImplementedError, TypeError, ValueError, ImportError) as err:
+            row.peak_mb = peak_extra_mb(measure, where)
+        except failures(dgl) as err:
             return Row(bench_model, framework, note=f"failed: {str(err)[:80]}")
     return row
 
@@ -314,12 +391,15 @@ def run_rows(
     warmup: int,
     threads: int,
     clock: str = "wall",
+    device: str = "cpu",
 ) -> list[Row]:
-    """Each framework in its own process, on ``threads`` threads (OpenMP's and torch's)."""
+    """Each framework in its own process, on ``threads`` threads (OpenMP's and torch's), training on
+    ``device``."""
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     for framework in frameworks:
-        row = run_worker("featgraph.bench.minibatch", [data_path, bench_model, framework, batches, warmup, clock], env)
+        spec = [data_path, bench_model, framework, batches, warmup, clock, device]
+        row = run_worker("featgraph.bench.minibatch", spec, env)
         rows.append(Row(bench_model, framework, note=row) if isinstance(row, str) else Row(**row))
     dgl = next((r for r in rows if r.framework == "dgl" and r.train_seeds_s), None)
     for r in rows:
@@ -332,7 +412,8 @@ def run_rows(
 TABLE = Table({
     "model": "model", "framework": lambda r: FRAMEWORKS[r.framework], "sampling seeds/s": "sample_seeds_s:,.0f",
     "training seeds/s": "train_seeds_s:,.0f", "sampling / DGL": "sample_vs_dgl:.2f",
-    "training / DGL": "train_vs_dgl:.2f", "format share": "format_share:.0%", "peak MB": "peak_mb:,.0f", "note": "note",
+    "training / DGL": "train_vs_dgl:.2f", "format share": "format_share:.0%", "wait share": "wait_share:.0%",
+    "peak MB": "peak_mb:,.0f", "note": "note",
 })  # fmt: skip
 
 
@@ -367,6 +448,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="wall",
         help="time by the wall clock, or by each worker's CPU time (steadier on a machine other jobs load)",
     )
+    parser.add_argument(
+        "--device", default="cpu", help="where the layers train: cpu (default) or cuda; the sampling stays on the CPU"
+    )
     add_common_arguments(
         parser, threads=toolchain.num_threads(), scale=1.0, scale_help="shrink the products-like graph, in (0, 1]"
     )
@@ -374,8 +458,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> list[Row]:
     threads = toolchain.checked_threads(args.threads, "--threads")
+    device = device_name(args.device)
     print(
-        f"machine: {machine()}; {threads} threads per worker; {args.clock} clock; {time.strftime('%Y-%m-%d %H:%M %Z')}"
+        f"machine: {machine()}; device: {device}; {threads} threads per worker; {args.clock} clock; "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}"
     )
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="featgraph-minibatch-") as directory:
@@ -383,10 +469,12 @@ def run(args: argparse.Namespace) -> list[Row]:
         print(f"graph {described}; batches of {BATCH_SIZE}, {args.batches} timed after {args.warmup}", flush=True)
         print(TABLE.header, flush=True)
         for bench_model in args.models:
-            batch = run_rows(str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock)
+            batch = run_rows(
+                str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock, args.device
+            )
             print(TABLE.rows(batch), flush=True)
             rows += batch
-    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, clock=args.clock)
+    write_json(args.json, [asdict(r) for r in rows], device=device, scale=args.scale, threads=threads, clock=args.clock)
     return rows
 
 

@@ -42,18 +42,31 @@ def test_rows_measure_sampling_and_training_edges_per_second(task_file, framewor
         return
     assert row.note == "" and row.sample_edges_s > 0 and row.train_edges_s > 0
     assert row.peak_mb is None or row.peak_mb >= 0
+    assert 0 <= row.wait_share <= 1
+
+
+def test_rows_on_a_gpu_sample_on_the_cpu_and_train_there(task_file, cuda):
+    frameworks = ["featgraph", "featgraph-blocks"]
+    frameworks += ["featgraph-pyg"] if linkpred.unavailable("featgraph-pyg") == "" else []
+    for framework in frameworks:
+        row = linkpred.run_one(task_file, framework, [5, 5], "triplet", 2, 1, "wall", str(cuda))
+        assert row.note == "" and row.sample_edges_s > 0 and row.train_edges_s > 0, row
+        assert 0 <= row.wait_share <= 1 and row.peak_mb > 0
 
 
 def test_bench_linkpred_prints_rows_with_ratios_to_featgraph(tmp_path, capsys):
     out = tmp_path / "l.json"
     argv = ["bench", "linkpred", "--scale", "0.002", "--fanout", "5,5", "--batches", "1", "--warmup", "0"]
-    main([*argv, "--frameworks", "featgraph", "dgl", "--json", str(out)])
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    assert len(table) == 4 and {line.count("|") for line in table} == {8}
+    main([*argv, "--frameworks", "featgraph", "dgl", "--device", "cpu", "--json", str(out)])
+    printed = capsys.readouterr().out
+    table = [line for line in printed.splitlines() if line.startswith("|")]
+    assert len(table) == 4 and {line.count("|") for line in table} == {9} and "wait share" in table[0]
     report = json.loads(out.read_text())
     assert report["fanout"] == [5, 5] and report["negatives"] == "triplet"
+    assert report["device"] == "cpu" and "device: cpu" in printed
     ours, dgl = report["rows"]
     assert ours["framework"] == "featgraph" and ours["train_vs_featgraph"] == 1.0
+    assert 0 <= ours["wait_share"] <= 1
     assert (dgl["train_vs_featgraph"] is not None) == (import_dgl() is not None)
     with pytest.raises(SystemExit):
         main(["bench", "linkpred", "--fanout", "0,5"])
