@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         sensitivity,
         sparse_features,
         suite,
+        tc_fill,
     )
     from ..bench import distributed as distributed_bench
     from ..bench import dropout as dropout_bench
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),
         ("pyg-tests", pyg_tests, "PyG's own layer test files (--tests DIR) with PyG's layers and with featgraph's"),
         ("pyg-examples", pyg_examples, "PyG's Planetoid example scripts (--examples DIR): PyG's layers, featgraph's"),
+        ("tc-fill", tc_fill, "tensor-core tile fill and bytes per edge, each graph as given and reordered"),
         ("gpu", gpu_bench, "Triton kernels vs cuSPARSE, PyG, DGL on the paper's graphs at full size, GPU memory"),
         ("gpu-check", gpu_check, "the prepared device check: GPU tests, kernels, training, compile; results in --out"),
         ("all", suite, "the paper's tables and figures on this machine: report.md, PNGs, JSON"),

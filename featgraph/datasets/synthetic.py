@@ -30,6 +30,28 @@ def reddit_sized(scale: float = 1.0, seed: int = 0) -> Graph:
     return uniform(max(2, int(232_965 * scale)), 492, seed=seed)
 
 
+def community(
+    num_nodes: int, avg_degree: float, community_size: int = 128, within: float = 0.9, seed: int = 0
+) -> Graph:
+    """A stochastic block model with communities of ``community_size`` vertices: each edge's source lies in
+    its destination's community with probability ``within``, else anywhere. Vertex ids are shuffled, so the
+    communities are there to find (``Graph.reordered``) but not in the id order, as in relabelled real data."""
+    if not 0.0 <= within <= 1.0:
+        raise ValueError(f"within must be a probability in [0, 1], got {within}")
+    if community_size < 1:
+        raise ValueError(f"community_size must be at least 1, got {community_size}")
+    gen = torch.Generator().manual_seed(seed)
+    num_edges = int(round(num_nodes * avg_degree))
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    start = dst - dst % community_size  # communities are id ranges before the shuffle
+    span = (num_nodes - start).clamp(max=community_size)
+    inside = start + (torch.rand(num_edges, generator=gen) * span).long()
+    anywhere = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    src = torch.where(torch.rand(num_edges, generator=gen) < within, inside, anywhere)
+    relabel = torch.randperm(num_nodes, generator=gen)
+    return _shuffled(relabel[src], relabel[dst], num_nodes, gen)
+
+
 def rand100k(vertex_scale: float = 1.0, degree_scale: float = 1.0, seed: int = 0) -> Graph:
     """FeatGraph's skewed rand-100K shape: 20% of the vertices have in-degree 2000, the rest 100.
 

@@ -22,6 +22,7 @@ from . import interop
 from .formats import Compressed, compress, index_dtype_for, with_loops
 from .hilbert import hilbert_edge_order
 from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources
+from .reorder import inverse_order, locality_order
 from .tc_translation import TCTranslation, translate
 
 EDGE_ORDERS = ("user", "csr", "csc", "hilbert")
@@ -555,6 +556,23 @@ class Graph:
         return self.cached(
             ("tc", block_width), lambda: translate(self._src, self._dst, self._num_src, self._num_dst, block_width)
         )
+
+    def reordered(self, method: str = "rcm") -> tuple[Graph, torch.Tensor]:
+        """This graph with its vertices renumbered in ``method``'s locality order (``graph.reorder``), and the
+        order (``order[new_id] = old_id``); cached. Edges keep their order and weights, so per-edge values
+        carry over unchanged; vertex rows go in as ``x[order]`` and come back as ``out[inverse_order(order)]``."""
+        if self.is_bipartite:
+            raise ValueError(
+                f"reordered: a bipartite graph ({self._num_src} sources, {self._num_dst} destinations) has no "
+                "single vertex order"
+            )
+
+        def build() -> tuple[Graph, torch.Tensor]:
+            order = locality_order(self._src, self._dst, self._num_src, method)
+            position = inverse_order(order)
+            return Graph(position[self._src], position[self._dst], self._num_src, self._edge_weight), order
+
+        return self.cached(("reordered", method), build)
 
     @property
     def fingerprint(self) -> str:

@@ -40,6 +40,26 @@ class TCTranslation:
     def num_blocks(self) -> int:
         return self.block_columns.shape[0]
 
+    @property
+    def num_cells(self) -> int:
+        """Tile cells a dense block holds: 16 x ``block_width`` per block."""
+        return self.num_blocks * WINDOW_ROWS * self.block_width
+
+    def fill(self) -> float:
+        """The share of tile cells that hold an edge (duplicate edges share one): the part of a tensor-core
+        MMA's multiplications that are not by zero (1.0 for an empty graph, which has no tiles)."""
+        if self.num_blocks == 0:
+            return 1.0
+        flat = (self.edge_block * WINDOW_ROWS + self.edge_row) * self.block_width + self.edge_col
+        return torch.unique(flat).numel() / self.num_cells
+
+    def bytes_per_edge(self, value_bytes: int = 4) -> float:
+        """Bytes the tiles (``value_bytes`` a cell) and their column ids (4 bytes each) take per edge, against
+        a CSR's 4 (an int32 column) plus ``value_bytes`` for a weight."""
+        num_edges = self.edge_block.numel()
+        total = self.num_cells * value_bytes + self.num_blocks * self.block_width * 4 + (self.num_windows + 1) * 4
+        return total / max(num_edges, 1)
+
     def dense_blocks(self, edge_values: torch.Tensor | None = None) -> torch.Tensor:
         """(num_blocks, 16, block_width) tiles holding the sum of the values of the edges in each cell
         (1 per edge when ``edge_values`` is None, so duplicate edges count twice)."""
@@ -90,3 +110,14 @@ def translate(src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, 
         edge_row=dst - window * WINDOW_ROWS,
         edge_col=pair_slot[pair_of_edge],
     )
+
+
+def vector_fill(src: torch.Tensor, dst: torch.Tensor, num_src: int, rows: int = 8) -> float:
+    """FlashSparse's format, ``rows`` x 1 vectors: each window of ``rows`` destinations keeps one vector per
+    distinct source it reads; the share of those vectors' cells that hold an edge (duplicates share one)."""
+    if src.numel() == 0:
+        return 1.0
+    width = max(num_src, 1)
+    cells = torch.unique(dst.to(torch.int64) * width + src)
+    vectors = torch.unique(torch.div(cells, width * rows, rounding_mode="floor") * width + cells % width)
+    return cells.numel() / (vectors.numel() * rows)

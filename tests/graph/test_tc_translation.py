@@ -1,9 +1,11 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph
-from featgraph.graph.tc_translation import WINDOW_ROWS
+from featgraph.graph.tc_translation import WINDOW_ROWS, vector_fill
 from tests.conftest import adjacency, random_edges
 
 
@@ -56,3 +58,25 @@ def test_windows_hold_sorted_distinct_columns_in_as_few_blocks_as_possible(block
 def test_block_width_is_checked():
     with pytest.raises(ValueError, match="block_width must be 8 or 16"):
         Graph.from_edge_index(torch.tensor([[0], [1]])).tc_translation(block_width=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    edges=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), max_size=150),
+    block_width=st.sampled_from([8, 16]),
+)
+def test_fill_and_bytes_count_the_dense_cells_holding_an_edge(n, edges, block_width):
+    src = torch.tensor([u % n for u, _ in edges], dtype=torch.int64)
+    dst = torch.tensor([v % n for _, v in edges], dtype=torch.int64)
+    tc = Graph(src, dst, n).tc_translation(block_width)
+    distinct = {(int(v), int(u)) for u, v in zip(src, dst, strict=True)}  # duplicates share a cell
+    cells = tc.num_blocks * WINDOW_ROWS * block_width
+    assert tc.fill() == (len(distinct) / cells if cells else 1.0)
+    assert tc.fill() == pytest.approx(int((tc.dense_blocks() != 0).sum()) / cells if cells else 1.0)
+    if edges:
+        want = (cells * 2 + tc.num_blocks * block_width * 4 + (tc.num_windows + 1) * 4) / len(edges)
+        assert tc.bytes_per_edge(2) == pytest.approx(want)
+    # FlashSparse's 8 x 1 vectors: one per (window of 8 rows, distinct column); brute force over the cells
+    vectors = {(v // 8, u) for v, u in distinct}
+    assert vector_fill(src, dst, n) == (len(distinct) / (8 * len(vectors)) if vectors else 1.0)
