@@ -3,9 +3,12 @@ materialised path, PyG and DGL, on the paper's graphs at full size, with peak GP
 
 Ops: GCN aggregation (featgraph GAR, with hubs staged, on tensor cores; cuSPARSE CSR SpMM; gather + index_add_),
 fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph SDDMM, ``sampled_addmm``, gather +
-sum), and forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
-PyG's ``GATConv``. ``ratio`` is baseline time over featgraph time; GB/s is the op's least traffic over its time,
-read against the device's copy bandwidth measured first; the peak column is GPU memory.
+sum), forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
+PyG's ``GATConv``, and the GCN aggregation and attention on bfloat16 and float16 features (``gcn-bf16`` ...:
+featgraph's 16-bit kernel against its own float32 kernel on the same values, cuSPARSE and DGL in the same dtype
+where they take it). ``ratio`` is baseline time over featgraph time (for the 16-bit ops, the float32 row's ratio
+is the 16-bit speed-up); GB/s is the op's least traffic over its time, in the op's element size, read against the
+device's copy bandwidth measured first; the peak column is GPU memory.
 Without a GPU it runs on CPU tensors through Triton's interpreter (``TRITON_INTERPRET=1``; tiny
 ``--scale`` only, for tests).
 """
@@ -28,7 +31,18 @@ from ..templates.kernel import default_target
 from ..timing import best_ms
 from ..tuning import synthetic_inputs, tune
 from ..tuning.space import hub_threshold_candidate
-from .kernels import MLP_INPUT_WIDTH, TABLE, ForwardBackward, Row, _optional, gather_bytes, op_kernel
+from .kernels import (
+    HALF_OPS,
+    MLP_INPUT_WIDTH,
+    TABLE,
+    ForwardBackward,
+    Row,
+    _optional,
+    gather_bytes,
+    half_impls,
+    op_kernel,
+    supported,
+)
 from .measure import copy_gbps, peak_extra_mb
 from .report import Table, add_table_arguments, machine, table_rows, write_json
 
@@ -38,7 +52,7 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "rand100k": lambda scale: rand100k(scale, 1.0 if scale >= 0.1 else 0.01, seed=0),  # 100k / 48M at scale 1
     "reddit-sized": reddit_sized,  # 233k / 115M
 }
-OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train")
+OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train", *HALF_OPS)
 TUNABLE = ("gcn", "mlp", "attention")  # single kernels, which the tuner searches
 
 Impls = dict[str, Callable[[], object] | str]
@@ -131,12 +145,26 @@ def bench_gat_train(g: Graph, d: int, heads: int = 4) -> Impls:
     return impls
 
 
+def bench_half(op: str, dtype: str, g: Graph, d: int) -> Impls:
+    """``op`` (gcn or attention) on ``dtype`` features: featgraph's 16-bit and float32 kernels and DGL (see
+    ``half_impls``), and cuSPARSE in the same dtype where torch.sparse takes it."""
+    x = torch.randn(g.num_nodes, d, device=g.device).to(getattr(torch, dtype))
+    impls, pattern = half_impls(op, g, x, 1), g.adjacency().to(x.dtype)
+    if op == "gcn":
+        impls[f"torch.sparse.mm (cuSPARSE CSR, {dtype})"] = supported(lambda: torch.sparse.mm(pattern, x))
+    else:
+        sddmm = lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0)  # noqa: E731
+        impls[f"torch.sparse.sampled_addmm ({dtype})"] = supported(sddmm)
+    return impls
+
+
 BENCHES = {
     "gcn": bench_gcn,
     "mlp": bench_mlp,
     "attention": bench_attention,
     "gcn-train": bench_gcn_train,
     "gat-train": bench_gat_train,
+    **{name: partial(bench_half, op, dtype) for name, (op, dtype) in HALF_OPS.items()},
 }
 
 

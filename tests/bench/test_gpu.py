@@ -58,3 +58,33 @@ def test_tune_adds_the_tuners_row_and_refuses_ops_it_cannot_tune(interpreted_gpu
     assert len(tuned) == 1 and tuned[0]["ms"] > 0 and tuned[0]["ratio"] > 0
     with pytest.raises(SystemExit, match="--tune: the tuner configures gcn, mlp, attention, not gat-train"):
         main(["bench", "gpu", "--ops", "attention", "gat-train", "--tune", "1"])
+
+
+@pytest.mark.parametrize("op", ["gcn-bf16", "attention-fp16"])
+def test_the_16_bit_rows_compute_the_float32_rows_values(interpreted_gpu, op):
+    g = gpu.on_device(gpu.GRAPHS["rand100k"](0.002), torch.device("cpu"))
+    with default_target("gpu"):
+        impls = gpu.BENCHES[op](g, 16)
+        results = {name: fn() for name, fn in impls.items() if not isinstance(fn, str)}
+    want = results.pop("featgraph float32")
+    assert results["featgraph"].dtype == getattr(torch, gpu.HALF_OPS[op][1])
+    for name, got in results.items():  # the same 16-bit values: one rounding apart
+        torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2, msg=name)
+
+
+def test_half_ops_time_16_bits_against_float32_and_note_what_torch_sparse_refuses(interpreted_gpu, tmp_path):
+    out = tmp_path / "half.json"
+    main(["bench", "gpu", "--device", "cpu", "--ops", "gcn-bf16", "attention-bf16", "--scale", "0.001", "--dims",
+          "8", "--repeat", "1", "--graphs", "uniform", "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    g = gpu.GRAPHS["uniform"](0.001)
+    outputs = {"gcn-bf16": g.num_nodes * 8, "attention-bf16": g.num_edges}
+    for op, reads in (("gcn-bf16", 8), ("attention-bf16", 16)):
+        mine = {r["impl"]: r for r in rows if r["op"] == op}
+        ours, full = mine["featgraph"], mine["featgraph float32"]
+        assert next(iter(mine)) == "featgraph" and ours["ratio"] == 1.0
+        assert full["ratio"] == pytest.approx(full["ms"] / ours["ms"])  # float32 time over 16-bit time
+        least_bytes = g.num_edges * (reads * 2 + 8) + outputs[op] * 2  # 2-byte features and outputs
+        assert ours["gbps"] == pytest.approx(least_bytes / ours["ms"] / 1e6)
+        (torch_sparse,) = [r for name, r in mine.items() if name.startswith("torch.sparse")]
+        assert torch_sparse["ms"] is None and torch_sparse["note"].startswith("unsupported: ")  # MKL: no bfloat16
