@@ -27,10 +27,12 @@ from ..backends.gpu import aot
 from ..datasets import rand100k, reddit_sized, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
+from ..graph.reorder import METHODS
 from ..templates.kernel import default_target
 from ..timing import best_ms
 from ..tuning import synthetic_inputs, tune
 from ..tuning.space import hub_threshold_candidate
+from . import tc_fill
 from .kernels import (
     HALF_OPS,
     MLP_INPUT_WIDTH,
@@ -51,6 +53,8 @@ GRAPHS: dict[str, Callable[[float], Graph]] = {
     "uniform": lambda scale: uniform(max(2, int(100_000 * scale)), 100, seed=0),
     "rand100k": lambda scale: rand100k(scale, 1.0 if scale >= 0.1 else 0.01, seed=0),  # 100k / 48M at scale 1
     "reddit-sized": reddit_sized,  # 233k / 115M
+    # graphs with communities to find (tensor cores' fill), as TC-GNN measured on
+    **{name: tc_fill.GRAPHS[name] for name in ("pubmed-like", "reddit-community", "products-like")},
 }
 OPS = ("gcn", "mlp", "attention", "gcn-train", "gat-train", *HALF_OPS)
 TUNABLE = ("gcn", "mlp", "attention")  # single kernels, which the tuner searches
@@ -178,11 +182,18 @@ def tuned_impl(g: Graph, op: str, d: int, budget_s: float) -> tuple[str, Callabl
     )
 
 
-def run_rows(graph_name: str, g: Graph, op: str, d: int, repeat: int, tune_s: float = 0.0) -> list[Row]:
+def run_rows(
+    graph_name: str, g: Graph, op: str, d: int, repeat: int, tune_s: float = 0.0, orders: tuple[str, ...] = ()
+) -> list[Row]:
+    """Every implementation of ``op`` at width ``d`` on ``g``, then again on ``g`` renumbered in each of
+    ``orders`` (``Graph.reordered``: built once and kept with the graph, so not timed; a model's features are
+    permuted once into that order), each row's ratio against featgraph's first row."""
     rows = []
     impls = BENCHES[op](g, d)
     if tune_s > 0:
         impls.update([tuned_impl(g, op, d, tune_s)])
+    for order in orders:
+        impls.update((f"{name}, {order} order", fn) for name, fn in BENCHES[op](g.reordered(order)[0], d).items())
     for name, fn in impls.items():
         if isinstance(fn, str):
             rows.append(Row(op, graph_name, d, name, None, note=fn))
@@ -223,6 +234,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_table_arguments(parser, GRAPHS, OPS, [32, 64, 128, 256, 512], repeat=10, threads=False)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
+        "--orders", nargs="+", default=[], choices=list(METHODS),
+        help="every row again on the graph renumbered in these locality orders (Graph.reordered)",
+    )  # fmt: skip
+    parser.add_argument(
         "--tune", type=float, default=0.0, metavar="SECONDS",
         help=f"add a row of the tuner's configuration, searched for at most SECONDS per row ({', '.join(TUNABLE)})",
     )  # fmt: skip
@@ -253,7 +268,7 @@ def _builders(device: torch.device) -> dict[str, Callable[[float], Graph]]:
 def _timed(args: argparse.Namespace, device: torch.device, name: str) -> list[Row]:
     bandwidth = copy_gbps(device, 1024 if device.type == "cuda" else 16)
     print(f"device copy bandwidth: {bandwidth:.0f} GB/s (read + write; the GB/s column's bound)", flush=True)
-    measure = lambda name, g, op, d: run_rows(name, g, op, d, args.repeat, args.tune)  # noqa: E731
+    measure = lambda name, g, op, d: run_rows(name, g, op, d, args.repeat, args.tune, tuple(args.orders))  # noqa: E731
     rows = table_rows(args, _builders(device), TABLE, measure)
     write_json(args.json, [asdict(r) for r in rows], device=name, copy_gbps=bandwidth)
     return rows

@@ -2,11 +2,11 @@
 from the working tree with nothing installed::
 
     PYTHONPATH=. python3 -m featgraph bench gpu-check --out $OUT               # the first planned run
-    PYTHONPATH=. python3 -m featgraph bench gpu-check --run second --out $OUT  # the second
+    PYTHONPATH=. python3 -m featgraph bench gpu-check --run second --out $OUT  # the second (and third)
 
 Steps, each in its own process (a step of several commands, each command in its own) under a time limit
-within ``--budget``, in two planned runs of under 8 minutes each (``--run``), what the device has not run
-yet in the first:
+within ``--budget``, in planned runs of under 8 minutes each (``--run``), what the device has not run yet
+first; the third reruns the steps an H100 has measured:
 
 - ``facts`` (both runs): the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python,
   torch, triton, PyG, numpy, the C++ and CUDA compilers;
@@ -20,9 +20,12 @@ yet in the first:
 - ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
   ``bench train --bf16``'s autocast epochs against float32;
 - ``linkpred`` (second run): ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
+- ``tc``: ``bench gpu --orders community``: GCN aggregation and dot attention at d = 32 and 64 on tensor cores
+  and the other rows, on graphs with communities (the reddit-sized community graph, products-like), as given
+  and renumbered in the community order (``Graph.reordered``);
 - ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
   operators with the most self time and the kernel launches per epoch;
-- ``kernels``: ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at d = 32..512
+- ``kernels`` (third run): ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at d = 32..512
   against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
   d = 64, with peak memory;
@@ -58,15 +61,17 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-# Two planned runs of under 8 minutes each, what the device has not run yet first; facts opens both.
+# Planned runs of under 8 minutes each, what the device has not run yet first; facts opens each. The third
+# holds the steps an H100 has run before (another card, or a change to their kernels, runs them again).
 RUNS = {
     "first": ("facts", "smoke", "tests", "minibatch", "hetero", "bf16"),
-    "second": ("facts", "linkpred", "profile", "kernels", "layers", "tune", "train", "compile"),
+    "second": ("facts", "linkpred", "tc", "profile"),
+    "third": ("facts", "kernels", "layers", "tune", "train", "compile"),
 }
-STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"]))
+STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 80, "hetero": 90, "bf16": 70, "linkpred": 60, "profile": 150,
+    "smoke": 50, "tests": 170, "minibatch": 80, "hetero": 90, "bf16": 70, "linkpred": 60, "tc": 150, "profile": 150,
     "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
@@ -165,19 +170,23 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
     featgraph = [python, "-m", "featgraph", "bench"]
     device = ["--device", check.device()]
     threads = ["--threads", str(os.cpu_count() or 1)]  # the CPU samples for the GPU with every core
-    if name in ("kernels", "layers", "tune", "bf16"):
+    if name in ("kernels", "layers", "tune", "bf16", "tc"):
         ops = {
             "kernels": ["gcn", "attention"],
+            "tc": ["gcn", "attention"],
             "layers": ["mlp", "gcn-train", "gat-train"],
             "tune": ["attention", "mlp"],
             "bf16": ["gcn-bf16", "attention-bf16"],
         }
         dims = {"kernels": ["32", "64", "128", "256", "512"], "layers": ["64"], "tune": ["64", "256"],
-                "bf16": ["64", "128", "256"]}  # fmt: skip
+                "bf16": ["64", "128", "256"], "tc": ["32", "64"]}  # fmt: skip
         tiny = ["--scale", "0.001", "--dims", "8", "--repeat", "1", "--graphs", "uniform"]
         sizes = tiny if dry else ["--dims", *dims[name]]
         tuning = ["--tune", "1" if dry else "10"] if name == "tune" else []
         graphs = ["--graphs", "rand100k", "reddit-sized"] if name in ("tune", "bf16") and not dry else []
+        if name == "tc":  # tensor cores on graphs with communities, as given and in the community order
+            graphs = ["--orders", "community", "--graphs", "pubmed-like" if dry else "reddit-community"]
+            graphs += [] if dry else ["products-like", "--scale", "0.5"]
         kernels = [*featgraph, "gpu", "--ops", *ops[name], *sizes, *graphs, *tuning, *json_at("kernels")]
         if name != "bf16":
             return [kernels]

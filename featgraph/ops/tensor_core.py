@@ -38,7 +38,10 @@ def _spmm(g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tenso
     from ..backends.gpu.tensor_core import block_spmm
 
     tr = _translation(g)
-    tiles = tr.dense_blocks(None if weight is None else weight).to(x.dtype)
+    if weight is None:  # an unweighted graph's tiles are built once per dtype and kept with the graph
+        tiles = g.cached(("tc-tiles", x.dtype), lambda: tr.dense_blocks().to(x.dtype))
+    else:
+        tiles = tr.dense_blocks(weight).to(x.dtype)
     return block_spmm(tr.window_block_ptr, tr.block_columns, tiles, x)
 
 
