@@ -15,7 +15,9 @@ def test_bench_hetero_times_every_implementation_on_every_graph(tmp_path, capsys
         "bench", "hetero", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1", "--channels", "8",
         "--json", str(out),
     ])  # fmt: skip
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["device"] == "cpu"
+    rows = written["rows"]
     assert [r["graph"] for r in rows] == [*hetero.GRAPHS, "mag-like-0.0005, 8 relations"]
     for r in rows:
         assert r["featgraph_ms"] > 0 and r["featgraph_fused_ms"] > 0 and r["pyg_rgcn_ms"] > 0
@@ -37,9 +39,11 @@ def test_bench_hetero_rgat_times_both_mechanisms_against_pygs_layer(tmp_path, ca
     out = tmp_path / "rgat.json"
     main([
         "bench", "hetero", "--layer", "rgat", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
-        "--channels", "8", "--heads", "2", "--json", str(out),
+        "--channels", "8", "--heads", "2", "--device", "cpu", "--json", str(out),
     ])  # fmt: skip
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["device"] == "cpu"
+    rows = written["rows"]
     assert [(r["graph"], r["mechanism"]) for r in rows][:2] == [
         ("3 types, 10 relations", "across-relation"), ("3 types, 10 relations", "within-relation"),
     ]  # fmt: skip
@@ -53,9 +57,11 @@ def test_bench_hetero_hgt_times_featgraphs_layer_against_pygs(tmp_path, capsys):
     out = tmp_path / "hgt.json"
     main([
         "bench", "hetero", "--layer", "hgt", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
-        "--channels", "8", "--heads", "2", "--json", str(out),
+        "--channels", "8", "--heads", "2", "--device", "cpu", "--json", str(out),
     ])  # fmt: skip
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["device"] == "cpu"
+    rows = written["rows"]
     assert [(r["graph"], r["mechanism"]) for r in rows] == [
         (name, "across-relation") for name in [*hetero.GRAPHS, "mag-like-0.0005, 8 relations"]
     ]
@@ -68,15 +74,39 @@ def test_bench_hetero_heteroconv_times_accelerated_heteroconv_against_pygs(tmp_p
     out = tmp_path / "heteroconv.json"
     main([
         "bench", "hetero", "--layer", "heteroconv", "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
-        "--channels", "8", "--json", str(out),
+        "--channels", "8", "--device", "cpu", "--json", str(out),
     ])  # fmt: skip
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert written["device"] == "cpu"
+    rows = written["rows"]
     assert [(r["graph"], r["mechanism"]) for r in rows] == [
         (name, "SAGEConv per relation, sum") for name in [*hetero.GRAPHS, "mag-like-0.0005, 8 relations"]
     ]
     for r in rows:
         assert r["featgraph_ms"] > 0 and r["pyg_over_featgraph"] == pytest.approx(r["pyg_ms"] / r["featgraph_ms"])
     assert "heads" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("layer", ["rgcn", "rgat", "hgt", "heteroconv"])
+def test_bench_hetero_runs_every_layer_on_a_gpu(layer, cuda, tmp_path):
+    out = tmp_path / f"{layer}.json"
+    main([
+        "bench", "hetero", "--layer", layer, "--scale", "0.002", "--mag-scale", "0.0005", "--repeat", "1",
+        "--channels", "8", "--device", str(cuda), "--json", str(out),
+    ])  # fmt: skip
+    written = json.loads(out.read_text())
+    assert written["device"] == torch.cuda.get_device_name(cuda)
+    for r in written["rows"]:
+        assert r["featgraph_ms"] > 0 and r["note"] == "" and r.get("dgl_ms") is None
+
+
+def test_a_step_that_runs_out_of_gpu_memory_is_left_out_of_its_row():
+    def out_of_memory() -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    times, failed = hetero.best_times({"featgraph": lambda: None, "PyG": out_of_memory}, 1)
+    assert list(times) == ["featgraph"] and failed == {"PyG": "out of GPU memory"}
+    assert hetero.failure_note(failed) == "PyG: out of GPU memory"
 
 
 def test_accelerated_heteroconv_case_gives_pygs_outputs():
