@@ -25,7 +25,8 @@ first; the third reruns the steps an H100 has measured:
   and renumbered in the community order (``Graph.reordered``);
 - ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
   operators with the most self time and the kernel launches per epoch;
-- ``kernels`` (third run): ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at d = 32..512
+- ``kernels`` (third run): ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at
+  d = 32..512
   against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
   d = 64, with peak memory;
@@ -218,10 +219,11 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
         return [[*featgraph, "linkpred", *device, *threads, "--frameworks", "featgraph", "featgraph-blocks",
                  "featgraph-pyg", *sizes, *json_at("batches")]]  # fmt: skip
     if name == "hetero":  # RGCN on the AM shape; RGAT, HGT and a to_hetero model's sum on the mag-like graph
-        rgcn = ["--scale", "0.01", "--repeat", "1"] if dry else ["--repeat", "3"]
+        rgcn = ["aifb", "--scale", "0.1", "--repeat", "1"] if dry else ["am", "--frameworks", "featgraph", "pyg",
+                                                                          "pyg-fast", "--repeat", "3"]  # fmt: skip
         layers = ["--mag-scale", "0.001", "--scale", "0.01", "--repeat", "1"] if dry else HETERO_SIZES
         return [
-            [*featgraph, "rgcn-train", *device, "--shapes", "am", "--frameworks", "featgraph", "pyg", "pyg-fast", *rgcn,
+            [*featgraph, "rgcn-train", *device, "--frameworks", "featgraph", "pyg", "--shapes", *rgcn,
              *json_at("rgcn")],
             *([*featgraph, "hetero", *device, "--layer", layer, *layers, *json_at(layer)]
               for layer in ("rgat", "hgt", "heteroconv")),
