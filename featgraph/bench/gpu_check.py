@@ -26,8 +26,7 @@ first; the third reruns the steps an H100 has measured:
 - ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
   operators with the most self time and the kernel launches per epoch;
 - ``kernels`` (third run): ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at
-  d = 32..512
-  against cuSPARSE, with GB/s against the copy bandwidth;
+  d = 32..512 against cuSPARSE, with GB/s against the copy bandwidth;
 - ``layers``: the same bench's MLP aggregation and forward + backward of GCN and GAT (PyG's ``GATConv``) at
   d = 64, with peak memory;
 - ``tune``: the tuner's configuration of dot attention and the MLP aggregation on this GPU (``bench gpu
