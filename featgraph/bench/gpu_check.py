@@ -71,11 +71,12 @@ RUNS = {
 STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 80, "hetero": 90, "bf16": 70, "linkpred": 60, "tc": 150, "profile": 150,
+    "smoke": 50, "tests": 170, "minibatch": 70, "hetero": 110, "bf16": 60, "linkpred": 60, "tc": 150, "profile": 150,
     "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
-HETERO_SIZES = ["--mag-scale", "0.1", "--repeat", "3"]
+# PyG's RGATConv holds an (E, in, heads x out) weight: 8 GB on mag-like at 0.1 with 16 channels
+HETERO_SIZES = ["--mag-scale", "0.1", "--channels", "16", "--fast-max-gb", "16", "--repeat", "3"]
 LOG = "steps.log"  # every step's whole output, one after another: the device sends back few files
 FACTS_SECONDS = 20  # what the facts take of a run's budget (the copy bandwidth's measurement, nvidia-smi)
 MIN_STEP_SECONDS = 20  # a step that would get less is skipped, not started
@@ -218,12 +219,12 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
         return [[*featgraph, "linkpred", *device, *threads, "--frameworks", "featgraph", "featgraph-blocks",
                  "featgraph-pyg", *sizes, *json_at("batches")]]  # fmt: skip
     if name == "hetero":  # RGCN on the AM shape; RGAT, HGT and a to_hetero model's sum on the mag-like graph
-        rgcn = ["aifb", "--scale", "0.1", "--repeat", "1"] if dry else ["am", "--frameworks", "featgraph", "pyg",
-                                                                          "pyg-fast", "--repeat", "3"]  # fmt: skip
-        layers = ["--mag-scale", "0.001", "--scale", "0.01", "--repeat", "1"] if dry else HETERO_SIZES
+        rgcn = ["aifb", "--scale", "0.1", "--repeat", "1"] if dry else ["am", "--repeat", "3", "--fast-max-gb", "16"]
+        frameworks = ["featgraph", "pyg"] if dry else ["featgraph", "pyg", "pyg-fast"]
+        tiny = ["--mag-scale", "0.001", "--scale", "0.01", "--channels", "8", "--repeat", "1"]
+        layers = tiny if dry else HETERO_SIZES
         return [
-            [*featgraph, "rgcn-train", *device, "--frameworks", "featgraph", "pyg", "--shapes", *rgcn,
-             *json_at("rgcn")],
+            [*featgraph, "rgcn-train", *device, "--frameworks", *frameworks, "--shapes", *rgcn, *json_at("rgcn")],
             *([*featgraph, "hetero", *device, "--layer", layer, *layers, *json_at(layer)]
               for layer in ("rgat", "hgt", "heteroconv")),
         ]  # fmt: skip
@@ -287,7 +288,9 @@ def summary_markdown(facts: dict[str, Any], results: list[StepResult]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "gpu-check"), help="directory for the results")
-    parser.add_argument("--run", choices=list(RUNS), default="first", help="which planned run's steps (default: first)")
+    parser.add_argument(
+        "--run", dest="planned", choices=list(RUNS), default="first", help="the planned run's steps (default: first)"
+    )
     parser.add_argument("--steps", nargs="+", choices=STEPS, help="these steps instead of a planned run's, in order")
     parser.add_argument("--budget", type=float, default=480, help="seconds for all steps together (default 480)")
     parser.add_argument(
@@ -300,7 +303,7 @@ def run(args: argparse.Namespace) -> list[StepResult]:
         raise SystemExit("gpu-check: torch sees no CUDA GPU here; --dry-run checks the steps on the CPU")
     check = Check(Path(args.out), args.dry_run, args.budget)
     check.out.mkdir(parents=True, exist_ok=True)
-    steps = args.steps or RUNS[args.run]
+    steps = args.steps or RUNS[args.planned]
     facts = device_facts(args.dry_run) if "facts" in steps else {}
     print(json.dumps(facts, indent=1), flush=True)
     results: list[StepResult] = []
