@@ -90,8 +90,9 @@ class EpochLoader(Generic[BatchType]):
         return prefetched(jobs, self._sampled, self.prefetch)
 
     def _pool(self) -> WorkerPool:
-        """The worker processes, started on first use and kept while the loader lives."""
-        if self._workers is None:
+        """The worker processes, started on first use and kept while the loader lives (started afresh after one
+        of them died)."""
+        if self._workers is None or self._workers.broken:
             threads = self.sampler.num_threads or max(1, (os.cpu_count() or 1) // self.worker_processes)
             self._workers = WorkerPool(self, self.worker_processes, threads)
         return self._workers
