@@ -6,14 +6,16 @@ and leaves no worker process or shared memory segment behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import multiprocessing
 import os
+import pickle
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import psutil
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 
 from featgraph import Graph
 from featgraph.loader import BlockLoader, LinkNeighborLoader, NeighborLoader
+from featgraph.loader.workers import _pickled_batch
 
 torch_geometric = pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data  # noqa: E402 - after the importorskip
@@ -229,7 +232,7 @@ def test_a_workers_exception_is_raised_here_as_its_type_and_a_batch_that_does_no
             except RuntimeError as error:
                 assert "The worker's traceback:" in str(error) and "in local_type" in str(error)
                 raise
-        with pytest.raises(Exception, match=r"batch\.lock \(lock\) cannot be pickled"):
+        with pytest.raises(pickle.PicklingError, match=r"batch\.lock \(lock\) cannot be pickled"):
             next(iter(loader))
         with pytest.raises(RuntimeError, match="loader worker 0 exited with code 3"):
             list(loader)
@@ -286,6 +289,28 @@ def test_a_loader_that_does_not_pickle_is_refused_by_name(no_leaks):
 
     with pytest.raises(RuntimeError, match="cannot be sent to its worker processes.*transform"):
         bounded(scenario)
+
+
+class Pair(NamedTuple):
+    first: Any
+    second: Any
+
+
+@dataclasses.dataclass
+class Holder:
+    values: torch.Tensor
+    parts: Pair
+
+
+def test_a_batch_that_does_not_pickle_is_named_by_its_innermost_field():
+    batch = Holder(torch.zeros(3), Pair([1, 2], {"tensor": torch.ones(2), ("a", "b"): [0, threading.Lock()]}))
+    with pytest.raises(pickle.PicklingError, match=r"batch\.parts\.second\[\('a', 'b'\)\]\[1\] \(lock\)"):
+        _pickled_batch(batch)
+    data = Data(x=torch.zeros(2, 1))
+    data.sampler = lambda: None
+    with pytest.raises(pickle.PicklingError, match=r"batch\.sampler \(function\) cannot be pickled"):
+        _pickled_batch(data)
+    assert torch.equal(ForkingPickler.loads(_pickled_batch(Holder(torch.ones(2), Pair(1, 2)))).values, torch.ones(2))
 
 
 def test_worker_processes_must_be_a_count():
