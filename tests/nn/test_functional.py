@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -74,3 +75,21 @@ def test_dropout_scripts_as_torchs_and_survives_being_bound_in_its_place(monkeyp
     monkeypatch.setattr(torch.nn.functional, "dropout", functional.dropout)
     out = functional.dropout(torch.empty(3, 4, device="meta"), 0.5)
     assert out.device.type == "meta" and out.shape == (3, 4)
+
+
+@pytest.mark.parametrize(
+    ("p", "error"),
+    [(True, TypeError), (torch.tensor([0.2, 0.3]), TypeError), ("0.5", TypeError), (np.float64(1.01), ValueError)],
+)
+def test_dropout_refuses_bad_p_by_name_and_takes_numpy_and_0d_tensors(p, error):
+    """torch's p types (NumPy numbers, 0-d tensors) are taken; bools, non-scalars and p outside [0, 1] are
+    refused by name, in training or not."""
+    x = torch.rand(20, 5) + 0.5
+    for good in (np.float32(0.5), np.int64(1), torch.tensor(0.5)):
+        torch.manual_seed(2)
+        out = functional.dropout(x, good)
+        torch.manual_seed(2)
+        assert torch.equal(out, functional.dropout(x, float(good)))
+    for training in (True, False):
+        with pytest.raises(error, match="^p: "):
+            functional.dropout(x, p, training)

@@ -20,11 +20,11 @@ def dropout_source(dtype: str, form: str = "dropout") -> str:
     """One elementwise pass over ``n`` elements, OpenMP parallel and vectorised (``native/cpp/dropout.cpp``),
     per ``form``:
 
-    - ``"dropout"``: ``out[i] = fg_keep(seed, i) ? in[i] * scale : 0``;
+    - ``"dropout"``: ``out[i] = in[i] * (fg_keep(seed, i) ? scale : 0)``, so a dropped NaN or infinity is NaN
+      as in torch, whose mask multiplies;
     - ``"relu"``: the same of ``relu(in[i])`` (NaN kept, as torch keeps it), dropout after ReLU in one pass;
-    - ``"relu_grad"``: its gradient, ``out[i] = gate[i] > 0 ? in[i] * scale : 0`` (NaN counted as positive)
-      with ``gate`` the forward's output (positive exactly where the input was positive and kept), so no mask
-      is drawn again.
+    - ``"relu_grad"``: its gradient, ``out[i] = fg_keep(seed, i) && gate[i] > 0 ? in[i] * scale : 0`` (NaN
+      counted as positive) with ``gate`` the forward's output, so no ReLU mask is stored.
 
     float16/bfloat16 data is scaled in float32 and rounded once to its dtype."""
     if form not in FORMS:

@@ -1,8 +1,9 @@
 """Counter-based dropout on the GPU: the CPU backend's hash, forms and rounding (``native/cpp/dropout.cpp``), so
 one seed draws the same mask on either device and a run moved to the GPU keeps its masks.
 
-Forms: ``0`` dropout, ``1`` dropout of ``relu(x)`` in one pass (NaN kept), ``2`` that one's gradient from the
-forward's output ``gate``. float16/bfloat16 data is scaled in float32 and rounded once, float64 in float64.
+Forms: ``0`` dropout (a dropped NaN or infinity is NaN, as torch's mask multiplies), ``1`` dropout of
+``relu(x)`` in one pass (NaN kept), ``2`` that one's gradient from the mask and the forward's output ``gate``.
+float16/bfloat16 data is scaled in float32 and rounded once, float64 in float64.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ def _masked(
     inside = i < n
     value = tl.load(x + i, mask=inside, other=0).to(COMPUTE)
     factor = tl.load(scale)
+    z = seed.to(tl.uint64) + i.to(tl.uint64) * 0x9E3779B97F4A7C15
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+    kept = ((z ^ (z >> 31)) >> 40) >= threshold.to(tl.uint64)
     if FORM == 2:
-        kept = ~(tl.load(gate + i, mask=inside, other=0).to(COMPUTE) <= 0)  # a NaN output passes, as in relu
+        kept = kept & ~(tl.load(gate + i, mask=inside, other=0).to(COMPUTE) <= 0)  # a NaN output passes
+        result = tl.where(kept, value * factor, tl.zeros_like(value))
     else:
-        z = seed.to(tl.uint64) + i.to(tl.uint64) * 0x9E3779B97F4A7C15
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-        kept = ((z ^ (z >> 31)) >> 40) >= threshold.to(tl.uint64)
         if FORM == 1:
-            kept = kept & ~(value <= 0)  # NaN passes
-    result = tl.where(kept, value * factor, tl.zeros_like(value))
+            value = tl.where(value <= 0, tl.zeros_like(value), value)  # NaN passes, as in relu
+        result = value * tl.where(kept, factor, tl.zeros_like(value))  # a dropped NaN or infinity: NaN
     tl.store(out + i, result.to(out.dtype.element_ty), mask=inside)
 
 
@@ -41,7 +43,7 @@ def masked(
     x: torch.Tensor, seed: int, threshold: int, scale: float, form: str, gate: torch.Tensor | None = None
 ) -> torch.Tensor:
     """One pass of ``form`` over contiguous ``x``: keep element ``i`` where the hash of (``seed``, ``i``) has its
-    24 bits at or above ``threshold`` (or, for "relu_grad", where ``gate`` is positive), times ``scale``."""
+    24 bits at or above ``threshold`` (for "relu_grad", and ``gate`` is positive or NaN), times ``scale``."""
     out = torch.empty_like(x)
     n = x.numel()
     if n == 0:
