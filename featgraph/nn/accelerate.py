@@ -19,6 +19,7 @@ from .pyg_layer import FusedLayer, pyg_base
 from .to_hetero import fuse_relation_sums
 
 TORCH_DROPOUTS = (F.dropout, torch.dropout)  # the functional calls accelerate cannot swap
+OWN_PACKAGES = ("torch", "featgraph")  # whose forward code is not the user's to edit
 
 
 @dataclass
@@ -52,8 +53,12 @@ def featgraph_layers() -> dict[type[MessagePassing], type[FusedLayer]]:
 def functional_dropouts(cls: type[torch.nn.Module]) -> Iterator[int]:
     """Line numbers of the calls to torch's functional dropout in ``cls.forward``'s source (none where the
     source cannot be read): names are resolved in the forward's own globals, so ``F.dropout``,
-    ``torch.nn.functional.dropout`` and an imported ``dropout`` are found whatever they are called."""
+    ``torch.nn.functional.dropout`` and an imported ``dropout`` are found whatever they are called. A forward
+    ``cls`` inherits from torch's or featgraph's code (a ``torch.nn.Dropout`` subclass's) is not the user's:
+    none."""
     forward = cls.forward
+    if str(getattr(forward, "__module__", "")).split(".")[0] in OWN_PACKAGES:
+        return
     try:
         lines, first = inspect.getsourcelines(forward)
     except (OSError, TypeError):

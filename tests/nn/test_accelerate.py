@@ -112,3 +112,25 @@ def test_accelerate_swaps_dropout_modules_and_lists_functional_dropout_calls():
     kept = DropsInForward()
     summary = accelerate(kept, dropout=False)
     assert type(kept.drop) is torch.nn.Dropout and summary.left == [] and ("drop", "Dropout") not in summary.swapped
+
+
+class ScaledDropout(torch.nn.Dropout):
+    """A user's Dropout subclass that inherits torch's forward (which calls F.dropout in torch's own file)."""
+
+
+class OwnDropout(torch.nn.Dropout):
+    """A user's Dropout subclass with its own forward calling F.dropout."""
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+
+def test_accelerate_lists_only_dropout_calls_in_the_users_own_forward_code():
+    """An inherited forward from torch's files is not the user's code to edit: not listed; the user's own
+    forward in a subclass is, at its line in the user's file."""
+    model = torch.nn.Sequential(ScaledDropout(0.2), OwnDropout(0.3))
+    summary = accelerate(model)
+    assert [(path, name) for path, name, _ in summary.left] == [("1", "OwnDropout.forward")]
+    (why,) = [why for *_, why in summary.left]
+    assert f"line {inspect.getsourcelines(OwnDropout.forward)[1] + 1}:" in why
+    assert all("torch/nn" not in why for *_, why in summary.left)
