@@ -16,6 +16,7 @@ from torch import nn
 
 from ..ops import gather_mm, segment_mm
 from ..ops.checks import check_tensor
+from ..ops.grouped_mm import _integer_vector
 
 REGULARIZERS = (None, "basis", "bdd")
 
@@ -71,8 +72,8 @@ class TypedLinear(nn.Module):
         check_tensor("x", x, dims=2)
         if x.shape[1] != self.in_size:
             raise ValueError(f"x: expected {self.in_size} features per row, got shape {tuple(x.shape)}")
-        x_type = torch.as_tensor(x_type, device=x.device)
-        if x_type.dim() != 1 or x_type.numel() != x.shape[0] or x_type.is_floating_point():
+        x_type = _integer_vector("x_type", torch.as_tensor(x_type, device=x.device))  # gather_mm's check: no bools
+        if x_type.numel() != x.shape[0]:
             raise ValueError(
                 f"x_type: expected {x.shape[0]} integer type ids, got {x_type.dtype} {tuple(x_type.shape)}"
             )

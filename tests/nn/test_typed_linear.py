@@ -9,6 +9,7 @@ from torch.autograd import gradcheck
 
 from featgraph.graph.interop import import_dgl
 from featgraph.nn import TypedLinear
+from featgraph.ops import gather_mm
 from tests.nn.reference import dense_weights
 
 CASES = [(None, None), ("basis", 2), ("bdd", 3)]
@@ -97,3 +98,26 @@ def test_dgls_layer_with_the_same_state_gives_the_same_output(regularizer, num_b
     ours.load_state_dict(theirs.state_dict())
     x, x_type = torch.randn(50, 12), torch.randint(0, 4, (50,))
     torch.testing.assert_close(ours(x, x_type), theirs(x, x_type), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("regularizer", [None, "basis", "bdd"])
+@pytest.mark.parametrize("sorted_by_type", [False, True])
+@pytest.mark.parametrize(
+    "x_type",
+    [
+        torch.tensor([False, True, True, False]),
+        torch.tensor([0.0, 1.0, 1.0, 0.0]),
+        torch.tensor([0j, 1j, 1j, 0j]),
+        torch.zeros(4, 1, dtype=torch.int64),
+    ],
+)
+def test_type_ids_that_are_no_integer_vector_are_refused_as_gather_mm_refuses_them(regularizer, sorted_by_type, x_type):
+    """A bool mask is no type ids (DGL's layer, gather_mm and relational_aggregate refuse it too): the same
+    error as gather_mm's, naming x_type."""
+    layer = TypedLinear(6, 9, 3, regularizer, None if regularizer is None else 3)
+    x = torch.randn(4, 6)
+    with pytest.raises(ValueError, match=r"^x_type: expected a 1-D integer tensor, got torch\.") as raised:
+        layer(x, x_type, sorted_by_type)
+    with pytest.raises(ValueError) as from_gather_mm:
+        gather_mm(x, torch.randn(3, 6, 9), x_type)
+    assert str(raised.value) == str(from_gather_mm.value).replace("idx_b", "x_type")
