@@ -182,7 +182,8 @@ def _typed_linear(
     """Each node type's rows times its (out, in) weight plus its bias, stacked in node-type order: ``x`` the
     stacked rows (``lengths`` per node type) for one grouped product, or a tensor per node type where their
     widths differ (a product each)."""
-    bias = torch.repeat_interleave(torch.stack(biases), torch.tensor(lengths), dim=0, output_size=sum(lengths))
+    counts = torch.tensor(lengths, device=biases[0].device)  # repeat_interleave takes its counts where its input is
+    bias = torch.repeat_interleave(torch.stack(biases), counts, dim=0, output_size=sum(lengths))
     if isinstance(x, list):
         return torch.cat([part @ weight.t() for part, weight in zip(x, weights, strict=True)]) + bias
     return segment_mm(x, torch.stack([weight.t() for weight in weights]), torch.tensor(lengths)) + bias
