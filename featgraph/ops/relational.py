@@ -20,6 +20,7 @@ weight). The pair structures are built once per graph and edge types, kept on th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -113,7 +114,7 @@ def costs(g: Graph | GraphRef, pairs: Plan, weight: torch.Tensor) -> dict[str, i
     """Multiply-adds of each way (forward; the backward's are in proportion): a row's product costs a
     relation's weight elements (a block-diagonal weight's blocks only; the fused way multiplies full
     matrices), an SpMM the edges times its rows' width."""
-    edges, per_row = g.num_edges or 0, weight[0].numel()
+    edges, per_row = g.num_edges or 0, math.prod(weight.shape[1:])  # no relation: still a relation's size
     return {
         "transform_first": pairs.sources.count * per_row + edges * out_channels(weight),
         "aggregate_first": edges * in_channels(weight) + pairs.destinations.count * per_row,

@@ -187,3 +187,24 @@ def test_block_diagonal_weights_are_their_full_matrices(strategy, reduce):
     )
     with pytest.raises(ValueError, match="weight: x has 6 columns"):
         relational_aggregate(hg, x, blocks[:, :, :1], reduce=reduce, strategy=strategy)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("shape", [(0, 4, 6), (0, 2, 2, 3)])
+def test_a_typed_graph_with_no_edge_types_gives_the_sum_over_no_relations(reduce, shape):
+    """No relations (a weight of 0 relations, so no edges): zeros of (destinations, out) by every way, the
+    definition's empty sum, with zero gradients of x's and weight's shapes."""
+    hg = fg.HeteroGraph({}, {"user": 3, "item": 2})
+    g = fg.Graph(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), (5, 4))
+    none = torch.zeros(0, dtype=torch.int64)
+    for graph, etype, num_dst in ((hg, None, 5), (g, none, 4)):
+        for strategy in STRATEGIES:
+            x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+            weight = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+            out = relational_aggregate(graph, x, weight, etype, reduce, strategy=strategy)
+            expected = dense_reference(none, none, none, x, weight.reshape(0, 4, 6), num_dst, reduce)
+            assert out.shape == (num_dst, 6) and torch.equal(out, expected)
+            (out * torch.randn_like(out)).sum().backward()
+            assert torch.equal(x.grad, torch.zeros_like(x)) and torch.equal(weight.grad, torch.zeros_like(weight))
+            f = lambda a, w: relational_aggregate(graph, a, w, etype, reduce, strategy=strategy)  # noqa: B023, E731
+            assert torch.autograd.gradcheck(f, (x, weight))
