@@ -13,6 +13,7 @@ their objects are read by their attributes.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,9 +24,18 @@ from .graph import Graph
 EdgeType = tuple[str, str, str]
 
 
+def _as_tensor(values: Any) -> torch.Tensor:
+    """``values`` as a tensor; an empty list or array (``[]``, which torch reads as float32) as int64 ids, as DGL
+    reads it."""
+    tensor = torch.as_tensor(values)
+    if not isinstance(values, torch.Tensor) and tensor.numel() == 0:
+        return tensor.to(torch.int64)
+    return tensor
+
+
 def _ids(values: Any, what: str) -> torch.Tensor:
     """A 1-D int64 tensor of ids (not the caller's tensor: a fresh copy or a view never written)."""
-    tensor = torch.as_tensor(values)
+    tensor = _as_tensor(values)
     if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
         raise TypeError(f"{what}: expected integer ids, got dtype {tensor.dtype}")
     if tensor.dim() != 1:
@@ -34,11 +44,13 @@ def _ids(values: Any, what: str) -> torch.Tensor:
 
 
 def _count(value: Any, what: str) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        and not (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point())
-    ):
+    """A count given as a Python or NumPy integer or a 0-d integer tensor (not a bool)."""
+    integer_tensor = (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and not (value.is_floating_point() or value.is_complex() or value.dtype == torch.bool)
+    )
+    if isinstance(value, bool) or not (isinstance(value, numbers.Integral) or integer_tensor):
         raise TypeError(f"{what}: expected a non-negative int, got {value!r}")
     if int(value) < 0:
         raise ValueError(f"{what}: expected a non-negative int, got {int(value)}")
@@ -142,7 +154,7 @@ class HeteroGraph:
                 raise ValueError(f"{what}: expected a (src_ids, dst_ids) pair, got {len(value)} items")
             src, dst = _ids(value[0], f"{what} src_ids"), _ids(value[1], f"{what} dst_ids")
         else:
-            index = torch.as_tensor(value)
+            index = _as_tensor(value)
             if index.dim() != 2 or index.shape[0] != 2:
                 raise ValueError(f"{what}: expected an edge_index of shape (2, E), got {tuple(index.shape)}")
             src, dst = _ids(index[0], what), _ids(index[1], what)

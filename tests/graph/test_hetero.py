@@ -1,11 +1,13 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 import featgraph as fg
 from featgraph.graph.hetero import HeteroGraph, with_reverse_edges
+from featgraph.graph.interop import import_dgl
 
 EDGES = {
     ("paper", "cites", "paper"): torch.tensor([[0, 1, 1, 2, 2], [1, 2, 2, 2, 0]]),  # duplicate edge, self loop
@@ -82,6 +84,31 @@ def test_from_dgl_dicts_and_inferred_counts():
     assert hg.num_nodes == 9
 
 
+def test_from_dgl_takes_empty_relations_and_numpy_counts_as_dgl_does():
+    """DGL's empty relation written ``([], [])`` (torch reads ``[]`` as float32) and counts as NumPy integers or
+    0-d tensors, as ``dgl.heterograph`` takes them; a DGL graph built from them, where DGL is installed, gives
+    the same typed graph."""
+    data = {
+        ("user", "follows", "user"): ([], []),
+        ("user", "plays", "game"): (np.array([0, 3]), [1, 0]),
+        ("game", "liked_by", "user"): (np.array([]), ()),
+    }
+    counts = {"user": np.int64(5), "game": np.int32(2)}
+    hg = fg.HeteroGraph.from_dgl(data, counts)
+    assert hg.num_nodes_dict == {"user": 5, "game": 2} and all(type(n) is int for n in hg.num_nodes_dict.values())
+    assert [hg.num_edges_of(et) for et in hg.edge_types] == [0, 2, 0]
+    assert hg.to_edge_index_dict()[("user", "follows", "user")].dtype == torch.int64
+    assert hg.to_edge_index_dict()[("user", "plays", "game")].tolist() == [[0, 3], [1, 0]]
+    assert fg.HeteroGraph.from_dgl(data).num_nodes_dict == {"user": 4, "game": 2}  # inferred: largest id + 1
+    assert fg.HeteroGraph.from_dgl(data, {"user": torch.tensor(5), "game": 2}).num_nodes == 7
+    assert fg.HeteroGraph({("a", "r", "a"): [[], []]}, {"a": np.uint8(3)}).num_edges == 0  # PyG's edge_index too
+    dgl = import_dgl()
+    if dgl is not None:
+        theirs = fg.HeteroGraph.from_dgl(dgl.heterograph(data, counts))
+        assert theirs.num_nodes_dict == hg.num_nodes_dict and torch.equal(theirs.etype, hg.etype)
+        assert torch.equal(theirs.graph.edge_index, hg.graph.edge_index)
+
+
 def test_from_pyg_hetero_data(hg):
     from torch_geometric.data import HeteroData
 
@@ -136,6 +163,13 @@ def test_the_callers_tensors_are_not_modified_or_aliased():
         ({("paper", "cites", "paper"): torch.tensor([[0.0], [1.0]])}, {"paper": 3}, TypeError, "integer ids"),
         ({("paper", "cites", "paper"): ([0, 1], [1])}, {"paper": 3}, ValueError, "differ in length"),
         ({}, {"paper": -1}, ValueError, r"num_nodes_dict\['paper'\]"),
+        ({}, {"paper": np.int64(-1)}, ValueError, r"num_nodes_dict\['paper'\]: expected a non-negative int, got -1"),
+        ({}, {"paper": True}, TypeError, r"num_nodes_dict\['paper'\]: expected a non-negative int, got True"),
+        ({}, {"paper": np.bool_(True)}, TypeError, r"num_nodes_dict\['paper'\]: expected a non-negative int"),
+        ({}, {"paper": torch.tensor(True)}, TypeError, r"num_nodes_dict\['paper'\]: expected a non-negative int"),
+        ({}, {"paper": np.float64(3.0)}, TypeError, r"num_nodes_dict\['paper'\]: expected a non-negative int"),
+        ({("paper", "cites", "paper"): ([0.5], [1])}, {"paper": 3}, TypeError, "src_ids: expected integer ids"),
+        ({("paper", "cites", "paper"): (torch.zeros(0), [])}, {"paper": 3}, TypeError, "src_ids: .*torch.float32"),
         ([], None, TypeError, "edges: expected a dict"),
     ],
 )  # fmt: skip
