@@ -46,8 +46,11 @@ class LinkNeighborLoader(SeedLoader[Any]):
     dropped, as PyG). ``transform`` is applied to each batch. ``is_sorted`` and ``filter_per_worker`` change
     only how PyG builds a batch, not the batch, and are accepted. ``disjoint``: a subgraph per endpoint (and
     negative), PyG's ``batch`` vector naming each vertex's seed edge, the seeds first and unmerged. Temporal
-    sampling (``edge_label_time``, ``time_attr``, ``temporal_strategy`` other than "uniform"), the induced subgraph
-    (``subgraph_type="induced"``, ``directed=False``), ``transform_sampler_output`` and a custom
+    sampling, as PyG's, takes ``edge_label_time`` (one time per seed edge) and ``time_attr`` together (one
+    without the other is refused): each endpoint samples its own subgraph (disjoint) under its seed edge's time,
+    by ``temporal_strategy`` ("uniform" or "last"), negatives are drawn no later than their seed edge where the
+    times are per vertex, and a batch carries ``edge_label_time`` (triplet mode: ``seed_time``). The induced
+    subgraph (``subgraph_type="induced"``, ``directed=False``), ``transform_sampler_output`` and a custom
     ``neighbor_sampler`` are refused by name. The other arguments are ``NeighborLoader``'s; ``seed`` also fixes
     the negatives.
     """
