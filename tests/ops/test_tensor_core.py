@@ -93,3 +93,33 @@ def test_tc_sddmm_rejects_mismatched_features(gpu):
         ops.tc_sddmm(g, torch.randn(10, 4, device=gpu), torch.randn(10, 5, device=gpu))
     with pytest.raises(ValueError, match="x_src: expected 10 rows"):
         ops.tc_sddmm(g, torch.randn(9, 4, device=gpu), torch.randn(9, 4, device=gpu))
+
+
+@pytest.mark.parametrize("method", ["rcm", "community"])
+def test_tc_spmm_on_a_reordered_graph_gives_the_same_rows_and_gradients(gpu, method):
+    from featgraph.datasets.synthetic import community
+    from featgraph.graph.reorder import inverse_order
+
+    made = community(120, 6, 16, seed=2)
+    g = fg.Graph(made.coo()[0].to(gpu), made.coo()[1].to(gpu), 120)
+    ordered, order = g.reordered(method)
+    x = torch.randn(120, 7, dtype=torch.float64, device=gpu, requires_grad=True)
+    w = torch.rand(g.num_edges, dtype=torch.float64, device=gpu, requires_grad=True)
+    out = ops.tc_spmm(ordered, x[order], w)[inverse_order(order)]  # the edges keep their order: w as it is
+    want = adjacency(*(t.cpu() for t in g.coo()), 120, w.detach().cpu().numpy()) @ x.detach().cpu().numpy()
+    np.testing.assert_allclose(out.detach().cpu().numpy(), want, rtol=1e-10, atol=1e-10)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, (x, w), grad)
+    expected = torch.autograd.grad(ops.tc_spmm(g, x, w), (x, w), grad)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_an_unweighted_graphs_tiles_are_kept_per_dtype(gpu):
+    g, src, dst = case(gpu, 50, 300)
+    x = torch.randn(50, 8, dtype=torch.float64, device=gpu)
+    first = ops.tc_spmm(g, x)
+    tiles = g.cached(("tc-tiles", torch.float64), lambda: pytest.fail("the first call keeps its tiles"))
+    torch.testing.assert_close(ops.tc_spmm(g, x), first)
+    assert g.cached(("tc-tiles", torch.float64), lambda: None) is tiles
+    np.testing.assert_allclose(first.cpu().numpy(), adjacency(src, dst, 50) @ x.cpu().numpy(), rtol=1e-10)
