@@ -8,7 +8,8 @@ matrix of at least ``MIN_ELEMENTS`` has few enough nonzeros for its output width
 outputs, 5% for 64), the product and the weight's gradient run over its nonzeros as compressed rows
 (``backends.cpu.sparse_rows``): one pass to find them, then a fiftieth of the multiply-adds for Cora. The
 result equals the dense product up to summation order; a weight holding inf or NaN (or whose sum overflows),
-whose products with zeros the dense product would carry, takes the dense path. Every other input (dense,
+whose products with zeros the dense product would carry, takes the dense path, and so does the weight's
+gradient for an upstream gradient holding inf or NaN. Every other input (dense,
 small, on a GPU, 16-bit, not 2-D) runs ``F.linear``. Under autocast it runs in the autocast
 dtype, as ``F.linear`` does (``precision``).
 """
@@ -81,7 +82,7 @@ def _gradient(x, weight, bias, keep, *, outputs, grads, wants) -> list[torch.Ten
     grad_weight = None
     if wants[1]:
         rows = kept_rows(x, weight)
-        if rows is None:
+        if rows is None or not bool(torch.isfinite(grad.sum())):  # inf x 0 is NaN: only the dense product has it
             grad_weight = grad.t() @ x
         else:
             grad_weight = sparse_rows.weight_gradient(rows, grad.contiguous(), x.shape[1]).t().contiguous()

@@ -7,6 +7,8 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.autograd import gradcheck
 
 from featgraph import ops
@@ -121,3 +123,66 @@ def test_an_input_modified_between_forward_and_a_later_call_is_compressed_again(
     second = ops.linear(x, weight)
     torch.testing.assert_close(second, F.linear(x, weight.detach()))
     assert not torch.equal(first, second)
+
+
+def linear_results(fn, x, weight, bias, grad) -> list[torch.Tensor]:
+    """``fn``'s output and the gradients of x, weight and bias for the upstream gradient ``grad``."""
+    leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+    out = fn(*leaves)
+    out.backward(grad)
+    return [out.detach(), *(t.grad for t in leaves)]
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_non_finite_upstream_gradient_spreads_as_in_f_linear(compressions, value):
+    """inf x 0 is NaN: the dense weight gradient carries a non-finite upstream gradient along its whole row, so
+    the compressed path, which skips x's zeros, leaves that gradient to the dense product."""
+    x = features(300, 400, 0.01, torch.float64)
+    weight, bias = torch.randn(16, 400, dtype=torch.float64), torch.randn(16, dtype=torch.float64)
+    grad = torch.randn(300, 16, dtype=torch.float64)
+    grad[7, 3] = value
+    got, want = (linear_results(fn, x, weight, bias, grad) for fn in (ops.linear, F.linear))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    assert not got[2][3].isfinite().any()  # the row of the output the gradient came through
+    assert compressions[0]  # the forward ran over x's nonzeros
+
+
+NON_FINITE = (float("inf"), float("-inf"), float("nan"))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_property_equals_f_linear_around_the_density_limit(data):
+    """At densities either side of ``density_limit`` (so both paths run), with inf and NaN placed in x, weight,
+    bias or the upstream gradient: the output and every gradient equal ``F.linear``'s, non-finite in exactly the
+    same entries; gradcheck holds where everything is finite (float64)."""
+    outputs = data.draw(st.sampled_from([16, 24, 32]), label="outputs")
+    n, k = data.draw(st.integers(4, 14), label="n"), data.draw(st.integers(24, 48), label="k")
+    limit = linear_module.density_limit(outputs)
+    density = data.draw(st.floats(0.5 * limit, 1.5 * limit), label="density")
+    seed = data.draw(st.integers(0, 2**16), label="seed")
+    gen = torch.Generator().manual_seed(seed)
+    x = features(n, k, density, torch.float64, seed) * torch.randn(n, k, generator=gen, dtype=torch.float64).sign()
+    weight = torch.randn(outputs, k, generator=gen, dtype=torch.float64)
+    bias = torch.randn(outputs, generator=gen, dtype=torch.float64)
+    grad = torch.randn(n, outputs, generator=gen, dtype=torch.float64)
+    tensors = {"x": x, "weight": weight, "bias": bias, "grad": grad}
+    placed = st.tuples(st.sampled_from(list(tensors)), st.integers(0, 10**6), st.sampled_from(NON_FINITE))
+    for name, index, value in data.draw(st.lists(placed, max_size=3), label="non-finite"):
+        flat = tensors[name].view(-1)
+        flat[index % flat.numel()] = value
+    originals = {name: t.clone() for name, t in tensors.items()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(linear_module, "MIN_ELEMENTS", 0)  # small enough for gradcheck, with the real density limit
+        got = linear_results(ops.linear, x, weight, bias, grad)
+        want = linear_results(F.linear, x, weight, bias, grad)
+        for name, g, w in zip(("output", "x.grad", "weight.grad", "bias.grad"), got, want, strict=True):
+            assert torch.equal(g.isnan(), w.isnan()) and torch.equal(g.isposinf(), w.isposinf()), name
+            assert torch.equal(g.isneginf(), w.isneginf()), name
+            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12, equal_nan=True, msg=name)
+        for name, t in tensors.items():
+            torch.testing.assert_close(t, originals[name], rtol=0, atol=0, equal_nan=True, msg=name)
+        if all(bool(t.isfinite().all()) for t in tensors.values()):
+            leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+            assert gradcheck(ops.linear, leaves, nondet_tol=1e-12, fast_mode=True)
