@@ -31,6 +31,7 @@ from .source import (
     checked_temporal_options,
     is_mask,
     is_store_pair,
+    native_rows,
 )
 
 
@@ -72,10 +73,11 @@ class TypedSource:
 def _from_hetero_data(data: Any) -> TypedSource:
     graph = HeteroGraph.from_pyg(data)
     nodes = {
-        t: {k: v for k, v in data[t].items() if k != "num_nodes" and data[t].is_node_attr(k)} for t in graph.node_types
+        t: {k: native_rows(v) for k, v in data[t].items() if k != "num_nodes" and data[t].is_node_attr(k)}
+        for t in graph.node_types
     }
     edges = {
-        et: {k: v for k, v in data[et].items() if k != "edge_index" and data[et].is_edge_attr(k)}
+        et: {k: native_rows(v) for k, v in data[et].items() if k != "edge_index" and data[et].is_edge_attr(k)}
         for et in graph.edge_types
     }
     return TypedSource(graph, nodes, edges, data)

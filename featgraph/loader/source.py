@@ -9,10 +9,12 @@ becomes one ``LoaderSource``: the full ``Graph``, built once, and the values a b
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..datasets import Dataset
@@ -42,6 +44,30 @@ class StoreColumn:
 
     def rows(self, index: torch.Tensor) -> torch.Tensor:
         return self.store.get_tensor(self.attr.group_name, self.attr.attr_name, index=index)
+
+
+class ForeignOrderColumn(StoreColumn):
+    """A NumPy array in the other byte order (e.g. a ``">f4"`` memmap on a little-endian machine), which torch
+    cannot read: a batch reads only its own rows and converts those to native byte order; the array itself is
+    never copied whole."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        super().__init__(array, None)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.store.shape)
+
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        picked = self.store[index.cpu().numpy()]
+        return torch.from_numpy(np.ascontiguousarray(picked, dtype=picked.dtype.newbyteorder("=")))
+
+
+def native_rows(value: Any) -> Any:
+    """``value``, or a ``ForeignOrderColumn`` where it is a NumPy array in the other byte order."""
+    if isinstance(value, np.ndarray) and not value.dtype.isnative:
+        return ForeignOrderColumn(value)
+    return value
 
 
 def is_store_pair(data: Any) -> bool:
@@ -93,7 +119,7 @@ def _from_pyg(data: Any) -> LoaderSource:
     for key, value in data.items():
         if key in ("edge_index", "num_nodes"):
             continue
-        if key in ("x", "y") and isinstance(value, torch.Tensor) and value.dim() > 0:
+        if key in ("x", "y") and isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
             node_attrs[key] = value  # checked against the vertex count below, never taken for a graph-level value
         elif data.is_node_attr(key):
             node_attrs[key] = value
@@ -105,8 +131,13 @@ def _from_pyg(data: Any) -> LoaderSource:
 
 
 def _tensors(**tensors: Any) -> dict[str, torch.Tensor]:
-    """The given tensors (None left out) as torch tensors."""
-    return {key: torch.as_tensor(value) for key, value in tensors.items() if value is not None}
+    """The given tensors (None left out) as torch tensors; a NumPy array in the other byte order is kept, to be read
+    row by row (``native_rows``)."""
+    return {
+        key: value if isinstance(value, np.ndarray) and not value.dtype.isnative else torch.as_tensor(value)
+        for key, value in tensors.items()
+        if value is not None
+    }
 
 
 def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> LoaderSource:
@@ -140,7 +171,11 @@ def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> Load
             shape = tuple(value.shape) if hasattr(value, "shape") else (len(value),)
             if len(shape) == 0 or shape[0] != rows:
                 raise ValueError(f"{key} must have one row per {kind} ({rows}), got shape {shape}")
-    return source
+    return dataclasses.replace(
+        source,
+        node_attrs={key: native_rows(value) for key, value in source.node_attrs.items()},
+        edge_attrs={key: native_rows(value) for key, value in source.edge_attrs.items()},
+    )
 
 
 def checked_count(value: Any, name: str, smallest: int) -> int:

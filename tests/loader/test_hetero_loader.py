@@ -329,3 +329,22 @@ def test_disjoint_typed_batches_give_each_seed_its_subgraph_drawn_by_weight(repl
             assert torch.equal(batch[src_type].batch[src], batch[dst_type].batch[dst])
             assert torch.equal(data[edge_type].edge_index[:, store.e_id], torch.stack([
                 batch[src_type].n_id[src], batch[dst_type].n_id[dst]]))  # fmt: skip
+
+
+@pytest.mark.parametrize("disjoint", [False, True])
+def test_a_big_endian_array_gives_native_rows_per_batch(disjoint) -> None:
+    """Per-node and per-edge NumPy arrays in the other byte order (a ``">f4"`` memmap) are read per batch, only
+    the batch's rows, in native byte order: the same batches as native tensors of the same values."""
+    np = pytest.importorskip("numpy")
+    native, foreign = hetero_data(), hetero_data()
+    foreign["paper"].x = native["paper"].x.numpy().astype(">f4")
+    edge_attr = native["author", "writes", "paper"].edge_attr
+    foreign["author", "writes", "paper"].edge_attr = edge_attr.double().numpy().astype(">f8")
+    native["author", "writes", "paper"].edge_attr = edge_attr.double()
+    options = {"batch_size": 9, "input_nodes": ("paper", None), "seed": 2, "disjoint": disjoint}
+    batches = zip(NeighborLoader(foreign, [3, 2], **options), NeighborLoader(native, [3, 2], **options), strict=True)
+    for ours, theirs in batches:
+        assert ours["paper"].x.dtype == torch.float32 and torch.equal(ours["paper"].x, theirs["paper"].x)
+        got, want = ours["author", "writes", "paper"].edge_attr, theirs["author", "writes", "paper"].edge_attr
+        assert got.dtype == torch.float64 and torch.equal(got, want)
+    assert isinstance(foreign["paper"].x, np.ndarray) and foreign["paper"].x.dtype == np.dtype(">f4")  # untouched

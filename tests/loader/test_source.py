@@ -3,10 +3,15 @@ bad input named."""
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pytest
 import torch
 
 from featgraph import Graph, datasets
+from featgraph.loader import NeighborLoader
+from featgraph.loader.base import gathered
 from featgraph.loader.source import checked_count, checked_input_nodes, checked_seed, loader_source
 from featgraph.sampling.neighbor import checked_fanouts
 
@@ -96,3 +101,68 @@ def test_argument_checks_name_the_argument():
     assert checked_seed(None) is None and checked_seed(2**63 - 1) == 2**63 - 1
     with pytest.raises(ValueError, match="seed must be an int from 0 to 2"):
         checked_seed(2**63)
+
+
+def _mapped(path, dtype: str, shape: tuple[int, ...]) -> np.memmap:
+    """A memory-mapped ``.npy`` file of ``dtype`` holding 0, 1, 2, ... and opened read-only, as ``np.load`` maps it."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(dtype), shape=shape)
+    array[:] = np.arange(int(np.prod(shape))).reshape(shape)
+    array.flush()
+    return np.load(path, mmap_mode="r")
+
+
+RING = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])
+
+
+@pytest.mark.parametrize(
+    "key, make",
+    [
+        ("x", lambda tmp: _mapped(tmp / "x.npy", "<f4", (4, 2))),
+        ("x", lambda tmp: _mapped(tmp / "x.npy", ">f4", (5, 2))),
+        ("y", lambda tmp: _mapped(tmp / "y.npy", "<i8", (3,))),
+        ("x", lambda tmp: np.zeros((2, 3), dtype=np.float32)),
+        ("x", lambda tmp: torch.zeros(4, 2)),
+    ],
+)
+def test_x_or_y_with_too_few_rows_is_refused_by_name_whatever_holds_it(tmp_path, key, make):
+    """A memmap (or any array) ``x``/``y`` of fewer rows than vertices: PyG's ``Data`` takes it for a graph-level
+    value (every batch would carry it whole); the loader refuses it as it does such a tensor."""
+    data_module = pytest.importorskip("torch_geometric.data")
+    value = make(tmp_path)
+    data = data_module.Data(edge_index=RING, num_nodes=6, **{key: value})
+    if isinstance(value, np.ndarray):
+        assert not data.is_node_attr(key)  # PyG's reading, which featgraph does not follow
+    shape = re.escape(str(tuple(value.shape)))
+    with pytest.raises(ValueError, match=rf"{key} must have one row per vertex \(6\), got shape {shape}"):
+        NeighborLoader(data, [2], batch_size=2)
+    with pytest.raises(ValueError, match=rf"{key} must have one row per vertex \(6\)"):
+        loader_source(Graph.from_edge_index(RING, num_nodes=6), **{key: value})
+
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_a_memmap_in_either_byte_order_gives_native_rows_per_batch(tmp_path, order):
+    """A big-endian memmap (torch reads native byte order only) is read per batch, only the batch's rows, in
+    native order: the values and dtypes of the native memmap's batches; the array is never copied whole."""
+    data_module = pytest.importorskip("torch_geometric.data")
+    x = _mapped(tmp_path / "x.npy", f"{order}f4", (6, 3))
+    y = _mapped(tmp_path / "y.npy", f"{order}i8", (6,))
+    edge_attr = _mapped(tmp_path / "e.npy", f"{order}f8", (6, 2))
+    data = data_module.Data(x=x, y=y, edge_attr=edge_attr, edge_index=RING, num_nodes=6)
+    loader = NeighborLoader(data, [2, 2], batch_size=2, shuffle=True, seed=3)
+    assert loader.source.node_attrs["x"].shape == (6, 3)
+    for batch in loader:
+        n_id, e_id = batch.n_id.numpy(), batch.e_id.numpy()
+        for got, array, ids, dtype in (
+            (batch.x, x, n_id, torch.float32),
+            (batch.y, y, n_id, torch.int64),
+            (batch.edge_attr, edge_attr, e_id, torch.float64),
+        ):
+            assert got.dtype == dtype
+            assert torch.equal(got, torch.from_numpy(np.asarray(array[ids], dtype=array.dtype.newbyteorder("="))))
+    column = loader.source.node_attrs["x"]
+    held = column.store if order == ">" else column
+    assert held is x  # the caller's memmap itself, not a copy
+    graph_source = loader_source(Graph.from_edge_index(RING, num_nodes=6), x=x)
+    rows = torch.tensor([5, 0])
+    assert torch.equal(gathered(graph_source.node_attrs["x"], rows), torch.tensor([[15.0, 16, 17], [0, 1, 2]]))
