@@ -14,7 +14,7 @@ first; the third reruns the steps an H100 has measured:
 - ``tests``: the suite's GPU tests (``pytest -m gpu``) on CUDA tensors;
 - ``minibatch``: ``featgraph bench minibatch --device cuda``: GraphSAGE and GAT on products-like, featgraph's
   ``BlockLoader`` sampling on every CPU core into pinned memory, featgraph's and PyG's layers on the GPU, with
-  the share of each step the GPU waits for its batch;
+  the share of each step the GPU waits for its batch and the host operators behind the format share;
 - ``hetero``: RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a ``to_hetero``-style
   sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against PyG's layers, peak memory;
 - ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
@@ -213,7 +213,7 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
     if name == "minibatch":  # products-like: the CPU samples, the GPU trains; how long the GPU waits for batches
         sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else MINIBATCH_SIZES
         return [[*featgraph, "minibatch", *device, *threads, "--models", "sage", "gat", "--frameworks", "featgraph",
-                 "featgraph-pyg", *sizes, *json_at("epochs")]]  # fmt: skip
+                 "featgraph-pyg", *sizes, "--format-ops", "12", *json_at("epochs")]]  # fmt: skip
     if name == "linkpred":
         sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else MINIBATCH_SIZES
         return [[*featgraph, "linkpred", *device, *threads, "--frameworks", "featgraph", "featgraph-blocks",

@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
 from ..datasets import products_like
 from ..graph import Graph
@@ -93,6 +95,7 @@ class Row:
     train_seeds_s: float | None = None  # sample + forward + backward + optimizer step
     format_share: float | None = None  # of a training step
     wait_share: float | None = None  # of the training loop's wall time, obtaining the next batch on the device
+    format_ops: list | None = None  # (host operator, ms per batch) a fresh batch spends more on than a repeat
     peak_mb: float | None = None
     sample_vs_dgl: float | None = None  # seeds/s over DGL's in the same run
     train_vs_dgl: float | None = None
@@ -322,13 +325,35 @@ def _format_ms(
     return max(0.0, statistics.median(differences)) * 1e3
 
 
+def format_ops(
+    batches: Iterator[SampledBatch], count: int, forward: Callable, net: torch.nn.Module, device: torch.device, top: int
+) -> list[tuple[str, float]]:
+    """The ``top`` host operators whose self time a fresh batch's first forward + backward exceeds a repeat's
+    by the most, over ``count`` fresh batches under ``torch.profiler``: (operator, ms per batch), where the
+    format share goes (sorts, counts, synchronising reads such as ``aten::item``)."""
+    passes: list[Counter] = [Counter(), Counter()]  # first, repeat
+    for _ in range(count):
+        x, y, graph_input = next_batch(batches, device)
+        for totals in passes:
+            with profile(activities=[ProfilerActivity.CPU]) as profiled:
+                net.zero_grad()
+                F.cross_entropy(forward(x, graph_input), y).backward()
+                synchronize(device)
+            for event in profiled.key_averages():
+                totals[event.key] += event.self_cpu_time_total / 1e3 / count
+    first, repeat = passes
+    extra = ((op, first[op] - repeat[op]) for op in first)
+    return sorted((item for item in extra if item[1] > 0), key=lambda item: -item[1])[:top]
+
+
 def run_one(
     data_path: str, bench_model: str, framework: str, batches: int, warmup: int, clock: str = "wall",
-    device: str = "cpu",
+    device: str = "cpu", top_ops: int = 0,
 ) -> Row:  # fmt: skip
     """One row, meant for a fresh process; ``clock`` "cpu" times by the process's CPU time (every thread's,
     the loader's included), which other processes on a shared machine disturb less than the wall clock;
-    ``device``: where the model trains (the batches are sampled on the CPU and copied there)."""
+    ``device``: where the model trains (the batches are sampled on the CPU and copied there); ``top_ops``: that
+    many of the host operators behind the format share (``format_ops``), none where 0."""
     row = Row(bench_model, framework)
     row.note = unavailable(framework)
     if row.note:
@@ -372,6 +397,8 @@ def run_one(
         stream = pipeline.batches(False)
         format_ms = _format_ms(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, clock, where)
         row.format_share = format_ms / (BATCH_SIZE / row.train_seeds_s * 1e3)
+        if top_ops > 0:
+            row.format_ops = format_ops(stream, min(batches, FORMAT_BATCHES), pipeline.forward, net, where, top_ops)
         stream.close()
 
     with warnings.catch_warnings():
@@ -392,13 +419,14 @@ def run_rows(
     threads: int,
     clock: str = "wall",
     device: str = "cpu",
+    top_ops: int = 0,
 ) -> list[Row]:
     """Each framework in its own process, on ``threads`` threads (OpenMP's and torch's), training on
-    ``device``."""
+    ``device``, with ``top_ops`` of the operators behind each row's format share."""
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     for framework in frameworks:
-        spec = [data_path, bench_model, framework, batches, warmup, clock, device]
+        spec = [data_path, bench_model, framework, batches, warmup, clock, device, top_ops]
         row = run_worker("featgraph.bench.minibatch", spec, env)
         rows.append(Row(bench_model, framework, note=row) if isinstance(row, str) else Row(**row))
     dgl = next((r for r in rows if r.framework == "dgl" and r.train_seeds_s), None)
@@ -451,6 +479,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default="cpu", help="where the layers train: cpu (default) or cuda; the sampling stays on the CPU"
     )
+    parser.add_argument(
+        "--format-ops", type=int, default=0, metavar="N",
+        help="list the N host operators a fresh batch's step spends more time on than a repeat (the format share)",
+    )  # fmt: skip
     add_common_arguments(
         parser, threads=toolchain.num_threads(), scale=1.0, scale_help="shrink the products-like graph, in (0, 1]"
     )
@@ -470,9 +502,14 @@ def run(args: argparse.Namespace) -> list[Row]:
         print(TABLE.header, flush=True)
         for bench_model in args.models:
             batch = run_rows(
-                str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock, args.device
-            )
+                str(path), bench_model, args.frameworks, args.batches, args.warmup, threads, args.clock, args.device,
+                args.format_ops,
+            )  # fmt: skip
             print(TABLE.rows(batch), flush=True)
+            for row in batch:
+                if row.format_ops:
+                    listed = ", ".join(f"{op} {ms:.2f}" for op, ms in row.format_ops)
+                    print(f"format ops, {row.model} / {row.framework} (ms per batch): {listed}", flush=True)
             rows += batch
     write_json(args.json, [asdict(r) for r in rows], device=device, scale=args.scale, threads=threads, clock=args.clock)
     return rows

@@ -90,3 +90,12 @@ def test_bench_minibatch_prints_one_row_per_framework(tmp_path, capsys):
         assert (r["train_seeds_s"] is not None) != bool(r["note"]), r
         assert r["wait_share"] is None if r["note"] else 0 <= r["wait_share"] <= 1
         assert (r["train_vs_dgl"] is not None) == (r["train_seeds_s"] is not None and import_dgl() is not None)
+
+
+def test_format_ops_name_the_operators_a_fresh_batch_spends_more_on(graph_file):
+    row = minibatch.run_one(graph_file, "sage", "featgraph", 2, 0, "wall", "cpu", 4)
+    assert row.note == "" and row.format_ops is not None and len(row.format_ops) <= 4
+    extra = [ms for _, ms in row.format_ops]
+    assert all(ms > 0 for ms in extra) and extra == sorted(extra, reverse=True)
+    assert all(isinstance(op, str) and op for op, _ in row.format_ops)
+    assert minibatch.run_one(graph_file, "sage", "featgraph", 1, 0).format_ops is None  # off by default
