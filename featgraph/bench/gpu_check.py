@@ -8,18 +8,19 @@ Steps, each in its own process (a step of several commands, each command in its 
 within ``--budget``, in planned runs of under 8 minutes each (``--run``), what the device has not run yet
 first; the third reruns the steps an H100 has measured:
 
-- ``facts`` (both runs): the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python,
+- ``facts`` (every run): the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python,
   torch, triton, PyG, numpy, the C++ and CUDA compilers;
 - ``smoke``: a few GPU-template tests, so a kernel that does not compile shows within a minute;
 - ``tests``: the suite's GPU tests (``pytest -m gpu``) on CUDA tensors;
 - ``minibatch``: ``featgraph bench minibatch --device cuda``: GraphSAGE and GAT on products-like, featgraph's
   ``BlockLoader`` sampling on every CPU core into pinned memory, featgraph's and PyG's layers on the GPU, with
   the share of each step the GPU waits for its batch and the host operators behind the format share;
-- ``hetero``: RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a ``to_hetero``-style
-  sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against PyG's layers, peak memory;
 - ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
   ``bench train --bf16``'s autocast epochs against float32;
-- ``linkpred`` (second run): ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
+- ``hetero`` (second run): RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a
+  ``to_hetero``-style sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against
+  PyG's layers, peak memory;
+- ``linkpred``: ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
 - ``tc``: ``bench gpu --orders community``: GCN aggregation and dot attention at d = 32 and 64 on tensor cores
   and the other rows, on graphs with communities (the reddit-sized community graph, products-like), as given
   and renumbered in the community order (``Graph.reordered``);
@@ -61,18 +62,19 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-# Planned runs of under 8 minutes each, what the device has not run yet first; facts opens each. The third
-# holds the steps an H100 has run before (another card, or a change to their kernels, runs them again).
+# Planned runs of under 8 minutes each, what the device has not run yet first; facts opens each. The caps
+# come from an H200's run of these steps (the mini-batch rows take about 25 s each, R-GCN on the AM shape and
+# R-GAT about 90 s together). The third holds the steps an H100 has run before.
 RUNS = {
-    "first": ("facts", "smoke", "tests", "minibatch", "hetero", "bf16"),
-    "second": ("facts", "linkpred", "tc", "profile"),
+    "first": ("facts", "smoke", "tests", "minibatch", "bf16"),
+    "second": ("facts", "hetero", "linkpred", "tc", "profile"),
     "third": ("facts", "kernels", "layers", "tune", "train", "compile"),
 }
 STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 70, "hetero": 110, "bf16": 60, "linkpred": 60, "tc": 150, "profile": 150,
-    "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
+    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 120, "hetero": 150, "linkpred": 60, "tc": 100,
+    "profile": 150, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
 # PyG's RGATConv holds an (E, in, heads x out) weight: 8 GB on mag-like at 0.1 with 16 channels
