@@ -1,0 +1,236 @@
+"""Route DGL's kernel entry points to featgraph: ``use``, ``unuse``, ``routed``.
+
+DGL's message passing (``update_all``/``apply_edges`` with builtins), ``dgl.ops`` and every ``dgl.nn`` layer
+reach DGL's kernels through a handful of functions: ``dgl.backend.gspmm``/``gsddmm``/``edge_softmax`` (which
+``dgl.ops.spmm``/``sddmm``/``edge_softmax`` bind at import time under the names ``gspmm_internal``,
+``gsddmm_internal``, ``edge_softmax_internal``), and ``segment_reduce``/``gather_mm``/``segment_mm`` (looked
+up on ``dgl.backend`` at call time by ``dgl.ops.segment``/``gather_mm``, the readouts and ``TypedLinear``).
+``use`` replaces each of them where it is bound, keeping the originals, and ``unuse`` puts the originals back.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from ..graph.interop import import_dgl
+from . import kernels
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """A DGL kernel entry point: where DGL binds it (module, attribute) and, if featgraph serves it, when not."""
+
+    name: str
+    locations: tuple[tuple[str, str], ...]
+    featgraph_op: str | None
+    note: str
+
+
+ENTRY_POINTS: tuple[EntryPoint, ...] = (
+    EntryPoint(
+        "gspmm",
+        (("dgl.backend", "gspmm"), ("dgl.ops.spmm", "gspmm_internal")),
+        "featgraph.ops.gspmm",
+        "DGL's own for dtypes other than float16/bfloat16/float32/float64, mixed dtypes or devices, shapes DGL "
+        "rejects; mean is DGL's sum divided by the in-degrees",
+    ),
+    EntryPoint(
+        "gsddmm",
+        (("dgl.backend", "gsddmm"), ("dgl.ops.sddmm", "gsddmm_internal")),
+        "featgraph.ops.gsddmm",
+        "DGL's own for other dtypes, mixed dtypes or devices, shapes DGL rejects",
+    ),
+    EntryPoint(
+        "edge_softmax",
+        (("dgl.backend", "edge_softmax"), ("dgl.ops.edge_softmax", "edge_softmax_internal")),
+        "featgraph.ops.edge_softmax",
+        "norm_by='src' over the reversed graph; DGL's own for an eids subset and other dtypes",
+    ),
+    EntryPoint(
+        "segment_reduce",
+        (("dgl.backend", "segment_reduce"),),
+        "featgraph.ops.segment_reduce",
+        "dgl.segment_reduce and the readouts (sum/max/min; mean divides a sum); DGL's own for other dtypes",
+    ),
+    EntryPoint(
+        "gather_mm",
+        (("dgl.backend", "gather_mm"),),
+        "featgraph.ops.gather_mm",
+        "dgl.ops.gather_mm, TypedLinear, RelGraphConv; DGL's own without idx_b (one weight per row)",
+    ),
+    EntryPoint(
+        "segment_mm",
+        (("dgl.backend", "segment_mm"),),
+        "featgraph.ops.segment_mm",
+        "dgl.ops.segment_mm, TypedLinear with presorted types, large gather_mm",
+    ),
+    EntryPoint(
+        "gspmm_hetero",
+        (("dgl.backend", "gspmm_hetero"), ("dgl.ops.spmm", "gspmm_internal_hetero")),
+        None,
+        "several edge types: the reduction across relations (and max/min's winners across them) is DGL's",
+    ),
+    EntryPoint(
+        "gsddmm_hetero",
+        (("dgl.backend", "gsddmm_hetero"), ("dgl.ops.sddmm", "gsddmm_internal_hetero")),
+        None,
+        "several edge types: not routed per relation",
+    ),
+    EntryPoint(
+        "edge_softmax_hetero",
+        (("dgl.backend", "edge_softmax_hetero"), ("dgl.ops.edge_softmax", "edge_softmax_hetero_internal")),
+        None,
+        "several edge types: the softmax spans relations sharing a destination",
+    ),
+    EntryPoint(
+        "scatter_add",
+        (("dgl.backend", "scatter_add"),),
+        None,
+        "a plain scatter over rows (dgl.to_simple's edge data), no graph kernel",
+    ),
+    EntryPoint(
+        "csrmm",
+        (("dgl.backend", "csrmm"),),
+        None,
+        "sparse x sparse product (dgl.adj_product_graph): featgraph has no such op",
+    ),
+    EntryPoint(
+        "csrsum",
+        (("dgl.backend", "csrsum"),),
+        None,
+        "sparse + sparse sum (dgl.adj_sum_graph): featgraph has no such op",
+    ),
+    EntryPoint(
+        "csrmask",
+        (("dgl.backend", "csrmask"),),
+        None,
+        "sparse mask (the gradients of csrmm/csrsum): featgraph has no such op",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One entry point's state: ``routed`` is True while featgraph serves it; ``reason`` says when DGL's
+    original still runs (for a routed one) or why it stays DGL's."""
+
+    name: str
+    routed: bool
+    featgraph_op: str | None
+    locations: tuple[str, ...]
+    reason: str
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.patches: list[tuple[Any, str, Any, Any]] = []  # (module, attribute, original, replacement)
+        self.active = False
+
+
+_STATE = _State()
+
+
+class Routing:
+    """What ``use`` returns: a context manager that ends the routing on exit, if this ``use`` began it (a
+    ``with`` inside an active routing leaves it on)."""
+
+    def __init__(self, began: bool) -> None:
+        self.began = began
+
+    def close(self) -> None:
+        """End the routing if this handle began it."""
+        if self.began:
+            self.began = False
+            unuse()
+
+    def __enter__(self) -> Routing:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Routing(active={is_active()})"
+
+
+def _require_dgl() -> Any:
+    dgl = import_dgl()
+    if dgl is None:
+        raise ImportError(
+            "featgraph.dgl routes DGL's kernels and needs DGL (the `dgl` package), which is not installed or "
+            "does not import; install DGL (e.g. `pip install dgl`) to use it"
+        )
+    return dgl
+
+
+def use() -> Routing:
+    """Serve DGL's kernel entry points with featgraph's ops (see ``routed``); DGL's original runs for any
+    call featgraph does not serve. Idempotent: a second call while routing changes nothing. Returns a
+    handle; ``with featgraph.dgl.use(): ...`` routes for the block only."""
+    _require_dgl()
+    with _STATE.lock:
+        if _STATE.active:
+            return Routing(began=False)
+        patches: list[tuple[Any, str, Any, Any]] = []
+        for entry in ENTRY_POINTS:
+            if entry.featgraph_op is None:
+                continue
+            for module_name, attribute in entry.locations:
+                module = importlib.import_module(module_name)
+                original = getattr(module, attribute, None)
+                if original is None:
+                    continue
+                replacement = kernels.routing(entry.name, kernels.SERVERS[entry.name], original)
+                patches.append((module, attribute, original, replacement))
+        for module, attribute, _, replacement in patches:
+            setattr(module, attribute, replacement)
+        _STATE.patches, _STATE.active = patches, True
+        return Routing(began=True)
+
+
+def unuse() -> bool:
+    """Put DGL's original entry points back, the very objects ``use`` replaced. Harmless without ``use``:
+    returns whether a routing was ended."""
+    with _STATE.lock:
+        if not _STATE.active:
+            return False
+        for module, attribute, original, _ in reversed(_STATE.patches):
+            setattr(module, attribute, original)
+        _STATE.patches, _STATE.active = [], False
+        return True
+
+
+def backend() -> Routing:
+    """``use()``, named for ``with featgraph.dgl.backend(): ...``."""
+    return use()
+
+
+def is_active() -> bool:
+    """Whether ``use`` is in effect."""
+    return _STATE.active
+
+
+def routed() -> list[Route]:
+    """Every DGL kernel entry point featgraph knows: which are routed to featgraph now (and when DGL's
+    original still runs) and which stay DGL's own (and why). Needs no DGL."""
+    with _STATE.lock:
+        patched = {(module.__name__, attribute) for module, attribute, _, _ in _STATE.patches}
+        active = _STATE.active
+    out = []
+    for entry in ENTRY_POINTS:
+        where = tuple(f"{module}.{attribute}" for module, attribute in entry.locations)
+        if entry.featgraph_op is None:
+            out.append(Route(entry.name, False, None, where, f"DGL's own: {entry.note}"))
+        elif not active:
+            out.append(Route(entry.name, False, entry.featgraph_op, where, "featgraph.dgl.use() is not in effect"))
+        else:
+            here = tuple(w for (m, a), w in zip(entry.locations, where, strict=True) if (m, a) in patched)
+            out.append(Route(entry.name, bool(here), entry.featgraph_op, here, entry.note))
+    return out
