@@ -88,7 +88,7 @@ def accelerate(model: torch.nn.Module, verbose: bool = False, dropout: bool = Tr
     alone (their own methods would be bypassed), as are layers featgraph does not implement; calls of torch's
     functional dropout in the model's own ``forward`` code are listed as left (``featgraph.nn.functional.dropout``
     replaces them). A ``HeteroConv`` becomes featgraph's, and in a ``to_hetero`` model each sum over relations of
-    featgraph's ``SAGEConv``/``GraphConv`` calls becomes one ``sum_of_relations`` call (one dense product for
+    featgraph's ``SAGEConv``/``GraphConv`` calls becomes one ``sum_of_relation_parts`` call (one dense product for
     the relations into a node type). Returns what was swapped and what was left; ``verbose`` prints it."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch_geometric.nn
 
-from .relation_sum import sum_of_relations
+from .relation_sum import RelationTerm, relation_part, sum_of_relation_parts
 
 SUMMED = ("sum", "mean")  # the aggregations over relations the fused sum serves (mean: the sum over R)
 
@@ -22,19 +22,20 @@ class HeteroConv(torch_geometric.nn.HeteroConv):
     def forward(self, *args_dict: Any, **kwargs_dict: Any) -> dict[str, torch.Tensor]:
         if self.aggr not in SUMMED or len(args_dict) != 2 or kwargs_dict:
             return super().forward(*args_dict, **kwargs_dict)
-        groups: dict[str, tuple[list[torch.nn.Module], list[tuple[Any, Any]]]] = {}
+        calls: list[tuple[str, torch.nn.Module, list[Any]]] = []
         for edge_type, conv in self.convs.items():
             args = edge_type_args(edge_type, args_dict)
             if args is None:
                 continue
-            convs, calls = groups.setdefault(edge_type[2], ([], []))
             if len(args) != 2:  # a value dict without this edge type's node types: PyG passes fewer arguments
                 return super().forward(*args_dict)
-            convs.append(conv)
-            calls.append((args[0], args[1]))
-        out = {dst: sum_of_relations(convs, calls) for dst, (convs, calls) in groups.items()}
+            calls.append((edge_type[2], conv, args))
+        groups: dict[str, list[RelationTerm | torch.Tensor]] = {}
+        for dst, conv, args in calls:  # PyG's call order: lazy layers draw their weights in it
+            groups.setdefault(dst, []).append(relation_part(conv, args[0], args[1]))
+        out = {dst: sum_of_relation_parts(parts) for dst, parts in groups.items()}
         if self.aggr == "mean":
-            out = {dst: value / len(groups[dst][0]) for dst, value in out.items()}
+            out = {dst: value / len(groups[dst]) for dst, value in out.items()}
         return out
 
 

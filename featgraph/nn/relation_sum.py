@@ -164,13 +164,28 @@ def sum_of_relations(convs: Sequence[torch.nn.Module], calls: Sequence[tuple[Any
     ``relation_term`` for their call are summed by ``relation_sum``, the others run their own forward."""
     if len(convs) != len(calls):
         raise ValueError(f"calls: expected one (x, edge_index) per conv ({len(convs)}), got {len(calls)}")
-    terms, outputs = [], []
-    for conv, (x, edge_index) in zip(convs, calls, strict=True):
-        term = conv.relation_term(x, edge_index) if hasattr(conv, "relation_term") else None
-        if isinstance(term, RelationTerm):
-            terms.append(term)
-        else:
-            outputs.append(conv(x, edge_index))
+    if not convs:
+        raise ValueError("convs: expected at least one layer")
+    return sum_of_relation_parts(
+        [relation_part(conv, x, edge_index) for conv, (x, edge_index) in zip(convs, calls, strict=True)]
+    )
+
+
+def relation_part(conv: torch.nn.Module, x: Any, edge_index: Any) -> RelationTerm | torch.Tensor:
+    """``conv(x, edge_index)`` as one part of a sum over relations: its ``relation_term``, or where it gives
+    none its output. A layer that runs its forward runs it here, so a caller that takes the parts in its own
+    call order keeps that order for what the forward does once (lazy parameters draw their weights)."""
+    term = conv.relation_term(x, edge_index) if hasattr(conv, "relation_term") else None
+    return term if isinstance(term, RelationTerm) else conv(x, edge_index)
+
+
+def sum_of_relation_parts(parts: Sequence[RelationTerm | torch.Tensor]) -> torch.Tensor:
+    """The sum of ``relation_part`` results into the same destination rows: the relation terms by one
+    ``relation_sum``, plus the layers' own outputs."""
+    if not parts:
+        raise ValueError("parts: expected at least one relation")
+    terms = [part for part in parts if isinstance(part, RelationTerm)]
+    outputs = [part for part in parts if not isinstance(part, RelationTerm)]
     if terms:
         outputs.insert(0, relation_sum(terms))
     return _sum(outputs)

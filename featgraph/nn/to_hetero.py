@@ -1,7 +1,9 @@
-"""The sums over relations in a model made by PyG's ``to_hetero``, rewritten into one ``sum_of_relations`` call
-each: ``to_hetero`` calls a copy of each layer per edge type and adds the outputs per destination type
+"""The sums over relations in a model made by PyG's ``to_hetero``, rewritten into one ``sum_of_relation_parts``
+call each: ``to_hetero`` calls a copy of each layer per edge type and adds the outputs per destination type
 (``aggr="sum"``, its default); where those layers give relation terms (featgraph's ``SAGEConv`` and
-``GraphConv``), the relations into a node type then share one dense product (``relation_sum``)."""
+``GraphConv``), the relations into a node type then share one dense product (``relation_sum``). Each layer's
+``relation_part`` stays where the layer was called, so layers that run their own forward (lazy ones on their
+first call) run in to_hetero's order."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import operator
 import torch
 from torch.fx import GraphModule, Node
 
-from .relation_sum import sum_of_relations
+from .relation_sum import relation_part, sum_of_relation_parts
 
 ADDS = (torch.add, operator.add)
 
@@ -24,10 +26,13 @@ def fuse_relation_sums(model: GraphModule) -> list[str]:
         adds, leaves = _add_tree(root)
         if len(leaves) < 2 or not all(_is_relation_call(model, leaf) for leaf in leaves):
             continue
+        parts = []
+        for leaf in leaves:  # each layer's part where it was called: lazy layers draw their weights in that order
+            with graph.inserting_before(leaf):
+                conv = graph.get_attr(leaf.target)
+                parts.append(graph.call_function(relation_part, (conv, leaf.args[0], leaf.args[1])))
         with graph.inserting_before(root):
-            convs = tuple(graph.get_attr(leaf.target) for leaf in leaves)
-            calls = tuple((leaf.args[0], leaf.args[1]) for leaf in leaves)
-            summed = graph.call_function(sum_of_relations, (convs, calls))
+            summed = graph.call_function(sum_of_relation_parts, (tuple(parts),))
         root.replace_all_uses_with(summed)
         for node in [*adds, *leaves]:  # each one's only user is erased before it
             graph.erase_node(node)

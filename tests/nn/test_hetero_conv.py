@@ -150,3 +150,25 @@ def test_the_callers_tensors_are_left_unchanged():
     before = {t: v.clone() for t, v in x.items()}
     ours(x, edges)["paper"].sum().backward()
     assert all(torch.equal(x[t], before[t]) for t in x)
+
+
+def test_lazy_layers_are_initialised_in_pyg_order():
+    """Lazy layers (``in_channels=-1``) draw their weights on the first call: featgraph's HeteroConv calls its
+    layers in edge-type order, as PyG's does, so one seed gives both the same weights and outputs (the relations
+    into paper come before and after the one into author)."""
+    _, edges = typed_inputs()
+    conv_dict = {et: pyg_nn.SAGEConv((-1, -1), 6) for et in edges}
+    conv_dict[("paper", "cites", "paper")] = pyg_nn.GraphConv(-1, 6)
+    pyg, ours = pair(conv_dict)
+    x, edges = typed_inputs()
+    results = []
+    for model in (pyg, ours):
+        torch.manual_seed(7)
+        results.append((model(x, edges), model.state_dict()))
+    (want, want_state), (got, got_state) = results
+    assert got_state.keys() == want_state.keys()
+    for name in want_state:
+        torch.testing.assert_close(got_state[name], want_state[name], rtol=0, atol=0, msg=name)
+    assert got.keys() == want.keys()
+    for t in want:
+        torch.testing.assert_close(got[t], want[t], atol=1e-5, rtol=1e-4)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import featgraph as fg
-from featgraph.nn.relation_sum import RelationTerm, relation_sum, sum_of_relations
+from featgraph.nn.relation_sum import RelationTerm, relation_sum, sum_of_relation_parts, sum_of_relations
 
 N_DST = 11
 
@@ -112,6 +112,10 @@ def test_bad_arguments_are_named():
         relation_sum([])
     with pytest.raises(ValueError, match="calls: expected one"):
         sum_of_relations([torch.nn.Identity()], [])
+    with pytest.raises(ValueError, match="convs: expected at least one layer"):
+        sum_of_relations([], [])
+    with pytest.raises(ValueError, match="parts: expected at least one relation"):
+        sum_of_relation_parts([])
 
 
 @pytest.mark.parametrize("n_dst", [60, N_DST], ids=["sparse", "dense"])
