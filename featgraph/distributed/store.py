@@ -10,11 +10,13 @@ of this part's halo rows ``q`` owns: what one halo exchange sends and receives.
 
 Every file is written whole and renamed into place (``checked_file``); ``meta.json``, written last, records
 each part file's SHA-256 digest, and each part file its rank and the graph's fingerprint, so a damaged,
-truncated or swapped file is reported by name when a rank loads it.
+truncated or swapped file is reported by name when a rank loads it, an intact one in the wrong place as what
+it is (the part of another rank, a part of another graph).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -183,14 +185,89 @@ def load_part(directory: str | Path, rank: int, world_size: int, fingerprint: st
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"rank must be an int in [0, {world_size}), got {rank!r}")
     path = Path(directory) / f"part-{rank}.pt"
-    record = read_verified(path, rebuild_hint(directory), meta["parts"][rank]["sha256"])
-    held = (record.get("rank"), record.get("fingerprint")) if isinstance(record, dict) else (None, None)
-    if held != (rank, meta["fingerprint"]):
-        raise ValueError(
-            f"{str(path)!r} holds part {held[0]!r} of graph {held[1]}, not part {rank} of graph "
-            f"{meta['fingerprint']} (files swapped or copied from another partition); {rebuild_hint(directory)}"
-        )
+    hint = rebuild_hint(directory)
+    try:
+        record = read_verified(path, hint, meta["parts"][rank]["sha256"])
+    except ValueError as err:
+        stray = _stray_part(path, meta, hint)
+        if stray is None:
+            raise
+        raise ValueError(_misplaced(path, stray, rank, hint)) from err
+    what = _held_part(record, meta)
+    if what != f"the part of rank {rank}":
+        raise ValueError(_misplaced(path, what, rank, hint))
     return Part(**{f.name: record[f.name] for f in fields(Part)})
+
+
+# what a misplaced part file is -> how it got there
+_CAUSES = {
+    "the part of rank": "part files swapped between ranks",
+    "a part of another graph": "copied in from a partition of another graph",
+    "a part of another partition": "copied in from another partition of this graph",
+    "not a part file": "not written by save_parts",
+}
+
+
+def _held_part(record: object, meta: dict) -> str:
+    """What a part file's ``record`` is, told from the rank, part count and graph fingerprint it carries."""
+    if not isinstance(record, dict) or not isinstance(record.get("fingerprint"), str):
+        return "not a part file"
+    rank, num_parts, fingerprint = record.get("rank"), record.get("num_parts"), record["fingerprint"]
+    if fingerprint != meta["fingerprint"]:
+        return (
+            f"a part of another graph (its part {rank!r}, of graph {fingerprint}; this partition's graph is "
+            f"{meta['fingerprint']})"
+        )
+    if num_parts != meta["num_parts"]:
+        return f"a part of another partition of this graph (its part {rank!r} of {num_parts!r})"
+    return f"the part of rank {rank!r}"
+
+
+def _stray_part(path: Path, meta: dict, hint: str) -> str | None:
+    """What the file at ``path``, whose digest is not the one recorded for it, is where it is an intact part
+    file from elsewhere: another rank's (its digest is the one recorded for that rank) or another partition's;
+    None where it is none of these (damaged)."""
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    for k, part in enumerate(meta["parts"]):
+        if isinstance(part, dict) and part.get("sha256") == digest:
+            return f"the part of rank {k}"
+    try:
+        record = read_verified(path, hint)
+    except ValueError:
+        return None
+    if not _consistent(record):
+        return None
+    if record["fingerprint"] != meta["fingerprint"] and not _unrelated(record["fingerprint"], meta["fingerprint"]):
+        return None  # one character changed: this graph's part, damaged
+    what = _held_part(record, meta)
+    return what if what.startswith("a part of another") else None
+
+
+def _consistent(record: object) -> bool:
+    """Whether ``record`` is a part file's, its rank and part count agreeing with its per-part lists (a damaged
+    byte that still loads changes one of them, not all)."""
+    if not isinstance(record, dict) or not isinstance(record.get("fingerprint"), str):
+        return False
+    rank, num_parts = record.get("rank"), record.get("num_parts")
+    if not isinstance(rank, int) or not isinstance(num_parts, int) or not 0 <= rank < num_parts:
+        return False
+    lists = (record.get("send_index"), record.get("recv_counts"))
+    return all(isinstance(v, list) and len(v) == num_parts for v in lists)
+
+
+def _unrelated(a: str, b: str) -> bool:
+    """Whether two fingerprints differ in most of their characters, as two graphs' digests do (a damaged byte
+    changes one)."""
+    return len(a) != len(b) or 2 * sum(x != y for x, y in zip(a, b, strict=True)) > len(a)
+
+
+def _misplaced(path: Path, what: str, rank: int, hint: str) -> str:
+    """The error for part ``rank``'s file at ``path`` holding ``what`` instead."""
+    cause = next(cause for start, cause in _CAUSES.items() if what.startswith(start))
+    return f"{str(path)!r} is {what}, not the part of rank {rank} ({cause}); {hint}"
 
 
 def _check_rows(name: str, tensor: torch.Tensor, n: int) -> None:

@@ -83,7 +83,7 @@ def test_bad_rows(tmp_path):
 
 
 def test_swapped_part_files_are_refused_by_name(tmp_path):
-    """part-0.pt and part-1.pt exchanged: rank 0 got rank 1's part; the rank stored in the file is checked."""
+    """part-0.pt and part-1.pt exchanged: each is intact, and named as the other rank's part, not as damaged."""
     g, x, y, masks = labelled_graph()
     save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
     zero, one = tmp_path / "part-0.pt", tmp_path / "part-1.pt"
@@ -91,8 +91,53 @@ def test_swapped_part_files_are_refused_by_name(tmp_path):
     zero.write_bytes(one.read_bytes())
     one.write_bytes(data)
     for rank in (0, 1):
-        with pytest.raises(ValueError, match=rf"part-{rank}.pt.* is damaged|part-{rank}.pt.* holds part {1 - rank}"):
+        with pytest.raises(ValueError) as caught:
             load_part(tmp_path, rank, 2)
+        message = str(caught.value)
+        assert f"part-{rank}.pt' is the part of rank {1 - rank}, not the part of rank {rank}" in message
+        assert "(part files swapped between ranks); delete " in message and "damaged" not in message
+
+
+def test_a_part_file_of_another_graph_is_named_as_such(tmp_path):
+    """A part file copied in from a partition of another graph: intact, so named as that, not as damaged."""
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path / "a", g, partition(g, 2, "random"), x, y, masks)
+    h, xh, yh, masks_h = labelled_graph(seed=3)
+    save_parts(tmp_path / "b", h, partition(h, 2, "random"), xh, yh, masks_h)
+    (tmp_path / "a" / "part-1.pt").write_bytes((tmp_path / "b" / "part-0.pt").read_bytes())
+    with pytest.raises(ValueError) as caught:
+        load_part(tmp_path / "a", 1, 2)
+    message = str(caught.value)
+    assert (
+        f"part-1.pt' is a part of another graph (its part 0, of graph {h.fingerprint}; this partition's graph is "
+        f"{g.fingerprint}), not the part of rank 1 (copied in from a partition of another graph)" in message
+    )
+    assert "damaged" not in message
+    assert load_part(tmp_path / "a", 0, 2).rank == 0
+
+
+def test_a_part_file_of_another_partition_of_the_graph_is_named_as_such(tmp_path):
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path / "two", g, partition(g, 2, "random"), x, y, masks)
+    save_parts(tmp_path / "four", g, partition(g, 4, "random"), x, y, masks)
+    (tmp_path / "two" / "part-1.pt").write_bytes((tmp_path / "four" / "part-1.pt").read_bytes())
+    with pytest.raises(
+        ValueError, match=r"part-1.pt' is a part of another partition of this graph \(its part 1 of 4\), not the"
+    ):
+        load_part(tmp_path / "two", 1, 2)
+
+
+def test_a_damaged_byte_that_still_loads_is_damaged_not_another_graphs_part(tmp_path):
+    """One character of the stored fingerprint changed: the file still loads, but is this graph's part, damaged."""
+    g, x, y, masks = labelled_graph()
+    save_parts(tmp_path, g, partition(g, 2, "random"), x, y, masks)
+    path = tmp_path / "part-1.pt"
+    data = path.read_bytes()
+    at = data.index(g.fingerprint.encode()) + 5
+    path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+    assert torch.load(path, weights_only=True)["fingerprint"] != g.fingerprint
+    with pytest.raises(ValueError, match=r"part-1.pt' is damaged: its contents differ"):
+        load_part(tmp_path, 1, 2)
 
 
 def test_a_part_file_from_another_partition_is_refused(tmp_path):
@@ -107,8 +152,9 @@ def test_a_part_file_from_another_partition_is_refused(tmp_path):
     meta["parts"][1]["sha256"] = other["parts"][1]["sha256"]
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(
-        ValueError, match=rf"holds part 1 of graph {h.fingerprint}, not part 1 of graph {g.fingerprint}"
-    ):
+        ValueError, match=rf"is a part of another graph \(its part 1, of graph {h.fingerprint}; this partition's graph "
+        rf"is {g.fingerprint}\), not the part of rank 1"
+    ):  # fmt: skip
         load_part(tmp_path / "a", 1, 2)
     assert load_part(tmp_path / "a", 0, 2).rank == 0
 
