@@ -8,9 +8,9 @@ only when routing starts.
 
 from __future__ import annotations
 
-from .backend import ENTRY_POINTS, EntryPoint, Route, Routing, backend, is_active, routed, unuse, use
 from .graphs import graph_of
 from .kernels import calls, reset_calls
+from .routing import ENTRY_POINTS, EntryPoint, Route, Routing, backend, is_active, routed, unuse, use
 
 __all__ = [
     "ENTRY_POINTS",

@@ -129,9 +129,9 @@ def _target_rows(g: Any, target: str) -> int:
 
 
 def _empty_rows(values: torch.Tensor, empty: torch.Tensor, reduce: str) -> torch.Tensor:
-    """DGL's max/min value for rows that reduce nothing (-inf for max, inf for min; DGL's callers replace
-    them with 0 where they want 0)."""
-    if reduce not in ("max", "min") or not bool(empty.any()):
+    """DGL's max/min value for rows that reduce nothing where anything is reduced at all (-inf for max, inf
+    for min; DGL's callers replace them with 0 where they want 0); with nothing to reduce DGL gives 0."""
+    if reduce not in ("max", "min") or bool(empty.all()) or not bool(empty.any()):
         return values
     mask = empty.view(-1, *([1] * (values.dim() - 1)))
     return values.masked_fill(mask, float("-inf") if reduce == "max" else float("inf"))
