@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from . import interop
 from .graph import Graph
 
 EdgeType = tuple[str, str, str]
@@ -167,7 +168,9 @@ class HeteroGraph:
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
     def from_pyg(cls, data: Any) -> HeteroGraph:
-        """From PyG's ``HeteroData``: its ``edge_index_dict`` and ``num_nodes_dict`` (node and edge type order kept)."""
+        """From PyG's ``HeteroData``: each edge type's ``edge_index``, or its sparse ``adj_t`` (``A[dst, src]``, as
+        PyG's ``ToSparseTensor`` writes it) or ``adj`` (``A[src, dst]``), the first of them PyG's sampler reads, its
+        edges in the stored order; and ``num_nodes_dict`` (node and edge type order kept)."""
         if not all(hasattr(data, name) for name in ("node_types", "edge_types", "metadata")):
             raise TypeError(f"data: expected a PyG HeteroData, got {type(data).__name__}")
         counts = {}
@@ -176,7 +179,22 @@ class HeteroGraph:
             if count is None:
                 raise ValueError(f"data: node type {node_type!r} has no num_nodes and no features to count")
             counts[node_type] = count
-        edges = {et: data[et].edge_index for et in data.edge_types if "edge_index" in data[et]}
+        edges = {}
+        for edge_type in data.edge_types:
+            if interop.pyg_edge_key(data[edge_type]) is None:
+                continue
+            what = f"data[{edge_type!r}]"
+            src, dst, _, sizes = interop.pyg_edges(data[edge_type], what)
+            expected = tuple(counts.get(t) for t in (edge_type[0], edge_type[2]))
+            if sizes is not None and sizes != expected:
+                key = interop.pyg_edge_key(data[edge_type])
+                shape = sizes[::-1] if key == "adj_t" else sizes
+                raise ValueError(
+                    f"{what}.{key}: shape {shape} does not match the node types' counts "
+                    f"({'destinations x sources' if key == 'adj_t' else 'sources x destinations'}: "
+                    f"{expected[::-1] if key == 'adj_t' else expected})"
+                )
+            edges[edge_type] = (src, dst)
         return cls(edges, counts)
 
     @classmethod

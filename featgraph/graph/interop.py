@@ -60,15 +60,85 @@ def from_networkx(nx_graph: Any, weight: str | None) -> dict[str, Any]:
     }
 
 
+PYG_EDGE_KEYS = ("adj", "adj_t", "edge_index")  # in the order PyG's sampler prefers them (``to_csc``)
+
+
+def pyg_edge_key(store: Any) -> str | None:
+    """Which of PyG's edge storages ``store`` (a ``Data`` or one edge type's store of a ``HeteroData``) holds:
+    ``adj`` (``A[src, dst]``), ``adj_t`` (``A[dst, src]``, as ``ToSparseTensor`` writes it) or ``edge_index``,
+    the first of them that PyG's sampler reads; None where it holds none."""
+    for key in PYG_EDGE_KEYS:
+        if getattr(store, key, None) is not None:
+            return key
+    return None
+
+
+def is_torch_sparse_tensor(matrix: Any) -> bool:
+    """A ``torch_sparse.SparseTensor``, recognised by its methods (torch_sparse is never imported)."""
+    return not isinstance(matrix, torch.Tensor) and all(hasattr(matrix, name) for name in ("coo", "sparse_sizes"))
+
+
+def sparse_entries(matrix: Any, what: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The (row, column, value) of each stored entry of a sparse matrix, in its stored order: a torch sparse
+    COO (uncoalesced too), CSR or CSC tensor or a ``torch_sparse.SparseTensor`` (value None where it has none)."""
+    if is_torch_sparse_tensor(matrix):
+        row, col, value = matrix.coo()
+        if len(tuple(matrix.sparse_sizes())) != 2:
+            raise ValueError(f"{what}: expected a 2-D sparse matrix, got sizes {tuple(matrix.sparse_sizes())}")
+    elif isinstance(matrix, torch.Tensor) and matrix.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        if matrix.dim() != 2 or matrix.sparse_dim() != 2:
+            raise ValueError(f"{what}: expected a 2-D sparse matrix, got shape {tuple(matrix.shape)}")
+        if matrix.layout == torch.sparse_coo:
+            (row, col), value = matrix._indices(), matrix._values()
+        elif matrix.layout == torch.sparse_csr:
+            row, col, value = _expanded(matrix.crow_indices()), matrix.col_indices(), matrix.values()
+        else:
+            row, col, value = matrix.row_indices(), _expanded(matrix.ccol_indices()), matrix.values()
+    else:
+        layout = matrix.layout if isinstance(matrix, torch.Tensor) else type(matrix).__name__
+        raise TypeError(
+            f"{what}: expected a torch sparse COO, CSR or CSC tensor or a torch_sparse SparseTensor, got {layout}"
+        )
+    if value is not None and value.dim() != 1:
+        raise ValueError(f"{what}: expected one value per entry, got values of shape {tuple(value.shape)}")
+    return row.long(), col.long(), value
+
+
+def _expanded(indptr: torch.Tensor) -> torch.Tensor:
+    """The compressed dimension's index of each entry of a CSR (CSC) tensor: its row (column) ids."""
+    return torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=indptr.device), indptr.diff())
+
+
+def sparse_shape(matrix: Any) -> tuple[int, int]:
+    """The (rows, columns) of a torch sparse tensor or a ``torch_sparse.SparseTensor``."""
+    return tuple(int(n) for n in (matrix.sparse_sizes() if is_torch_sparse_tensor(matrix) else matrix.shape[:2]))
+
+
+def pyg_edges(store: Any, what: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, tuple[int, int] | None]:
+    """``(src, dst, values, (num_src, num_dst))`` of the edges ``store`` holds (``pyg_edge_key``), in their
+    stored order, which PyG's per-edge values follow: the sparse matrix's entries (its values; an ``adj_t``
+    transposed) or the ``edge_index``'s columns (no values, no sizes)."""
+    key = pyg_edge_key(store)
+    if key is None:
+        raise ValueError(f"{what}: holds no edges (no edge_index, adj_t or adj)")
+    matrix = getattr(store, key)
+    if key == "edge_index":
+        if isinstance(matrix, torch.Tensor) and matrix.layout != torch.strided:
+            raise TypeError(f"{what}.edge_index: expected a (2, E) tensor, got a {matrix.layout} tensor (use adj_t)")
+        return matrix[0], matrix[1], None, None
+    row, col, value = sparse_entries(matrix, f"{what}.{key}")
+    rows, cols = sparse_shape(matrix)
+    return (col, row, value, (cols, rows)) if key == "adj_t" else (row, col, value, (rows, cols))
+
+
 def from_pyg(data: Any) -> dict[str, Any]:
-    """A PyG ``Data``: its ``edge_index``, ``num_nodes`` and, if set, ``edge_weight``."""
-    edge_index = data.edge_index
-    return {
-        "src": edge_index[0],
-        "dst": edge_index[1],
-        "num_nodes": data.num_nodes,
-        "edge_weight": getattr(data, "edge_weight", None),
-    }
+    """A PyG ``Data``: its edges (``pyg_edges``: ``edge_index``, or a sparse ``adj_t`` or ``adj``), ``num_nodes``
+    and ``edge_weight`` if set, else a sparse matrix's values unless all of them are 1."""
+    src, dst, values, _ = pyg_edges(data, "data")
+    weight = getattr(data, "edge_weight", None)
+    if weight is None and values is not None and values.is_floating_point() and not bool((values == 1).all()):
+        weight = values
+    return {"src": src, "dst": dst, "num_nodes": data.num_nodes, "edge_weight": weight}
 
 
 def from_dgl(dgl_graph: Any) -> dict[str, Any]:

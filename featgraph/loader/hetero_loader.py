@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from ..graph import interop
 from ..graph.hetero import EdgeType, HeteroGraph
 from ..sampling.disjoint import DisjointSampler, checked_times
 from ..sampling.hetero import HeteroMiniBatch, HeteroNeighborSampler
@@ -32,6 +33,7 @@ from .source import (
     is_mask,
     is_store_pair,
     native_rows,
+    sliced_adjacency,
 )
 
 
@@ -68,6 +70,7 @@ class TypedSource:
     node_attrs: dict[str, dict[str, Any]]
     edge_attrs: dict[EdgeType, dict[str, Any]]
     template: Any
+    sparse_edges: dict[EdgeType, dict[str, Any]] = field(default_factory=dict)  # adj_t or adj, sliced per batch
 
 
 def _from_hetero_data(data: Any) -> TypedSource:
@@ -77,10 +80,15 @@ def _from_hetero_data(data: Any) -> TypedSource:
         for t in graph.node_types
     }
     edges = {
-        et: {k: native_rows(v) for k, v in data[et].items() if k != "edge_index" and data[et].is_edge_attr(k)}
+        et: {
+            k: native_rows(v)
+            for k, v in data[et].items()
+            if k not in interop.PYG_EDGE_KEYS and data[et].is_edge_attr(k)
+        }
         for et in graph.edge_types
     }
-    return TypedSource(graph, nodes, edges, data)
+    sparse = {et: {k: data[et][k] for k in ("adj", "adj_t") if data[et].get(k) is not None} for et in graph.edge_types}
+    return TypedSource(graph, nodes, edges, data, sparse)
 
 
 def _from_typed_stores(feature_store: Any, graph_store: Any) -> TypedSource:
@@ -276,8 +284,7 @@ class TypedLoader(EpochLoader[Any]):
             edge_index, merged = both_ways(edge_index)
         for edge_type in self.graph.edge_types:
             e_id = sampled.e_id[edge_type]
-            device = self.graph.device if template is None else template[edge_type].edge_index.device
-            out[edge_type].edge_index = edge_index[edge_type].to(device)
+            self._put_edges(out, edge_type, edge_index[edge_type], None if edge_type in merged else e_id)
             for key, value in self.source.edge_attrs[edge_type].items():
                 out[edge_type][key] = None if edge_type in merged else gathered(value, e_id)
             if edge_type not in merged:
@@ -285,6 +292,19 @@ class TypedLoader(EpochLoader[Any]):
             if not self.bidirectional:
                 out[edge_type].num_sampled_edges = sampled.num_sampled_edges[edge_type]
         return out
+
+    def _put_edges(self, out: Any, edge_type: EdgeType, edge_index: torch.Tensor, e_id: torch.Tensor | None) -> None:
+        """A batch's edges of ``edge_type`` (``edge_index`` in its node types' batch ids, ``e_id`` their ids or
+        None where merged) as the data holds them, as PyG's: ``edge_index`` (on the data's device), and a sparse
+        ``adj_t`` or ``adj`` of them (``sliced_adjacency``) where the data holds one."""
+        template = self.source.template
+        if template is None or "edge_index" in template[edge_type]:
+            device = self.graph.device if template is None else template[edge_type].edge_index.device
+            out[edge_type].edge_index = edge_index.to(device)
+        src_type, _, dst_type = edge_type
+        sizes = out[src_type].n_id.numel(), out[dst_type].n_id.numel()
+        for key, matrix in self.source.sparse_edges.get(edge_type, {}).items():
+            out[edge_type][key] = sliced_adjacency(matrix, key, edge_index, e_id, *sizes)
 
     def _disjoint_layout(self, seeds: torch.Tensor, times: torch.Tensor | None, seed: int) -> tuple[Any, torch.Tensor]:
         """PyG's typed disjoint batch of ``seeds`` (global ids, each its own subgraph, under its time where the
@@ -309,8 +329,7 @@ class TypedLoader(EpochLoader[Any]):
         for r, edge_type in enumerate(graph.edge_types):
             mine = torch.nonzero(relation == r).flatten()
             e_id = sampled.e_id[mine] - int(graph.edge_offsets[r])
-            device = graph.device if template is None else template[edge_type].edge_index.device
-            out[edge_type].edge_index = local[sampled.edge_index[:, mine]].to(device)
+            self._put_edges(out, edge_type, local[sampled.edge_index[:, mine]], e_id)
             for key, value in self.source.edge_attrs[edge_type].items():
                 out[edge_type][key] = gathered(value, e_id)
             out[edge_type].e_id = e_id
@@ -330,7 +349,9 @@ class HeteroNeighborLoader(TypedLoader):
     its own reversed), each pair once, sorted by destination; merged types carry no ``e_id`` or per-edge
     values, and no batch carries per-hop counts. PyG's ``is_sorted`` and ``filter_per_worker`` change nothing.
     ``time_attr``, ``input_time`` and ``temporal_strategy``: temporal sampling as ``NeighborLoader``'s, each
-    edge type with its own fan-out; ``disjoint``: a subgraph per seed. The typed graph and each relation's
+    edge type with its own fan-out; ``disjoint``: a subgraph per seed. An edge type held as a sparse ``adj_t``
+    (PyG's ``ToSparseTensor``) or ``adj`` is sampled from it, its batch store carrying the sampled ``adj_t``
+    (``adj``) as PyG's, and no ``edge_index`` unless the data holds one too. The typed graph and each relation's
     CSR are built once, here.
     """
 

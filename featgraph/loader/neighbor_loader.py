@@ -26,6 +26,7 @@ from .source import (
     checked_subgraph_type,
     is_mask,
     loader_source,
+    sliced_adjacency,
 )
 
 
@@ -80,7 +81,10 @@ class NeighborLoader(SeedLoader[Any]):
     hop ``h`` (-1: all), PyG's ``NeighborLoader`` interface and batch layout.
 
     ``data``: a PyG ``Data``, a featgraph ``Dataset``, or a featgraph ``Graph`` with ``x`` and ``y`` given
-    here. ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch
+    here. A ``Data`` holding its edges as a sparse ``adj_t`` (PyG's ``ToSparseTensor``: torch COO, CSR or CSC, or
+    a ``SparseTensor``) or ``adj`` samples those, and its batches carry, as PyG's, the sampled ``adj_t`` (``adj``)
+    of the same kind, its values sliced by ``e_id``, and no ``edge_index`` unless the data holds one too.
+    ``input_nodes``: seed vertex ids or a boolean mask (None: every vertex), each seed once per epoch
     (a batch's ``input_id``: its seeds' positions in the ids, or with a mask their vertex ids, as PyG),
     ``batch_size`` per batch (the last one smaller unless ``drop_last``), shuffled each epoch when
     ``shuffle``. ``weight_attr`` names a per-edge tensor to draw neighbours in proportion to. ``seed``,
@@ -193,6 +197,10 @@ def flat_attrs(source: LoaderSource, batch: MiniBatch | DisjointBatch, bidirecti
     attrs.update({key: gathered(value, n_id) for key, value in source.node_attrs.items()})
     attrs.update({key: gathered(value, e_id) for key, value in source.edge_attrs.items()})
     attrs.update(edge_index=edge_index, n_id=n_id, e_id=e_id, num_nodes=n_id.numel())
+    for key, matrix in source.sparse_edges.items():  # PyG's batch of a Data holding adj_t: the sampled adj_t
+        attrs[key] = sliced_adjacency(matrix, key, edge_index, e_id, n_id.numel(), n_id.numel())
+    if not source.edge_index:
+        del attrs["edge_index"]
     return attrs
 
 

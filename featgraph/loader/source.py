@@ -1,8 +1,9 @@
 """What a loader samples from, and the checks of the arguments every loader shares.
 
-A loader takes a PyG ``Data`` (``edge_index`` and any per-vertex, per-edge and graph-level values), PyG's
-``(FeatureStore, GraphStore)`` pair (features read per batch from the store), a featgraph ``Dataset`` (its
-graph, features as ``x``, labels as ``y``) or a featgraph ``Graph`` with ``x``/``y`` given alongside. Each
+A loader takes a PyG ``Data`` (``edge_index`` or a sparse ``adj_t`` or ``adj``, and any per-vertex, per-edge
+and graph-level values), PyG's ``(FeatureStore, GraphStore)`` pair (features read per batch from the store), a
+featgraph ``Dataset`` (its graph, features as ``x``, labels as ``y``) or a featgraph ``Graph`` with ``x``/``y``
+given alongside. Each
 becomes one ``LoaderSource``: the full ``Graph``, built once, and the values a batch slices by its vertex ids
 (``n_id``) and edge ids (``e_id``).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,8 @@ class LoaderSource:
     node_attrs: dict[str, Any]  # tensors, or numpy arrays and lists a PyG Data holds per vertex
     edge_attrs: dict[str, Any]
     graph_attrs: dict[str, Any]
+    sparse_edges: dict[str, Any] = field(default_factory=dict)  # a PyG Data's adj_t or adj, sliced per batch
+    edge_index: bool = True  # whether a batch carries edge_index (a Data holding only adj_t: no, as PyG's)
 
 
 @dataclass(frozen=True)
@@ -107,17 +110,19 @@ def _is_pyg_data(data: Any) -> bool:
 
 
 def _from_pyg(data: Any) -> LoaderSource:
-    if data.edge_index is None:  # vertices alone: a batch holds its seeds (PyG samples such a Data too)
+    if interop.pyg_edge_key(data) is None:  # vertices alone: a batch holds its seeds (PyG samples such a Data too)
         if data.num_nodes is None:
-            raise ValueError("data has neither edge_index nor num_nodes: there is no graph to sample")
+            raise ValueError("data has neither edge_index nor num_nodes, nor a sparse adj_t or adj: no graph to sample")
         empty = torch.zeros(0, dtype=torch.int64)
         graph = Graph(empty, empty, data.num_nodes)
     else:  # the sampler runs on the CPU; per-vertex and per-edge data stay where they are, gathered there
         edges = interop.from_pyg(data)
         graph = Graph(**{k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in edges.items()})
-    node_attrs, edge_attrs, graph_attrs = {}, {}, {}
+    node_attrs, edge_attrs, graph_attrs, sparse_edges = {}, {}, {}, {}
     for key, value in data.items():
-        if key in ("edge_index", "num_nodes"):
+        if key in ("adj", "adj_t") and value is not None:
+            sparse_edges[key] = value
+        if key in (*interop.PYG_EDGE_KEYS, "num_nodes"):
             continue
         if key in ("x", "y") and isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim > 0:
             node_attrs[key] = value  # checked against the vertex count below, never taken for a graph-level value
@@ -127,7 +132,45 @@ def _from_pyg(data: Any) -> LoaderSource:
             edge_attrs[key] = value
         else:
             graph_attrs[key] = value
-    return LoaderSource(graph, node_attrs, edge_attrs, graph_attrs)
+    with_edge_index = data.edge_index is not None or not sparse_edges  # vertices alone: an empty edge_index
+    return LoaderSource(graph, node_attrs, edge_attrs, graph_attrs, sparse_edges, with_edge_index)
+
+
+def _stored_values(matrix: Any) -> torch.Tensor | None:
+    """A sparse matrix's values in its stored order (views: nothing copied)."""
+    if interop.is_torch_sparse_tensor(matrix):
+        return matrix.storage.value()
+    return matrix._values() if matrix.layout == torch.sparse_coo else matrix.values()
+
+
+def sliced_adjacency(
+    matrix: Any, key: str, edge_index: torch.Tensor, e_id: torch.Tensor | None, num_src: int, num_dst: int
+) -> Any:
+    """A batch's ``adj_t`` (``adj``) where the data holds its edges as one: the batch's edges (``edge_index`` in
+    batch ids, ``e_id`` their stored positions) as a sparse matrix of ``matrix``'s kind and layout, ``(num_dst,
+    num_src)`` (``(num_src, num_dst)``), holding ``matrix``'s values at ``e_id`` (ones where ``e_id`` is None:
+    merged edges, as PyG's). Its entries are sorted (row-major; column-major for CSC); a duplicate edge stays."""
+    values = _stored_values(matrix)
+    if values is not None:
+        ones = torch.ones(edge_index.shape[1], dtype=values.dtype, device=values.device)
+        values = ones if e_id is None else values[e_id.to(values.device)]
+    device = values.device if values is not None else edge_index.device
+    src, dst = edge_index.to(device)
+    row, col, size = (dst, src, (num_dst, num_src)) if key == "adj_t" else (src, dst, (num_src, num_dst))
+    if interop.is_torch_sparse_tensor(matrix):  # torch_sparse's SparseTensor sorts its entries itself
+        return type(matrix)(row=row, col=col, value=values, sparse_sizes=size)
+    by_column = matrix.layout == torch.sparse_csc
+    major, minor, count = (col, row, size[1]) if by_column else (row, col, size[0])
+    order = torch.argsort(major * max(size[1 - by_column], 1) + minor, stable=True)
+    major, minor, values = major[order], minor[order], values[order]
+    if matrix.layout == torch.sparse_coo:
+        keys = major * max(size[1], 1) + minor
+        unique = keys.numel() < 2 or bool((keys.diff() != 0).all())
+        return torch.sparse_coo_tensor(torch.stack([row[order], col[order]]), values, size, is_coalesced=unique)
+    indptr = torch.zeros(count + 1, dtype=torch.int64, device=device)
+    indptr[1:] = torch.bincount(major, minlength=count).cumsum(0)
+    build = torch.sparse_csc_tensor if by_column else torch.sparse_csr_tensor
+    return build(indptr, minor, values, size)
 
 
 def _tensors(**tensors: Any) -> dict[str, torch.Tensor]:

@@ -4,6 +4,8 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import featgraph as fg
 from featgraph.graph.hetero import HeteroGraph, with_reverse_edges
@@ -203,3 +205,94 @@ def test_reverse_edges_are_added_under_pygs_names():
     edges = with_reverse_edges({("author", "writes", "paper"): writes})
     assert list(edges) == [("author", "writes", "paper"), ("paper", "rev_writes", "author")]
     assert torch.equal(edges[("paper", "rev_writes", "author")], writes.flip(0))
+
+
+class FakeSparseTensor:
+    """What ``from_pyg`` reads of a ``torch_sparse.SparseTensor`` (not installed here): ``coo()`` and
+    ``sparse_sizes()``, its entries in the stored order."""
+
+    def __init__(self, row, col, value, sparse_sizes):
+        self.row, self.col, self.value, self.sizes = row, col, value, tuple(sparse_sizes)
+
+    def coo(self):
+        return self.row, self.col, self.value
+
+    def sparse_sizes(self):
+        return self.sizes
+
+
+def _random_hetero_data(counts, edges_per_type, seed):
+    from torch_geometric.data import HeteroData
+
+    gen = torch.Generator().manual_seed(seed)
+    data = HeteroData()
+    for node_type, count in counts.items():
+        data[node_type].num_nodes = count
+    for (src_type, rel, dst_type), count in edges_per_type.items():
+        if counts[src_type] and counts[dst_type]:
+            src = torch.randint(0, counts[src_type], (count,), generator=gen)
+            dst = torch.randint(0, counts[dst_type], (count,), generator=gen)
+            data[src_type, rel, dst_type].edge_index = torch.stack([src, dst])
+            data[src_type, rel, dst_type].edge_weight = torch.rand(count, generator=gen)
+    return data
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 6),
+    st.lists(st.integers(0, 12), min_size=3, max_size=3),
+    st.sampled_from(["csr", "coo", "adj", "sparse_tensor"]),
+    st.integers(0, 2**16),
+)
+def test_from_pyg_reads_a_sparse_adjacency_as_pygs_edge_index(papers, authors, sizes, storage, seed):
+    """A ``HeteroData`` stored as PyG's ``ToSparseTensor`` writes it (``adj_t``, CSR or COO) gives the graph of
+    PyG's own coalesced ``edge_index`` sorted by destination (the adj_t's entries in their stored order, which
+    PyG's per-edge values follow); an ``adj`` (``A[src, dst]``) and a ``SparseTensor`` read alike."""
+    transforms = pytest.importorskip("torch_geometric.transforms")
+    from torch_geometric.utils import coalesce
+
+    counts = {"paper": papers, "author": authors}
+    types = [("author", "writes", "paper"), ("paper", "cites", "paper"), ("paper", "rev_writes", "author")]
+    data = _random_hetero_data(counts, dict(zip(types, sizes, strict=True)), seed)
+    reference = data.clone()
+    for edge_type in reference.edge_types:
+        store = reference[edge_type]
+        by_row = storage == "adj"  # an adj's stored order is by source
+        store.edge_index = coalesce(store.edge_index, num_nodes=max(papers, authors), sort_by_row=by_row)
+    layout = torch.sparse_coo if storage == "coo" else torch.sparse_csr
+    stored = transforms.ToSparseTensor(layout=layout)(data.clone())
+    for edge_type in stored.edge_types:
+        adj_t, edge_index = stored[edge_type].adj_t, reference[edge_type].edge_index
+        if storage == "adj":
+            del stored[edge_type].adj_t
+            stored[edge_type].adj = adj_t.to_sparse_coo().t().coalesce()
+        elif storage == "sparse_tensor":
+            stored[edge_type].adj_t = FakeSparseTensor(edge_index[1], edge_index[0], None, tuple(adj_t.shape))
+    got, want = HeteroGraph.from_pyg(stored), HeteroGraph.from_pyg(reference)
+    assert got.num_nodes_dict == want.num_nodes_dict and got.edge_types == want.edge_types
+    assert torch.equal(got.graph.edge_index, want.graph.edge_index) and torch.equal(got.etype, want.etype)
+
+
+@pytest.mark.parametrize(
+    "key, value, error, message",
+    [
+        ("adj_t", torch.eye(3, 2).to_sparse_bsr((1, 1)), TypeError, r"adj_t: expected a torch sparse COO, CSR or CSC"),
+        ("adj_t", torch.eye(3, 2), TypeError, r"adj_t: expected .* got torch.strided"),
+        ("adj_t", [[0, 1]], TypeError, r"adj_t: expected .* got list"),
+        ("adj_t", torch.eye(2, 3).to_sparse_csr(), ValueError, r"adj_t: shape \(2, 3\) does not match .*: \(3, 2\)"),
+        ("adj", torch.eye(3, 2).to_sparse(), ValueError, r"adj: shape \(3, 2\) does not match .*: \(2, 3\)"),
+        ("adj_t", torch.ones(3, 2, 4).to_sparse(2), ValueError, r"adj_t: expected a 2-D sparse matrix"),
+        ("adj_t", torch.ones(3, 2, 4).to_sparse(3), ValueError, r"adj_t: expected a 2-D sparse matrix"),
+        ("edge_index", torch.eye(2, 2).to_sparse(), TypeError, r"edge_index: expected a \(2, E\) tensor"),
+    ],
+)
+def test_from_pyg_names_an_edge_storage_it_cannot_read(key, value, error, message):
+    """An ``adj_t`` (``adj``) that is no sparse matrix, of another layout or of the wrong shape: refused by name."""
+    from torch_geometric.data import HeteroData
+
+    data = HeteroData()
+    data["paper"].num_nodes, data["author"].num_nodes = 3, 2
+    data["author", "writes", "paper"][key] = value
+    with pytest.raises(error, match=rf"data\[\('author', 'writes', 'paper'\)\]\.{message}"):
+        HeteroGraph.from_pyg(data)

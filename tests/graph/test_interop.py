@@ -90,3 +90,26 @@ def test_from_dgl_bipartite_heterograph_and_refusal_of_several_edge_types(dgl):
     two = dgl.heterograph({("user", "buys", "item"): (src, dst), ("item", "sold_to", "user"): (dst, src)})
     with pytest.raises(ValueError, match="one edge type"):
         Graph.from_dgl(two)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_coo])
+def test_from_pyg_data_stored_as_a_sparse_adj_t(layout):
+    """A ``Data`` after PyG's ``ToSparseTensor`` (``adj_t``, its ``edge_weight`` moved into the values): the
+    graph of PyG's coalesced ``edge_index`` sorted by destination, weighted by the values; an ``adj`` alike."""
+    torch_geometric = pytest.importorskip("torch_geometric")
+    from torch_geometric.utils import coalesce
+
+    src, dst = random_edges(20, 60, seed=12)
+    weight = torch.rand(60)
+    data = torch_geometric.data.Data(edge_index=torch.stack([src, dst]), edge_weight=weight, num_nodes=25)
+    sparse = torch_geometric.transforms.ToSparseTensor(layout=layout)(data.clone())
+    edge_index, edge_weight = coalesce(data.edge_index, weight, num_nodes=25, sort_by_row=False)
+    g = Graph.from_pyg(sparse)
+    assert g.num_nodes == 25 and torch.equal(torch.stack(g.coo()), edge_index)
+    torch.testing.assert_close(g.edge_weight, edge_weight)
+    unweighted = torch_geometric.transforms.ToSparseTensor(layout=layout)(data.clone().update({"edge_weight": None}))
+    assert Graph.from_pyg(unweighted).edge_weight is None  # all values 1: no weights, as a layer's adj_t reads
+    adj = torch_geometric.data.Data(adj=sparse.adj_t.to_sparse_coo().t().coalesce(), num_nodes=25)
+    assert torch.equal(torch.stack(Graph.from_pyg(adj).coo()), coalesce(data.edge_index, num_nodes=25))
+    with pytest.raises(ValueError, match=r"data: holds no edges \(no edge_index, adj_t or adj\)"):
+        Graph.from_pyg(torch_geometric.data.Data(num_nodes=3))

@@ -348,3 +348,48 @@ def test_a_big_endian_array_gives_native_rows_per_batch(disjoint) -> None:
         got, want = ours["author", "writes", "paper"].edge_attr, theirs["author", "writes", "paper"].edge_attr
         assert got.dtype == torch.float64 and torch.equal(got, want)
     assert isinstance(foreign["paper"].x, np.ndarray) and foreign["paper"].x.dtype == np.dtype(">f4")  # untouched
+
+
+@pytest.mark.parametrize("options", [{}, {"subgraph_type": "bidirectional"}, {"disjoint": True}])
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_coo], ids=["csr", "coo"])
+def test_a_heterodata_stored_as_adj_t_samples_its_edges_into_pygs_batch(layout, options) -> None:
+    """A ``HeteroData`` after PyG's ``ToSparseTensor`` (each edge type's ``adj_t``, its ``weight`` moved into the
+    values) samples the edges of the same data kept as PyG's sorted ``edge_index``: per edge type the sampled
+    ``adj_t`` (batch destinations x sources, values sliced by ``e_id``; ones on merged types, as PyG's) and no
+    ``edge_index``, unless the data keeps both."""
+    from torch_geometric.transforms import ToSparseTensor
+    from torch_geometric.utils import coalesce
+
+    data = hetero_data()
+    for edge_type in data.edge_types:  # no duplicate edges: PyG's adj_t would merge them, its edge values not
+        store = data[edge_type]
+        keys = [k for k in ("weight", "edge_attr") if k in store]
+        size = max(data[edge_type[0]].num_nodes, data[edge_type[2]].num_nodes)
+        store.edge_index, values = coalesce(store.edge_index, [store[k] for k in keys], num_nodes=size)
+        for key, value in zip(keys, values, strict=True):
+            store[key] = value
+    kept = ToSparseTensor(attr="weight", layout=layout, remove_edge_index=False)(data.clone())
+    sparse, reference = kept.clone(), kept.clone()
+    for edge_type in kept.edge_types:
+        del sparse[edge_type].edge_index, reference[edge_type].adj_t
+        adj_t = kept[edge_type].adj_t
+        reference[edge_type].weight = adj_t.values() if layout == torch.sparse_csr else adj_t._values()
+    kwargs = {"batch_size": 16, "input_nodes": ("paper", None), "seed": 4, "shuffle": True, **options}
+    batches = zip(NeighborLoader(sparse, [3, 2], **kwargs), NeighborLoader(reference, [3, 2], **kwargs), strict=True)
+    for ours, theirs in batches:
+        for node_type in data.node_types:
+            assert torch.equal(ours[node_type].n_id, theirs[node_type].n_id)
+        for edge_type in data.edge_types:
+            mine, want = ours[edge_type], theirs[edge_type]
+            assert "edge_index" not in mine and mine.adj_t.layout == layout
+            shape = (ours[edge_type[2]].n_id.numel(), ours[edge_type[0]].n_id.numel())
+            merged = "e_id" not in want
+            weight = torch.ones(want.edge_index.shape[1]) if merged else reference[edge_type].weight[want.e_id]
+            dense = torch.sparse_coo_tensor(want.edge_index.flip(0), weight, shape).to_dense()
+            torch.testing.assert_close(mine.adj_t.to_dense(), dense)
+            if not merged:
+                assert torch.equal(mine.e_id, want.e_id)
+                if "edge_attr" in want:
+                    assert torch.equal(mine.edge_attr, want.edge_attr)
+    both = next(iter(NeighborLoader(kept, [3, 2], **kwargs)))
+    assert all("edge_index" in both[et] and "adj_t" in both[et] for et in data.edge_types)

@@ -363,3 +363,69 @@ def test_temporal_batches_sample_each_seeds_past(level, strategy):
 def test_bad_temporal_arguments_are_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         next(iter(NeighborLoader(temporal_data(), [2], batch_size=4, **kwargs)))
+
+
+@pytest.mark.parametrize("options", [{}, {"subgraph_type": "bidirectional"}, {"disjoint": True}])
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_coo], ids=["csr", "coo"])
+def test_a_data_stored_as_adj_t_samples_its_edges_into_pygs_batch(cora, layout, options):
+    """A ``Data`` after PyG's ``ToSparseTensor`` (``adj_t``, ``edge_weight`` moved into its values, per-edge
+    values in its order) samples the edges of the same ``Data`` kept as PyG's sorted ``edge_index``; each batch
+    carries, as PyG's, the sampled ``adj_t`` (batch destinations x sources, its values sliced by ``e_id``) and
+    no ``edge_index``, unless the data keeps both."""
+    transforms = torch_geometric.transforms
+    data = cora_data(cora)
+    kept = transforms.ToSparseTensor(layout=layout, remove_edge_index=False)(data.clone())
+    sparse = kept.clone()
+    del sparse.edge_index
+    reference = kept.clone()
+    reference.edge_weight = kept.adj_t.values() if layout == torch.sparse_csr else kept.adj_t._values()
+    del reference.adj_t
+    args = ([4, 3],)
+    kwargs = {"batch_size": 64, "input_nodes": cora.train_idx, "shuffle": True, "seed": 5, **options}
+    batches = zip(NeighborLoader(sparse, *args, **kwargs), NeighborLoader(reference, *args, **kwargs), strict=True)
+    for ours, theirs in batches:
+        assert "edge_index" not in ours and ours.adj_t.layout == layout
+        for key in ("n_id", "e_id", "x", "y", "edge_attr"):
+            assert torch.equal(ours[key], theirs[key])
+        n = theirs.n_id.numel()
+        weight = reference.edge_weight[theirs.e_id]
+        want = torch.sparse_coo_tensor(theirs.edge_index.flip(0), weight, (n, n)).to_dense()
+        torch.testing.assert_close(ours.adj_t.to_dense(), want)
+    both = next(iter(NeighborLoader(kept, *args, **kwargs)))
+    assert "edge_index" in both and both.adj_t.shape == (both.n_id.numel(),) * 2
+    assert sparse.adj_t.shape == (cora.graph.num_nodes,) * 2  # the caller's data is left as it was
+
+
+class FakeSparseTensor:
+    """What the loader uses of a ``torch_sparse.SparseTensor`` (not installed here): ``coo()``,
+    ``sparse_sizes()``, ``storage.value()`` and its constructor from ``row``, ``col``, ``value`` and sizes."""
+
+    def __init__(self, row, col, value=None, sparse_sizes=None):
+        self.row, self.col, self.values, self.sizes = row, col, value, tuple(sparse_sizes)
+        self.storage = self  # SparseTensor.storage.value()
+
+    def value(self):
+        return self.values
+
+    def coo(self):
+        return self.row, self.col, self.values
+
+    def sparse_sizes(self):
+        return self.sizes
+
+
+def test_a_sparse_tensor_adj_t_gives_batches_of_its_own_kind(cora):
+    """A ``SparseTensor`` ``adj_t`` (read by its methods: torch_sparse is never imported) is sampled as the
+    ``edge_index`` it transposes, and each batch holds a ``SparseTensor`` of the sampled edges, as PyG's."""
+    src, dst = cora.edge_index
+    weight = torch.rand(src.numel(), generator=torch.Generator().manual_seed(0))
+    n = cora.graph.num_nodes
+    sparse = Data(x=cora.features, adj_t=FakeSparseTensor(dst, src, weight, (n, n)), num_nodes=n)
+    reference = Data(x=cora.features, edge_index=cora.edge_index, num_nodes=n)
+    kwargs = {"batch_size": 50, "input_nodes": cora.train_idx, "seed": 1}
+    batches = zip(NeighborLoader(sparse, [3, 2], **kwargs), NeighborLoader(reference, [3, 2], **kwargs), strict=True)
+    for ours, theirs in batches:
+        assert isinstance(ours.adj_t, FakeSparseTensor) and "edge_index" not in ours
+        assert torch.equal(ours.e_id, theirs.e_id) and ours.adj_t.sizes == (theirs.n_id.numel(),) * 2
+        assert torch.equal(torch.stack([ours.adj_t.col, ours.adj_t.row]), theirs.edge_index)
+        assert torch.equal(ours.adj_t.values, weight[theirs.e_id])
