@@ -54,7 +54,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "segment_reduce",
         (("dgl.backend", "segment_reduce"),),
         "featgraph.ops.segment_reduce",
-        "dgl.segment_reduce and the readouts (sum/max/min; mean divides a sum); DGL's own for other dtypes",
+        "dgl.ops.segment_reduce and the readouts (sum/max/min; mean divides a sum); DGL's own for other dtypes",
     ),
     EntryPoint(
         "gather_mm",
@@ -90,7 +90,7 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "scatter_add",
         (("dgl.backend", "scatter_add"),),
         None,
-        "a plain scatter over rows (dgl.to_simple's edge data), no graph kernel",
+        "a plain scatter over rows (dgl.to_simple merging edge data), no graph kernel",
     ),
     EntryPoint(
         "csrmm",
