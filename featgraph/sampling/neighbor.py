@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numbers
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -22,20 +22,27 @@ import torch
 from ..graph import Graph
 from ..native import toolchain
 from . import kernel
+from .dgl_view import DGLBlockView
 
 SEED_LIMIT = 2**63  # seeds travel to the compiled code as int64
 FANOUT_LIMIT = 2**31  # fan-outs travel as int64 and multiply the frontier's size: kept far from wrapping
 
 
-class Block(NamedTuple):
+@dataclass(eq=False)
+class Block(DGLBlockView):
     """One hop's bipartite block: ``graph`` (destinations = the first ``graph.num_dst_nodes`` sources, CSR
     built in), the global id of each source ``n_id`` and the global edge id of each block edge ``e_id``
     (block edge order). A layer runs as ``layer(h, block.graph)`` with ``h`` holding the rows of ``n_id``;
-    its output rows are the destinations, ``n_id[: graph.num_dst_nodes]``."""
+    its output rows are the destinations, ``n_id[: graph.num_dst_nodes]``. Unpacks as ``(graph, n_id, e_id)``;
+    DGL's block interface (``srcdata[dgl.NID]``, ``num_dst_nodes()``, ``local_scope()``...) comes from
+    ``DGLBlockView``."""
 
     graph: Graph
     n_id: torch.Tensor
     e_id: torch.Tensor
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.graph, self.n_id, self.e_id))
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
         """The block on ``device`` (its graph's formats are built again there on first use)."""
