@@ -20,7 +20,9 @@ def test_every_implementation_computes_the_same_result(op):
         if value.is_sparse_csr:  # sampled_addmm: values in CSR order
             value = g.permute_edge_values(value.values(), "csr", "user").unsqueeze(1)
         tolerance = 1e-2 if op in kernels.HALF_OPS else 1e-4  # 16-bit results against float32: one rounding
-        torch.testing.assert_close(value.float(), ours.float(), rtol=tolerance, atol=tolerance, msg=name)
+        # a row that sums in 16 bits (DGL's) rounds at the partial sums' scale, not the result's
+        scale = float(ours.float().abs().max()) if op in kernels.HALF_OPS else 1.0
+        torch.testing.assert_close(value.float(), ours.float(), rtol=tolerance, atol=tolerance * scale, msg=name)
 
 
 @pytest.mark.parametrize("op", kernels.TRAINING_OPS)

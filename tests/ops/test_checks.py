@@ -53,7 +53,7 @@ CASES = [
     ("dropout", lambda g: ops.dropout(X.tolist(), 0.5), TypeError, "^x: expected a torch.Tensor"),
     ("dropout", lambda g: ops.dropout(INT, 0.5), TypeError, "^x: expected a floating"),
     ("dropout", lambda g: ops.dropout(X, 1.5), ValueError, r"^p: .* in \[0, 1\]"),
-    ("dropout", lambda g: ops.dropout(X, "0.5"), ValueError, r"^p: .* in \[0, 1\]"),
+    ("dropout", lambda g: ops.dropout(X, "0.5"), TypeError, r"^p: .* a number in \[0, 1\], got str"),
     ("gat_attention", lambda g: ops.gat_attention(g, feat(4), ATTN, ATTN), ValueError, "^feat: expected 5 rows"),
     ("gat_attention", lambda g: ops.gat_attention(g, X, ATTN, ATTN), ValueError, "^feat: expected 3 dimensions"),
     ("gat_attention", lambda g: ops.gat_attention(g, feat(), ATTN.T, ATTN), ValueError, r"^attn_src: .*\(2, 3\)"),
