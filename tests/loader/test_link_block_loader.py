@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph, ops
 from featgraph.loader import LinkBlockBatch, LinkBlockLoader
@@ -242,3 +244,45 @@ def test_a_batch_moved_to_the_gpu_target_scores_its_pairs(gpu):
     for g, got in zip((batch.pair_graph, batch.neg_pair_graph), scores, strict=True):
         src, dst = g.coo()
         torch.testing.assert_close(got.cpu(), (h[src] * h[dst]).sum(-1).cpu())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    num_nodes=st.integers(2, 25),
+    edges=st.lists(st.tuples(st.integers(0, 24), st.integers(0, 24)), min_size=1, max_size=80),
+    fanouts=st.lists(st.sampled_from([-1, 1, 3]), min_size=1, max_size=2),
+    negatives=st.sampled_from([None, 1, 2]),
+    exclude=st.sampled_from([None, "self"]),
+    batch_size=st.integers(1, 9),
+)
+def test_property_every_sampled_edge_is_real_excluded_ones_absent_and_pairs_aligned(
+    num_nodes, edges, fanouts, negatives, exclude, batch_size
+):
+    """Against the graph itself: every block edge is a real edge named by its id, an excluded edge is in no
+    block, each positive pair is its edge id's endpoints, each negative keeps its positive's source, and an
+    epoch visits every edge once."""
+    pairs = [(u % num_nodes, v % num_nodes) for u, v in edges]  # duplicates, self loops, isolated vertices
+    src = torch.tensor([u for u, _ in pairs])
+    dst = torch.tensor([v for _, v in pairs])
+    graph = Graph(src, dst, num_nodes)
+    loader = LinkBlockLoader(graph, fanouts, batch_size, negatives=negatives, exclude=exclude, seed=1)
+    visited = []
+    for batch in loader:
+        visited.append(batch.edge_ids)
+        for block in batch.blocks:
+            b_src, b_dst = block.graph.coo()
+            assert torch.equal(src[block.e_id], block.n_id[b_src]) and torch.equal(dst[block.e_id], block.n_id[b_dst])
+            if exclude == "self":
+                assert not bool(torch.isin(block.e_id, batch.edge_ids).any())
+        p_src, p_dst = batch.pair_graph.coo()
+        assert torch.equal(batch.seeds[p_src], src[batch.edge_ids]) and torch.equal(
+            batch.seeds[p_dst], dst[batch.edge_ids]
+        )
+        assert torch.equal(batch.blocks[-1].n_id[: batch.blocks[-1].graph.num_dst_nodes], batch.seeds)
+        if negatives:
+            n_src, n_dst = batch.neg_pair_graph.coo()
+            assert torch.equal(batch.seeds[n_src], src[batch.edge_ids].repeat_interleave(negatives))
+            assert bool((batch.seeds[n_dst] < num_nodes).all())
+        else:
+            assert batch.neg_pair_graph is None
+    assert torch.equal(torch.cat(visited).sort().values, torch.arange(len(pairs)))
