@@ -298,3 +298,42 @@ def test_from_pyg_names_an_edge_storage_it_cannot_read(key, value, error, messag
     data["author", "writes", "paper"][key] = value
     with pytest.raises(error, match=rf"data\[\('author', 'writes', 'paper'\)\]\.{message}"):
         HeteroGraph.from_pyg(data)
+
+
+FORMS = {
+    "tensors": lambda ids: torch.tensor(ids, dtype=torch.int64),
+    "int32 tensors": lambda ids: torch.tensor(ids, dtype=torch.int32),
+    "numpy": lambda ids: np.array(ids, dtype=np.int64),
+    "lists": list,
+    "tuples": tuple,
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    relations=st.lists(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)), max_size=12), min_size=1, max_size=3),
+    form=st.sampled_from(list(FORMS)),
+    count_type=st.sampled_from([int, np.int64, np.int32, torch.tensor]),
+)
+def test_property_from_dgl_takes_every_form_dgl_does(relations, form, count_type):
+    """A dict of (src, dst) per canonical edge type, in each form ``dgl.heterograph`` takes (tensors of
+    either id type, NumPy arrays, lists, tuples, empty ones), with node counts as ints, NumPy integers or 0-d
+    tensors: the same typed graph as its edges given as int64 edge_index, and as DGL's graph where DGL imports."""
+    types = [("user", f"r{k}", "item") for k in range(len(relations))]
+    data = {
+        et: (FORMS[form]([u for u, _ in pairs]), FORMS[form]([v for _, v in pairs]))
+        for et, pairs in zip(types, relations, strict=True)
+    }
+    counts = {"user": count_type(7), "item": count_type(5)}
+    hg = fg.HeteroGraph.from_dgl(data, counts)
+    assert hg.num_nodes_dict == {"user": 7, "item": 5}
+    for et, pairs in zip(types, relations, strict=True):
+        edge_index = hg.to_edge_index_dict()[et]
+        assert edge_index.dtype == torch.int64 and edge_index.t().tolist() == [list(p) for p in pairs]
+    dgl = import_dgl()
+    if dgl is not None:
+        theirs = fg.HeteroGraph.from_dgl(dgl.heterograph(data, {"user": 7, "item": 5}))
+        assert theirs.num_nodes_dict == hg.num_nodes_dict
+        mine = hg.to_edge_index_dict()
+        for et, edge_index in theirs.to_edge_index_dict().items():
+            assert torch.equal(edge_index, mine[et]), et
