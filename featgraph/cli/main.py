@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import (
         accuracy,
         dense_floor,
+        dgl_bench,
         feasibility,
         gpu_check,
         hetero,
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         ("hetero-minibatch", hetero_minibatch_bench, "typed sampling and to_hetero training steps on mag-like"),
         ("memmap", memmap, "mini-batch training on memory-mapped features: resident memory against in-memory"),
         ("rgcn-train", rgcn_training, "RGCN training epochs on RGCN-dataset-shaped graphs: featgraph, PyG, DGL"),
+        ("dgl", dgl_bench, "DGL's example workloads under DGL's API: DGL's kernels against featgraph.dgl.use()"),
         ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
         ("overhead", overhead, "one op or layer call on 1k-100k edges: featgraph's kernels, fixed cost, PyG"),
         ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),

@@ -1,0 +1,351 @@
+"""``featgraph bench dgl``: DGL's example-shaped training workloads under DGL's own API, each run twice, with DGL's
+kernels and with ``featgraph.dgl.use()`` routing them to featgraph's, from the same weights and inputs.
+
+Workloads (the models' code is DGL's layers in both rows; only the kernels behind them change):
+
+- ``gcn``, ``gat``, ``sage``: full-graph two-layer ``GraphConv`` / ``GATConv`` / ``SAGEConv`` (mean) epochs with
+  ``featgraph bench train``'s widths (``training.MODELS``), random features and labels as there, on email-Enron
+  and rand100k-2.9M (self loops added for GCN and GAT, as DGL's examples do);
+- ``rgcn``: two ``RelGraphConv`` layers (16 hidden, no regularizer, mean per relation) on the AM-shaped graph,
+  as ``featgraph bench rgcn-train``;
+- ``minibatch``: GraphSAGE (mean, 3 layers, 256 hidden) on products-like with DGL's ``NeighborSampler`` (fan-out
+  [5, 10, 15], DGL's input-layer-first order) and ``DataLoader``, batches of 1024 seeds.
+
+Per row, in its own process: milliseconds per training step (a full-graph epoch: forward, loss, backward,
+Adam step, the median of ``--repeat`` after two warm-up epochs; mini-batch: one batch, sampling included,
+from seeds/s over ``--batches`` after three warm-up batches), DGL's time over this row's, the peak memory
+training adds, the losses of the first two steps (both rows start from the same weights, inputs, dropout
+masks and batches, so they agree to float32 rounding: the first checks the forward, the second the
+gradients and the step), and under featgraph how many kernel calls featgraph served and which fell back to
+DGL's own kernels, and why (``featgraph.dgl.calls``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .. import dgl as featgraph_dgl
+from ..datasets import entity_like
+from ..dgl.kernels import FEATGRAPH
+from ..graph.interop import import_dgl
+from ..native import toolchain
+from ..training import preset
+from . import minibatch, training
+from .measure import peak_extra_mb
+from .report import Table, add_common_arguments, machine, run_worker, write_json
+from .rgcn_training import DglRGCN, OnTrainingNodes
+
+FULL_GRAPH = ("gcn", "gat", "sage")
+WORKLOADS = (*FULL_GRAPH, "rgcn", "minibatch")
+BENCH_MODELS = {"gcn": "gcn", "gat": "gat", "sage": "sage-mean"}  # workload: training.MODELS' name
+GRAPHS = training.CPU_GRAPHS  # the full-graph workloads' graphs
+SIDES = ("dgl", "featgraph")  # DGL's own kernels; featgraph's under featgraph.dgl.use()
+RGCN_SHAPE = "am"
+MINIBATCH = minibatch.MODELS["sage"]  # 3 layers, 256 hidden, fan-out 15/10/5 from the seeds (DGL's: 5/10/15)
+MINIBATCH_WARMUP = 3
+LOSS_RTOL = 1e-4  # float32 rounding: summation orders differ between the kernels
+
+
+@dataclass
+class Row:
+    workload: str
+    graph: str
+    side: str  # "dgl" or "featgraph"
+    nodes: int = 0
+    edges: int = 0
+    ms: float | None = None  # per training step: a full-graph epoch or a mini-batch
+    seeds_s: float | None = None  # mini-batch only
+    first_ms: float | None = None  # the first full-graph epoch: format building and kernel loading
+    speedup: float | None = None  # DGL's ms / this row's ms
+    peak_mb: float | None = None
+    losses: list[float] = field(default_factory=list)  # the first two steps'
+    served: int | None = None  # kernel calls featgraph served (featgraph's row)
+    fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)  # entry point: {reason: calls} to DGL's
+    note: str = ""
+
+
+class Recorded(torch.nn.Module):
+    """``net`` as ``training.epoch_ms`` calls it, keeping its first ``keep`` outputs (detached) so the losses of
+    the first steps can be read after the timed loop without adding work to it."""
+
+    def __init__(self, net: torch.nn.Module, keep: int = 2) -> None:
+        super().__init__()
+        self.net, self.keep, self.outputs = net, keep, []
+
+    def forward(self, *args: Any) -> torch.Tensor:
+        out = self.net(*args)
+        if len(self.outputs) < self.keep:
+            self.outputs.append(out.detach())
+        return out
+
+
+@dataclass
+class Prepared:
+    """A full-graph row's model, graph argument, features and labels, built from seeded generators so both
+    sides get the same."""
+
+    net: torch.nn.Module
+    graph: object
+    x: torch.Tensor
+    y: torch.Tensor
+    name: str
+    nodes: int
+    edges: int
+
+
+def _full_graph(dgl: Any, workload: str, graph_name: str, scale: float) -> Prepared:
+    """``bench train``'s model of ``workload`` with DGL's layers (``training.DGLNet``) on ``graph_name``."""
+    g = training.GRAPHS[graph_name](scale)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(g.num_nodes, training.IN_FEATURES, generator=gen)
+    y = torch.randint(0, training.CLASSES, (g.num_nodes,), generator=gen)
+    model, overrides = training.MODELS[BENCH_MODELS[workload]]
+    config = preset(model, **overrides)
+    dg = dgl.graph(g.coo(), num_nodes=g.num_nodes)
+    if model in ("gcn", "gat"):
+        dg = dgl.add_self_loop(dgl.remove_self_loop(dg))
+    torch.manual_seed(0)
+    net = training.DGLNet(dgl, model, config.aggr, config.hidden, config.heads, config.dropout)
+    return Prepared(net, dg, x, y, graph_name, dg.num_nodes(), dg.num_edges())
+
+
+def _rgcn(dgl: Any, scale: float) -> Prepared:
+    """``rgcn-train``'s DGL model (``RelGraphConv`` twice, mean per relation, edges sorted by relation) on the
+    AM-shaped graph, its outputs on the training nodes."""
+    data = entity_like(RGCN_SHAPE, scale)
+    hg, relations = data.graph, data.graph.num_relations
+    src, dst = hg.graph.edge_index
+    counts = torch.zeros(hg.num_nodes * relations)
+    slot = dst * relations + hg.etype
+    counts.index_add_(0, slot, torch.ones_like(slot, dtype=torch.float32))
+    norm = (1.0 / counts[slot]).unsqueeze(1)
+    g = dgl.graph((src, dst), num_nodes=hg.num_nodes)
+    torch.manual_seed(0)
+    model = DglRGCN(dgl.nn.pytorch.RelGraphConv, data.x.shape[1], data.num_classes, relations)
+    net = OnTrainingNodes(model, data.train_idx)
+    return Prepared(net, (g, hg.etype, norm), data.x, data.y[data.train_idx], data.name, hg.num_nodes, hg.num_edges)
+
+
+def _time_full_graph(row: Row, prepared: Prepared, repeat: int) -> None:
+    """Two warm-up epochs and ``repeat`` timed ones (``training.epoch_ms``), their peak memory and the first two
+    epochs' losses into ``row``."""
+    net = Recorded(prepared.net)
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
+    torch.manual_seed(1)  # the same dropout masks on both sides
+    times: list[float] = []
+    row.peak_mb = peak_extra_mb(lambda: times.extend(training.epoch_ms(
+        net, prepared.graph, optimizer, prepared.x, prepared.y, repeat
+    )))  # fmt: skip
+    row.first_ms, row.ms = times
+    row.losses = [float(F.cross_entropy(out, prepared.y)) for out in net.outputs]
+
+
+def _time_minibatch(row: Row, dgl: Any, data_path: str, batches: int) -> None:
+    """DGL's sampler, loader and ``SAGEConv`` model (``minibatch.DGLSampledNet``) on the saved products-like graph:
+    seeds/s over ``batches`` training steps after the warm-up, the peak memory (graph, sampler and training) and
+    the first two batches' losses into ``row``."""
+    raw = torch.load(data_path, weights_only=True)
+    row.nodes, row.edges = int(raw["num_nodes"]), int(raw["src"].numel())
+    torch.manual_seed(0)
+    net = minibatch.DGLSampledNet(dgl, MINIBATCH, raw["x"].shape[1], int(raw["num_classes"]))
+    optimizer = torch.optim.Adam(net.parameters(), lr=MINIBATCH.config.lr)
+    losses: list[float] = []
+    sizes: list[int] = []
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor, list]) -> None:
+        x, y, blocks = batch
+        optimizer.zero_grad()
+        loss = F.cross_entropy(net(blocks, x), y)
+        loss.backward()
+        optimizer.step()
+        sizes.append(y.numel())
+        if len(losses) < 2:
+            losses.append(float(loss))
+
+    def measure() -> float:
+        graph = dgl.graph((raw["src"], raw["dst"]), num_nodes=raw["num_nodes"])
+        sampler = dgl.dataloading.NeighborSampler(list(reversed(MINIBATCH.fanouts)))
+        np.random.seed(0)  # DGL's DataLoader shuffles with NumPy's generator, its sampler draws from DGL's
+        dgl.seed(0)
+        torch.manual_seed(0)  # the same batches (at the same thread count) and dropout masks on both sides
+        loader = dgl.dataloading.DataLoader(
+            graph, raw["train_idx"], sampler, batch_size=minibatch.BATCH_SIZE, shuffle=True
+        )
+        stream: Iterator = (
+            (raw["x"][inputs], raw["y"][seeds], blocks) for inputs, seeds, blocks in minibatch.endless(loader)
+        )
+        net.train()
+        rate = minibatch.throughput(stream, batches, MINIBATCH_WARMUP, step, "wall", torch.device("cpu"))
+        return rate.per_s
+
+    rates: list[float] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DGL's CPU-affinity advice
+        row.peak_mb = peak_extra_mb(lambda: rates.append(measure()))
+    row.seeds_s = rates[0]
+    row.ms = sum(sizes[MINIBATCH_WARMUP:]) / len(sizes[MINIBATCH_WARMUP:]) / row.seeds_s * 1e3  # per timed batch
+    row.losses = losses
+
+
+def run_one(
+    workload: str, graph_name: str, scale: float, side: str, repeat: int, batches: int, threads: int, data_path: str
+) -> Row:
+    """One row, meant for a fresh process: ``workload`` on ``graph_name`` with DGL's kernels (``side`` "dgl") or
+    featgraph's (``side`` "featgraph": the training runs under ``featgraph.dgl.use()``), on ``threads`` threads."""
+    torch.set_num_threads(threads)
+    row = Row(workload, graph_name, side)
+    dgl = import_dgl()
+    if dgl is None:
+        row.note = "DGL does not import here"
+        return row
+    if workload in FULL_GRAPH:
+        prepared = _full_graph(dgl, workload, graph_name, scale)
+    elif workload == "rgcn":
+        prepared = _rgcn(dgl, scale)
+    else:
+        prepared = None
+    if prepared is not None:
+        row.graph, row.nodes, row.edges = prepared.name, prepared.nodes, prepared.edges
+    routing = featgraph_dgl.use() if side == "featgraph" else None
+    featgraph_dgl.reset_calls()
+    try:
+        if prepared is None:
+            _time_minibatch(row, dgl, data_path, batches)
+        else:
+            _time_full_graph(row, prepared, repeat)
+    except (*minibatch.FAILURES, dgl.DGLError) as err:
+        row.note = f"failed: {str(err)[:80]}"
+    finally:
+        if routing is not None:
+            routing.close()
+    if side == "featgraph":
+        _count_calls(row, featgraph_dgl.calls())
+    return row
+
+
+def _count_calls(row: Row, calls: dict[str, dict[str, int]]) -> None:
+    """featgraph's served calls and the fallbacks by entry point and reason into ``row``; a row featgraph served
+    nothing in says so in its note."""
+    row.served = sum(counts.get(FEATGRAPH, 0) for counts in calls.values())
+    row.fallbacks = {
+        entry: {reason: n for reason, n in counts.items() if reason != FEATGRAPH}
+        for entry, counts in calls.items()
+        if any(reason != FEATGRAPH for reason in counts)
+    }
+    if row.served == 0:
+        row.note = "; ".join(filter(None, [row.note, "featgraph served no kernel call: DGL's kernels ran"]))
+
+
+def fallbacks_cell(row: Row) -> str:
+    """The fallbacks as "entry: reason xN" ("none" where every call was featgraph's, "-" on DGL's row)."""
+    if row.served is None:
+        return "-"
+    listed = [f"{entry}: {reason} x{n}" for entry, counts in row.fallbacks.items() for reason, n in counts.items()]
+    return "; ".join(listed) or "none"
+
+
+def pair_rows(rows: list[Row]) -> None:
+    """Each row's speedup over DGL's row of its workload and graph, and a note where its first losses differ
+    from DGL's by more than float32 rounding or featgraph's row is slower or needs more memory than DGL's."""
+    baseline = rows[0] if rows and rows[0].side == "dgl" else None
+    for row in rows:
+        if baseline is None or not baseline.ms or not row.ms:
+            continue
+        row.speedup = baseline.ms / row.ms
+        if row is baseline or len(row.losses) != len(baseline.losses):
+            continue
+        worst = max(
+            (abs(a - b) / max(abs(b), 1e-12) for a, b in zip(row.losses, baseline.losses, strict=True)), default=0.0
+        )
+        if worst > LOSS_RTOL:
+            row.note = "; ".join(filter(None, [row.note, f"losses differ from DGL's by {worst:.1e} (relative)"]))
+
+
+def run_pair(
+    workload: str, graph_name: str, scale: float, repeat: int, batches: int, threads: int, data_path: str
+) -> list[Row]:
+    """Both sides of one workload on one graph, each in its own process (its own peak memory, no allocator or
+    format caches shared)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    rows = []
+    for side in SIDES:
+        spec = [workload, graph_name, scale, side, repeat, batches, threads, data_path]
+        result = run_worker(__name__, spec, env)
+        rows.append(Row(workload, graph_name, side, note=result) if isinstance(result, str) else Row(**result))
+    pair_rows(rows)
+    return rows
+
+
+def _losses_cell(row: Row) -> str:
+    return ", ".join(f"{loss:.6f}" for loss in row.losses) or "-"
+
+
+TABLE = Table({
+    "workload": "workload", "graph": lambda r: f"{r.graph} ({r.nodes:,} nodes, {r.edges:,} edges)",
+    "kernels": lambda r: "featgraph (featgraph.dgl.use())" if r.side == "featgraph" else "DGL's own",
+    "ms/step": "ms:.1f", "seeds/s": "seeds_s:,.0f", "DGL time / this": "speedup:.2f", "peak MB": "peak_mb:,.0f",
+    "losses (steps 1, 2)": _losses_cell, "featgraph calls": "served", "fallbacks to DGL": fallbacks_cell,
+    "note": "note",
+})  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument(
+        "--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS), help="the full-graph workloads' graphs"
+    )
+    parser.add_argument("--batches", type=int, default=20, help="timed mini-batches (after 3 warm-up batches)")
+    add_common_arguments(
+        parser, repeat=3, threads=toolchain.num_threads(), scale=1.0,
+        scale_help="shrink rand100k-2.9M, the AM-shaped graph and products-like, in (0, 1]",
+    )  # fmt: skip
+
+
+def _pairs(args: argparse.Namespace, products: str) -> Iterator[tuple[str, str]]:
+    """(workload, graph) in the order the table lists them; ``products`` names the mini-batch graph."""
+    for workload in args.workloads:
+        if workload in FULL_GRAPH:
+            yield from ((workload, graph_name) for graph_name in args.graphs)
+        else:
+            yield workload, f"{RGCN_SHAPE}-like" if workload == "rgcn" else products
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    threads = toolchain.checked_threads(args.threads, "--threads")
+    print(f"machine: {machine()}; {threads} threads per worker; {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(
+        f"full-graph epochs: median of {args.repeat} after 2 warm-up; mini-batch: {args.batches} batches of "
+        f"{minibatch.BATCH_SIZE} after {MINIBATCH_WARMUP}; scale {args.scale:g}",
+        flush=True,
+    )
+    print(TABLE.header, flush=True)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="featgraph-dgl-bench-") as directory:
+        data_path, products = "", "products-like"
+        if "minibatch" in args.workloads:
+            path, described = minibatch.write_graph(args.scale, Path(directory))
+            data_path, products = str(path), described.split(":")[0]
+        for workload, graph_name in _pairs(args, products):
+            batch = run_pair(workload, graph_name, args.scale, args.repeat, args.batches, threads, data_path)
+            print(TABLE.rows(batch), flush=True)
+            rows += batch
+    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads)
+    return rows
+
+
+if __name__ == "__main__":  # the worker: one row as JSON on the last line of stdout
+    print(json.dumps(asdict(run_one(*json.loads(sys.argv[1])))))

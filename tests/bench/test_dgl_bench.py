@@ -1,0 +1,69 @@
+import json
+
+import pytest
+
+from featgraph.bench import dgl_bench
+from featgraph.cli import main
+from featgraph.graph.interop import import_dgl
+
+needs_dgl = pytest.mark.skipif(import_dgl() is None, reason="DGL is not installed or does not import")
+
+
+@needs_dgl
+def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_start(tmp_path, capsys):
+    out = tmp_path / "dgl.json"
+    main(["bench", "dgl", "--graphs", "rand100k-2.9M", "--scale", "0.002", "--repeat", "1", "--batches", "2",
+          "--threads", "1", "--json", str(out)])  # fmt: skip
+    written = json.loads(out.read_text())
+    assert written["threads"] == 1 and written["scale"] == 0.002
+    rows = written["rows"]
+    assert [(r["workload"], r["side"]) for r in rows] == [(w, s) for w in dgl_bench.WORKLOADS for s in dgl_bench.SIDES]
+    printed = capsys.readouterr().out
+    assert dgl_bench.TABLE.header in printed
+    for dgl, ours in zip(rows[::2], rows[1::2], strict=True):
+        workload = dgl["workload"]
+        assert dgl["ms"] > 0 and ours["ms"] > 0, (workload, dgl["note"], ours["note"])
+        assert dgl["peak_mb"] is not None and ours["peak_mb"] is not None
+        assert dgl["speedup"] == 1.0 and ours["speedup"] == pytest.approx(dgl["ms"] / ours["ms"])
+        assert dgl["served"] is None and ours["served"] > 0, workload
+        assert isinstance(ours["fallbacks"], dict) and ours["note"] == "", (workload, ours["note"])
+        assert len(dgl["losses"]) == len(ours["losses"]) == 2
+        # the same weights, inputs, dropout masks (and batches): the same losses up to float32 rounding, after
+        # the first step too (the gradients and Adam's step agree)
+        assert ours["losses"] == pytest.approx(dgl["losses"], rel=1e-5), workload
+        assert dgl["nodes"] == ours["nodes"] > 0 and dgl["edges"] == ours["edges"] > 0
+        assert f"| {workload} | {ours['graph']} (" in printed
+    by_workload = {r["workload"]: r for r in rows[1::2]}
+    assert by_workload["minibatch"]["seeds_s"] > 0 and by_workload["gcn"]["seeds_s"] is None
+    assert by_workload["gcn"]["first_ms"] > 0
+    assert by_workload["rgcn"]["graph"] == "am-like-0.002"
+    assert by_workload["minibatch"]["graph"] == "products-like-0.002"
+
+
+def test_a_row_featgraph_served_nothing_in_is_flagged_and_its_fallbacks_listed():
+    row = dgl_bench.Row("gcn", "g", "featgraph")
+    dgl_bench._count_calls(row, {"gspmm": {"lhs dtype torch.int64 (featgraph serves ...)": 4}})
+    assert row.served == 0 and row.fallbacks == {"gspmm": {"lhs dtype torch.int64 (featgraph serves ...)": 4}}
+    assert "featgraph served no kernel call" in row.note
+    assert dgl_bench.fallbacks_cell(row) == "gspmm: lhs dtype torch.int64 (featgraph serves ...) x4"
+
+    row = dgl_bench.Row("gat", "g", "featgraph")
+    dgl_bench._count_calls(row, {"gspmm": {"featgraph": 6}, "edge_softmax": {"featgraph": 2, "an eids subset": 1}})
+    assert row.served == 8 and row.fallbacks == {"edge_softmax": {"an eids subset": 1}} and row.note == ""
+    assert dgl_bench.fallbacks_cell(row) == "edge_softmax: an eids subset x1"
+    dgl_bench._count_calls(row, {"gspmm": {"featgraph": 6}})
+    assert dgl_bench.fallbacks_cell(row) == "none"
+    assert dgl_bench.fallbacks_cell(dgl_bench.Row("gat", "g", "dgl")) == "-"
+
+
+def test_pairing_gives_dgls_time_over_each_rows_and_notes_losses_that_differ():
+    dgl = dgl_bench.Row("gcn", "g", "dgl", ms=30.0, losses=[2.5, 2.4])
+    same = dgl_bench.Row("gcn", "g", "featgraph", ms=10.0, losses=[2.5, 2.4 * (1 + 1e-6)])
+    dgl_bench.pair_rows([dgl, same])
+    assert dgl.speedup == 1.0 and same.speedup == 3.0 and same.note == ""
+    other = dgl_bench.Row("gcn", "g", "featgraph", ms=60.0, losses=[2.5, 2.6])
+    dgl_bench.pair_rows([dgl, other])
+    assert other.speedup == 0.5 and other.note.startswith("losses differ from DGL's by 8.3e-02 (relative)")
+    failed = dgl_bench.Row("gcn", "g", "featgraph", note="worker failed: x")
+    dgl_bench.pair_rows([dgl_bench.Row("gcn", "g", "dgl", note="worker failed: y"), failed])
+    assert failed.speedup is None and failed.note == "worker failed: x"
