@@ -383,6 +383,19 @@ def test_heterograph_stays_dgls():
 
 
 # ---- the graph cache ----------------------------------------------------------------------------------------
+def test_relation_slices_of_one_graph_share_its_featgraph_graph():
+    """DGL's update_all and apply_edges pass ``g[etype]._graph``, a new index each call over the same arrays."""
+    g = random_graph(seed=11)
+    etype = g.canonical_etypes[0]
+    first = graphs.graph_of(g[etype]._graph)
+    assert graphs.graph_of(g[etype]._graph) is first and graphs.graph_of(g._graph) is first
+    src, dst = g.edges(order="eid")
+    assert torch.equal(first.coo()[0], src) and torch.equal(first.coo()[1], dst)
+    other = dgl.graph((dst, src), num_nodes=g.num_nodes())  # the same sizes, other edges
+    theirs = graphs.graph_of(other[other.canonical_etypes[0]]._graph)
+    assert theirs is not first and torch.equal(theirs.coo()[0], dst) and torch.equal(theirs.coo()[1], src)
+
+
 def test_graph_converted_once_and_released():
     g = random_graph(seed=10)
     first = graphs.graph_of(g._graph)
