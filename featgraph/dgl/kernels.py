@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .. import ops
+from ..graph import Graph
 from ..ops.gsddmm import SDDMM_OPS, TARGETS
 from ..ops.gspmm import SPMM_OPS
 from ..ops.udfs import TORCH_TO_TE
@@ -137,6 +138,22 @@ def _empty_rows(values: torch.Tensor, empty: torch.Tensor, reduce: str) -> torch
     return values.masked_fill(mask, float("-inf") if reduce == "max" else float("inf"))
 
 
+def _served_operands(
+    op: str, lhs_data: Any, rhs_data: Any, g: Graph, lhs_rows: int, rhs_rows: int
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The operands ``op`` reads (None for the one a copy ignores), with ``lhs_rows`` and ``rhs_rows`` rows,
+    refused where featgraph does not serve them."""
+    lhs = None if op == "copy_rhs" else lhs_data
+    rhs = None if op == "copy_lhs" else rhs_data
+    if (op != "copy_rhs" and lhs is None) or (op != "copy_lhs" and rhs is None):
+        raise Refused(f"op {op!r} without its operands")
+    _operands(lhs, rhs, g.device)
+    _rows("lhs", lhs, lhs_rows)
+    _rows("rhs", rhs, rhs_rows)
+    _broadcast(op, lhs, rhs)
+    return lhs, rhs
+
+
 # ---- the entry points ------------------------------------------------------------------------------------
 def gspmm(gidx: Any, op: str, reduce_op: str, lhs_data: Any, rhs_data: Any) -> torch.Tensor:
     """``dgl.backend.gspmm``: featgraph's ``gspmm`` on the index's graph."""
@@ -144,15 +161,8 @@ def gspmm(gidx: Any, op: str, reduce_op: str, lhs_data: Any, rhs_data: Any) -> t
         raise Refused(f"op {op!r}")
     if reduce_op not in ("sum", "max", "min"):
         raise Refused(f"reduce {reduce_op!r}")
-    lhs = None if op == "copy_rhs" else lhs_data
-    rhs = None if op == "copy_lhs" else rhs_data
-    if (op != "copy_rhs" and lhs is None) or (op != "copy_lhs" and rhs is None):
-        raise Refused(f"op {op!r} without its operands")
     g = _graph(gidx)
-    _operands(lhs, rhs, g.device)
-    _rows("lhs", lhs, g.num_src_nodes)
-    _rows("rhs", rhs, g.num_edges)
-    _broadcast(op, lhs, rhs)
+    lhs, rhs = _served_operands(op, lhs_data, rhs_data, g, g.num_src_nodes, g.num_edges)
     out = ops.gspmm(g, op, reduce_op, lhs, rhs)
     return _empty_rows(out, g.in_degrees() == 0, reduce_op)
 
@@ -165,15 +175,8 @@ def gsddmm(
         raise Refused(f"op {op!r}")
     if lhs_target not in TARGETS or rhs_target not in TARGETS:
         raise Refused(f"targets {lhs_target!r}, {rhs_target!r}")
-    lhs = None if op == "copy_rhs" else lhs_data
-    rhs = None if op == "copy_lhs" else rhs_data
-    if (op != "copy_rhs" and lhs is None) or (op != "copy_lhs" and rhs is None):
-        raise Refused(f"op {op!r} without its operands")
     g = _graph(gidx)
-    _operands(lhs, rhs, g.device)
-    _rows("lhs", lhs, _target_rows(g, lhs_target))
-    _rows("rhs", rhs, _target_rows(g, rhs_target))
-    _broadcast(op, lhs, rhs)
+    lhs, rhs = _served_operands(op, lhs_data, rhs_data, g, _target_rows(g, lhs_target), _target_rows(g, rhs_target))
     return ops.gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
 
 
