@@ -8,7 +8,7 @@ import torch
 
 from featgraph.nn import accelerate
 from featgraph.nn.to_hetero import fuse_relation_sums
-from tests.nn.test_hetero_conv import SIZES
+from tests.nn.test_hetero_conv import SIZES, assert_same_seeded_first_call
 from tests.nn.test_hetero_conv import typed_inputs as relations
 
 pyg_nn = pytest.importorskip("torch_geometric.nn")
@@ -132,14 +132,4 @@ def test_lazy_layers_are_initialised_in_pyg_order(layer):
     ours = copy.deepcopy(pyg)
     accelerate(ours)
     x, edges = typed_inputs()
-    results = []
-    for net in (pyg, ours):
-        torch.manual_seed(7)
-        results.append((net(x, edges), net.state_dict()))
-    (want, want_state), (got, got_state) = results
-    assert got_state.keys() == want_state.keys()
-    for name in want_state:
-        torch.testing.assert_close(got_state[name], want_state[name], rtol=0, atol=0, msg=name)
-    assert got.keys() == want.keys()
-    for t in want:
-        torch.testing.assert_close(got[t], want[t], atol=1e-5, rtol=1e-4)
+    assert_same_seeded_first_call(pyg, ours, x, edges)
