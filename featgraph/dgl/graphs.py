@@ -3,10 +3,13 @@
 DGL hands its kernels a ``HeteroGraphIndex`` (``gidx``), an immutable handle that a ``DGLGraph`` keeps for its
 lifetime (``local_scope`` shares it), so converting it on every call would redo the CSR build each layer.
 The index supports weak references but not hashing, so the cache is keyed by ``id`` and each entry is
-evicted by its weak reference's callback when DGL frees the index: graphs are never leaked. DGL's
-``update_all`` and ``apply_edges`` pass a relation slice (``g[etype]._graph``), a new index on every call over
-the same edge arrays; those are found again by the arrays' addresses among the last ``SLICES`` graphs, whose
-edge arrays the cache holds so no address is reused while its entry lives.
+evicted by its weak reference's callback when DGL frees the index: graphs are never leaked. An index of
+several edge types has one graph per relation (``relation_graphs``) and, for the softmax across relations,
+one per node type over every edge that ends there (``merged_graphs``). DGL's ``update_all`` and
+``apply_edges`` pass a relation slice (``g[etype]._graph``), a new index on every call over the same edge
+arrays; those are found again by the arrays' addresses among the last ``SLICES`` relation graphs, whose edge
+arrays the cache holds so no address is reused while its entry lives (a relation of a heterograph and its
+slice share one graph).
 """
 
 from __future__ import annotations
@@ -14,20 +17,22 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
 from ..graph import Graph
 
-_CACHE: dict[int, tuple[weakref.ref, Graph]] = {}
+T = TypeVar("T")
+_CACHE: dict[tuple[int, str], tuple[weakref.ref, Any]] = {}
 SLICES = 32
 # (source address, destination address, edges, sources, destinations) -> (the edge arrays, kept alive; graph)
 _BY_ARRAYS: collections.OrderedDict[tuple, tuple[tuple[torch.Tensor, torch.Tensor], Graph]] = collections.OrderedDict()
 _LOCK = threading.Lock()
 
 
-def _evict(key: int, ref: weakref.ref) -> None:
+def _evict(key: tuple[int, str], ref: weakref.ref) -> None:
     """Drop ``key``'s entry if it is still the one ``ref`` belongs to (an id can be reused after a free)."""
     with _LOCK:
         entry = _CACHE.get(key)
@@ -35,53 +40,108 @@ def _evict(key: int, ref: weakref.ref) -> None:
             del _CACHE[key]
 
 
-def _edges(gidx: Any) -> tuple[torch.Tensor, torch.Tensor, int | tuple[int, int]]:
-    """A one-edge-type index's src and dst in DGL's edge-id order and its vertex count (a pair where the edge
-    type joins two node types: blocks)."""
-    if gidx.number_of_etypes() != 1:
-        raise ValueError(f"expected a graph index with one edge type, got {gidx.number_of_etypes()}")
-    src_type, dst_type = gidx.metagraph.find_edge(0)
-    src, dst, _ = gidx.edges(0, "eid")
+def _remembered(gidx: Any, what: str, build: Callable[[], T]) -> T:
+    """``build()``, built on the first call for this index object and ``what`` and remembered while it lives."""
+    key = (id(gidx), what)
+    with _LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None and entry[0]() is gidx:
+            return entry[1]
+    value = build()
+    ref = weakref.ref(gidx, lambda r, key=key: _evict(key, r))
+    with _LOCK:
+        _CACHE[key] = (ref, value)
+    return value
+
+
+def _edges(gidx: Any, etype: int = 0) -> tuple[torch.Tensor, torch.Tensor, int | tuple[int, int]]:
+    """Edge type ``etype``'s src and dst in DGL's edge-id order and its vertex count (a pair where the edge
+    type joins two node types: blocks, relations of a heterograph)."""
+    src_type, dst_type = gidx.metagraph.find_edge(etype)
+    src, dst, _ = gidx.edges(etype, "eid")
     num_src, num_dst = gidx.number_of_nodes(src_type), gidx.number_of_nodes(dst_type)
     return src, dst, (num_src if src_type == dst_type else (num_src, num_dst))
 
 
 def convert(gidx: Any) -> Graph:
     """The featgraph ``Graph`` of a one-edge-type graph index: src and dst in DGL's edge-id order (so edge data
-    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks)."""
-    src, dst, num_nodes = _edges(gidx)
-    return Graph(src, dst, num_nodes)
+    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks). The
+    graph shares the index's edge arrays (DGL never writes them), so it adds only its formats."""
+    _one_edge_type(gidx)
+    return Graph(*_edges(gidx))
 
 
-def graph_of(gidx: Any) -> Graph:
-    """``convert(gidx)``, built on the first call for this index object (or for another index over the same
-    edge arrays: a relation slice) and remembered while it lives."""
-    key = id(gidx)
-    with _LOCK:
-        entry = _CACHE.get(key)
-        if entry is not None and entry[0]() is gidx:
-            return entry[1]
-    src, dst, num_nodes = _edges(gidx)
+def _one_edge_type(gidx: Any) -> None:
+    if gidx.number_of_etypes() != 1:
+        raise ValueError(f"expected a graph index with one edge type, got {gidx.number_of_etypes()}")
+
+
+def _relation(gidx: Any, etype: int) -> Graph:
+    """The graph of edge type ``etype``: the one remembered for the same edge arrays (a relation slice), else
+    a new one, remembered by its arrays."""
+    src, dst, num_nodes = _edges(gidx, etype)
     arrays = (src.data_ptr(), dst.data_ptr(), src.numel(), num_nodes, src.dtype, src.device)
     with _LOCK:
         found = _BY_ARRAYS.get(arrays)
         if found is not None:
             _BY_ARRAYS.move_to_end(arrays)
-    graph = found[1] if found is not None else Graph(src, dst, num_nodes)
-    ref = weakref.ref(gidx, lambda r, key=key: _evict(key, r))
-    with _LOCK:
-        _CACHE[key] = (ref, graph)
-        if found is None and src.numel():  # an empty graph's arrays have no address to find it by
+            return found[1]
+    graph = Graph(src, dst, num_nodes)
+    if src.numel():  # an empty graph's arrays have no address to find it by
+        with _LOCK:
             _BY_ARRAYS[arrays] = ((src, dst), graph)
             while len(_BY_ARRAYS) > SLICES:
                 _BY_ARRAYS.popitem(last=False)
     return graph
 
 
+def relation_graphs(gidx: Any) -> tuple[Graph, ...]:
+    """One featgraph graph per edge type of ``gidx``, in DGL's edge type order (``_relation``), built once per
+    index object."""
+    return _remembered(gidx, "relations", lambda: tuple(_relation(gidx, e) for e in range(gidx.number_of_etypes())))
+
+
+def graph_of(gidx: Any) -> Graph:
+    """``convert(gidx)``, built on the first call for this index object (or for another index over the same
+    edge arrays: a relation slice) and remembered while it lives."""
+    _one_edge_type(gidx)
+    return relation_graphs(gidx)[0]
+
+
+def merged_graphs(gidx: Any, by: str) -> dict[int, tuple[Graph, tuple[int, ...]]]:
+    """Per node type, the edges of every relation that ends there (``by`` "dst") or starts there (``by``
+    "src", reversed so they end there): ``(graph, edge types)``, the edges relation after relation in DGL's
+    edge-id order, each relation's other ends numbered after the previous relation's. A softmax over the
+    graph's in-edges is then the softmax across relations that share a node; built once per index object."""
+    if by not in ("dst", "src"):
+        raise ValueError(f"by must be 'dst' or 'src', got {by!r}")
+
+    def build() -> dict[int, tuple[Graph, tuple[int, ...]]]:
+        grouped: dict[int, list[int]] = {}
+        for etype in range(gidx.number_of_etypes()):
+            src_type, dst_type = gidx.metagraph.find_edge(etype)
+            grouped.setdefault(dst_type if by == "dst" else src_type, []).append(etype)
+        merged = {}
+        for ntype, etypes in grouped.items():
+            ends, others, offset = [], [], 0
+            for etype in etypes:
+                src, dst, _ = gidx.edges(etype, "eid")
+                src_type, dst_type = gidx.metagraph.find_edge(etype)
+                end, other, other_type = (dst, src, src_type) if by == "dst" else (src, dst, dst_type)
+                ends.append(end)
+                others.append(other + offset)
+                offset += gidx.number_of_nodes(other_type)
+            graph = Graph(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
+            merged[ntype] = (graph, tuple(etypes))
+        return merged
+
+    return _remembered(gidx, f"merged by {by}", build)
+
+
 def cached_count() -> int:
-    """How many graph indexes have a featgraph graph remembered (for checking that none leak)."""
+    """How many graph indexes have featgraph graphs remembered (for checking that none leak)."""
     with _LOCK:
-        return len(_CACHE)
+        return len({key[0] for key in _CACHE})
 
 
 def clear() -> None:

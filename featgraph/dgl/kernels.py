@@ -78,7 +78,8 @@ def routing(entry: str, serve: Callable[..., Any], original: Callable[..., Any])
 
 
 # ---- argument checks: each refuses with the reason ------------------------------------------------------
-def _floating(name: str, x: Any) -> torch.Tensor:
+def floating(name: str, x: Any) -> torch.Tensor:
+    """``x``, refused unless it is a non-scalar tensor of a dtype featgraph's kernels take."""
     if not isinstance(x, torch.Tensor):
         raise Refused(f"{name} is not a tensor")
     if x.dtype not in TORCH_TO_TE:
@@ -93,7 +94,7 @@ def _operands(lhs: torch.Tensor | None, rhs: torch.Tensor | None, device: torch.
     if not given:
         raise Refused("no operand")
     for name, x in given:
-        _floating(name, x)
+        floating(name, x)
         if x.device != device:
             raise Refused(f"{name} on {x.device}, graph on {device}")
     if len(given) == 2 and lhs.dtype != rhs.dtype:  # type: ignore[union-attr]
@@ -118,14 +119,31 @@ def _broadcast(op: str, lhs: torch.Tensor | None, rhs: torch.Tensor | None) -> N
         raise Refused(f"feature shapes {left} and {right} do not broadcast") from None
 
 
+def check_spmm(op: str, reduce_op: str) -> None:
+    """Refuse a gspmm op or reducer featgraph does not serve (mean reaches DGL's kernels as a sum)."""
+    if op not in SPMM_OPS:
+        raise Refused(f"op {op!r}")
+    if reduce_op not in ("sum", "max", "min"):
+        raise Refused(f"reduce {reduce_op!r}")
+
+
+def check_sddmm(op: str, lhs_target: str, rhs_target: str) -> None:
+    """Refuse a gsddmm op or target featgraph does not serve."""
+    if op not in SDDMM_OPS:
+        raise Refused(f"op {op!r}")
+    if lhs_target not in TARGETS or rhs_target not in TARGETS:
+        raise Refused(f"targets {lhs_target!r}, {rhs_target!r}")
+
+
 def _graph(gidx: Any) -> Any:
-    """The index's featgraph graph; several edge types are the hetero entry points' (DGL's own)."""
+    """The index's featgraph graph; an index of several edge types is the hetero entry points' (``hetero``)."""
     if gidx.number_of_etypes() != 1:
         raise Refused(f"{gidx.number_of_etypes()} edge types")
     return graphs.graph_of(gidx)
 
 
-def _target_rows(g: Any, target: str) -> int:
+def target_rows(g: Any, target: str) -> int:
+    """The rows an operand on ``target`` (u, v or e) has."""
     return {"u": g.num_src_nodes, "v": g.num_dst_nodes, "e": g.num_edges}[target]
 
 
@@ -134,11 +152,16 @@ def _empty_rows(values: torch.Tensor, empty: torch.Tensor, reduce: str) -> torch
     for min; DGL's callers replace them with 0 where they want 0); with nothing to reduce DGL gives 0."""
     if reduce not in ("max", "min") or bool(empty.all()) or not bool(empty.any()):
         return values
+    return identity_rows(values, empty, reduce)
+
+
+def identity_rows(values: torch.Tensor, empty: torch.Tensor, reduce: str) -> torch.Tensor:
+    """``values`` with max's or min's identity (-inf, inf) in the ``empty`` rows."""
     mask = empty.view(-1, *([1] * (values.dim() - 1)))
     return values.masked_fill(mask, float("-inf") if reduce == "max" else float("inf"))
 
 
-def _served_operands(
+def served_operands(
     op: str, lhs_data: Any, rhs_data: Any, g: Graph, lhs_rows: int, rhs_rows: int
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The operands ``op`` reads (None for the one a copy ignores), with ``lhs_rows`` and ``rhs_rows`` rows,
@@ -157,12 +180,9 @@ def _served_operands(
 # ---- the entry points ------------------------------------------------------------------------------------
 def gspmm(gidx: Any, op: str, reduce_op: str, lhs_data: Any, rhs_data: Any) -> torch.Tensor:
     """``dgl.backend.gspmm``: featgraph's ``gspmm`` on the index's graph."""
-    if op not in SPMM_OPS:
-        raise Refused(f"op {op!r}")
-    if reduce_op not in ("sum", "max", "min"):
-        raise Refused(f"reduce {reduce_op!r}")
+    check_spmm(op, reduce_op)
     g = _graph(gidx)
-    lhs, rhs = _served_operands(op, lhs_data, rhs_data, g, g.num_src_nodes, g.num_edges)
+    lhs, rhs = served_operands(op, lhs_data, rhs_data, g, g.num_src_nodes, g.num_edges)
     out = ops.gspmm(g, op, reduce_op, lhs, rhs)
     return _empty_rows(out, g.in_degrees() == 0, reduce_op)
 
@@ -171,12 +191,9 @@ def gsddmm(
     gidx: Any, op: str, lhs_data: Any, rhs_data: Any, lhs_target: str = "u", rhs_target: str = "v"
 ) -> torch.Tensor:
     """``dgl.backend.gsddmm``: featgraph's ``gsddmm`` on the index's graph."""
-    if op not in SDDMM_OPS:
-        raise Refused(f"op {op!r}")
-    if lhs_target not in TARGETS or rhs_target not in TARGETS:
-        raise Refused(f"targets {lhs_target!r}, {rhs_target!r}")
+    check_sddmm(op, lhs_target, rhs_target)
     g = _graph(gidx)
-    lhs, rhs = _served_operands(op, lhs_data, rhs_data, g, _target_rows(g, lhs_target), _target_rows(g, rhs_target))
+    lhs, rhs = served_operands(op, lhs_data, rhs_data, g, target_rows(g, lhs_target), target_rows(g, rhs_target))
     return ops.gsddmm(g, op, lhs, rhs, lhs_target, rhs_target)
 
 
@@ -189,7 +206,7 @@ def edge_softmax(gidx: Any, logits: Any, eids: Any = "__ALL__", norm_by: str = "
     if norm_by not in ("dst", "src"):
         raise Refused(f"norm_by {norm_by!r}")
     g = _graph(gidx)
-    scores = _floating("logits", logits)
+    scores = floating("logits", logits)
     if scores.device != g.device:
         raise Refused(f"logits on {scores.device}, graph on {g.device}")
     _rows("logits", scores, g.num_edges)
@@ -200,7 +217,7 @@ def segment_reduce(op: str, x: Any, offsets: Any) -> torch.Tensor:
     """``dgl.backend.segment_reduce``: featgraph's ``segment_reduce`` of the segments between ``offsets``."""
     if op not in ("sum", "max", "min"):
         raise Refused(f"reducer {op!r}")
-    value = _floating("x", x)
+    value = floating("x", x)
     if not isinstance(offsets, torch.Tensor) or offsets.dim() != 1 or offsets.is_floating_point():
         raise Refused("offsets are not a 1-D integer tensor")
     if offsets.numel() == 0 or int(offsets[0]) != 0 or int(offsets[-1]) != value.shape[0]:
@@ -215,14 +232,14 @@ def gather_mm(a: Any, b: Any, idx_a: Any = None, idx_b: Any = None) -> torch.Ten
     """``dgl.backend.gather_mm``: featgraph's ``gather_mm`` of the rows ``a[idx_a]`` (all rows without it)."""
     if idx_b is None:
         raise Refused("no idx_b (a product with one weight per row)")
-    _floating("A", a)
+    floating("A", a)
     rows = a if idx_a is None else a.index_select(0, torch.as_tensor(idx_a, device=a.device).long())
     return ops.gather_mm(rows, b, idx_b)
 
 
 def segment_mm(a: Any, b: Any, seglen_a: Any) -> torch.Tensor:
     """``dgl.backend.segment_mm``: featgraph's ``segment_mm``."""
-    _floating("A", a)
+    floating("A", a)
     return ops.segment_mm(a, b, seglen_a)
 
 

@@ -3,8 +3,10 @@
 DGL's message passing (``update_all``/``apply_edges`` with builtins), ``dgl.ops`` and every ``dgl.nn`` layer
 reach DGL's kernels through a handful of functions: ``dgl.backend.gspmm``/``gsddmm``/``edge_softmax`` (which
 ``dgl.ops.spmm``/``sddmm``/``edge_softmax`` bind at import time under the names ``gspmm_internal``,
-``gsddmm_internal``, ``edge_softmax_internal``), and ``segment_reduce``/``gather_mm``/``segment_mm`` (looked
-up on ``dgl.backend`` at call time by ``dgl.ops.segment``/``gather_mm``, the readouts and ``TypedLinear``).
+``gsddmm_internal``, ``edge_softmax_internal``), their heterograph variants ``gspmm_hetero``/``gsddmm_hetero``/
+``edge_softmax_hetero`` (bound likewise, ``*_internal_hetero``/``edge_softmax_hetero_internal``; served by
+``hetero``), and ``segment_reduce``/``gather_mm``/``segment_mm`` (looked up on ``dgl.backend`` at call time by
+``dgl.ops.segment``/``gather_mm``, the readouts and ``TypedLinear``).
 ``use`` replaces each of them where it is bound, keeping the originals, and ``unuse`` puts the originals back.
 """
 
@@ -17,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ..graph.interop import import_dgl
-from . import kernels
+from . import hetero, kernels
 
 
 @dataclass(frozen=True)
@@ -71,20 +73,26 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
         "gspmm_hetero",
         (("dgl.backend", "gspmm_hetero"), ("dgl.ops.spmm", "gspmm_internal_hetero")),
-        None,
-        "several edge types: the reduction across relations (and max/min's winners across them) is DGL's",
+        "featgraph.ops.gspmm per relation",
+        "several edge types (update_all, dgl.ops on a heterograph): each relation's gspmm, reduced across the "
+        "relations into a node type as DGL's kernel (sum; max/min keep the first winning relation); DGL's own "
+        "for other dtypes, mixed dtypes or devices, shapes DGL rejects or relations giving one node type "
+        "different shapes",
     ),
     EntryPoint(
         "gsddmm_hetero",
         (("dgl.backend", "gsddmm_hetero"), ("dgl.ops.sddmm", "gsddmm_internal_hetero")),
-        None,
-        "several edge types: not routed per relation",
+        "featgraph.ops.gsddmm per relation",
+        "several edge types (apply_edges, dgl.ops on a heterograph): each relation's gsddmm; DGL's own for "
+        "other dtypes, mixed dtypes or devices, shapes DGL rejects",
     ),
     EntryPoint(
         "edge_softmax_hetero",
         (("dgl.backend", "edge_softmax_hetero"), ("dgl.ops.edge_softmax", "edge_softmax_hetero_internal")),
-        None,
-        "several edge types: the softmax spans relations sharing a destination",
+        "featgraph.ops.edge_softmax per node type",
+        "several edge types: one softmax over every relation's edges into a node type (out of it for "
+        "norm_by='src'); DGL's own for an eids subset, other dtypes, or logits of different shapes sharing a "
+        "vertex",
     ),
     EntryPoint(
         "scatter_add",
@@ -111,6 +119,9 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "sparse mask (the gradients of csrmm/csrsum): featgraph has no such op",
     ),
 )
+
+
+SERVERS: dict[str, Any] = {**kernels.SERVERS, **hetero.SERVERS}  # entry point name -> featgraph's version
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,7 @@ def use() -> Routing:
                 original = getattr(module, attribute, None)
                 if original is None:
                     continue
-                replacement = kernels.routing(entry.name, kernels.SERVERS[entry.name], original)
+                replacement = kernels.routing(entry.name, SERVERS[entry.name], original)
                 patches.append((module, attribute, original, replacement))
         for module, attribute, _, replacement in patches:
             setattr(module, attribute, replacement)

@@ -361,27 +361,6 @@ def test_integer_features_stay_dgls():
     assert "featgraph" not in fdgl.calls()["gspmm"]
 
 
-def test_heterograph_stays_dgls():
-    hg = dgl.heterograph({
-        ("user", "follows", "user"): ([0, 1, 2], [1, 2, 0]),
-        ("game", "played-by", "user"): ([0, 1], [0, 0]),
-    })  # fmt: skip
-    hg.nodes["user"].data["h"] = torch.randn(3, 2)
-    hg.nodes["game"].data["h"] = torch.randn(2, 2)
-
-    def run():
-        hg.multi_update_all({etype: (fn.copy_u("h", "m"), fn.sum("m", "out")) for etype in hg.etypes}, "sum")
-        return hg.nodes["user"].data["out"]
-
-    want = run()
-    with fdgl.use():
-        torch.testing.assert_close(run(), want)
-        one = hg["follows"]  # one relation: routed
-        one.ndata["h"] = hg.nodes["user"].data["h"]
-        one.update_all(fn.copy_u("h", "m"), fn.sum("m", "o"))
-    assert served(fdgl.calls(), "gspmm") >= 1
-
-
 # ---- the graph cache ----------------------------------------------------------------------------------------
 def test_relation_slices_of_one_graph_share_its_featgraph_graph():
     """DGL's update_all and apply_edges pass ``g[etype]._graph``, a new index each call over the same arrays."""
@@ -445,12 +424,13 @@ def test_routed_lists_entry_points():
     with fdgl.use():
         now = {route.name: route for route in fdgl.routed()}
     assert {name for name, route in now.items() if route.routed} == {
-        "gspmm", "gsddmm", "edge_softmax", "segment_reduce", "gather_mm", "segment_mm"
+        "gspmm", "gsddmm", "edge_softmax", "segment_reduce", "gather_mm", "segment_mm", "gspmm_hetero",
+        "gsddmm_hetero", "edge_softmax_hetero"
     }  # fmt: skip
     assert now["gspmm"].locations == ("dgl.backend.gspmm", "dgl.ops.spmm.gspmm_internal")
     assert now["gspmm"].featgraph_op == "featgraph.ops.gspmm"
     assert all(route.reason for route in now.values())
-    assert now["gspmm_hetero"].reason.startswith("DGL's own")
+    assert now["csrmm"].reason.startswith("DGL's own")
 
 
 def test_use_twice_is_harmless():
