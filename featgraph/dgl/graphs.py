@@ -68,7 +68,7 @@ def convert(gidx: Any) -> Graph:
     rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks). The
     graph shares the index's edge arrays (DGL never writes them), so it adds only its formats."""
     _one_edge_type(gidx)
-    return Graph(*_edges(gidx))
+    return Graph.sharing(*_edges(gidx))
 
 
 def _one_edge_type(gidx: Any) -> None:
@@ -86,7 +86,7 @@ def _relation(gidx: Any, etype: int) -> Graph:
         if found is not None:
             _BY_ARRAYS.move_to_end(arrays)
             return found[1]
-    graph = Graph(src, dst, num_nodes)
+    graph = Graph.sharing(src, dst, num_nodes)
     if src.numel():  # an empty graph's arrays have no address to find it by
         with _LOCK:
             _BY_ARRAYS[arrays] = ((src, dst), graph)
@@ -131,7 +131,7 @@ def merged_graphs(gidx: Any, by: str) -> dict[int, tuple[Graph, tuple[int, ...]]
                 ends.append(end)
                 others.append(other + offset)
                 offset += gidx.number_of_nodes(other_type)
-            graph = Graph(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
+            graph = Graph.sharing(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
             merged[ntype] = (graph, tuple(etypes))
         return merged
 

@@ -115,6 +115,34 @@ def _sizes(num_nodes: Any) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+def _check_pair(src: torch.Tensor, dst: torch.Tensor) -> None:
+    if src.dim() != 1 or dst.dim() != 1 or src.shape != dst.shape:
+        raise ValueError(
+            f"src and dst must be 1-D of equal length, got shapes {tuple(src.shape)} and {tuple(dst.shape)}"
+        )
+    if src.device != dst.device:
+        raise ValueError(f"src and dst on different devices: {src.device} and {dst.device}")
+
+
+def _checked_sizes(src: torch.Tensor, dst: torch.Tensor, num_nodes: Any) -> tuple[int, int]:
+    """(num_src, num_dst) for int64 edges ``src -> dst``: from ``num_nodes`` (one int or a pair) or the largest
+    id, every id checked to be in range."""
+    num_edges = src.numel()
+    smallest = int(torch.minimum(src.min(), dst.min())) if num_edges else 0
+    if smallest < 0:
+        raise ValueError(f"negative node id {smallest} in the edges")
+    largest = (int(src.max()), int(dst.max())) if num_edges else (-1, -1)
+    sizes = _sizes(num_nodes) if num_nodes is not None else (max(largest) + 1,) * 2
+    if sizes[0] == sizes[1]:
+        if max(largest) >= sizes[0]:
+            raise ValueError(f"node id {max(largest)} out of range for num_nodes={sizes[0]}")
+    else:
+        for role, top, size in zip(("source", "destination"), largest, sizes, strict=True):
+            if top >= size:
+                raise ValueError(f"{role} id {top} out of range for num_nodes={sizes} (num_src, num_dst)")
+    return sizes
+
+
 class Graph:
     """A directed multigraph; edge ``e`` goes ``src[e] -> dst[e]``. ``num_nodes`` is one vertex count, or a
     pair ``(num_src, num_dst)`` for a bipartite graph whose sources and destinations are separate vertex
@@ -132,35 +160,30 @@ class Graph:
         num_nodes: int | tuple[int, int] | None = None,
         edge_weight: Any | None = None,
     ) -> None:
-        src_t = _index_vector(src, "src")
-        dst_t = _index_vector(dst, "dst")
-        if src_t.dim() != 1 or dst_t.dim() != 1 or src_t.shape != dst_t.shape:
-            raise ValueError(
-                f"src and dst must be 1-D of equal length, got shapes {tuple(src_t.shape)} and {tuple(dst_t.shape)}"
-            )
-        if src_t.device != dst_t.device:
-            raise ValueError(f"src and dst on different devices: {src_t.device} and {dst_t.device}")
+        src_t, dst_t = _index_vector(src, "src"), _index_vector(dst, "dst")
+        _check_pair(src_t, dst_t)
         # one fresh (2, E) copy, so the caller's tensors are never aliased and ``edge_index`` costs nothing
         edges = torch.stack([src_t.to(torch.int64), dst_t.to(torch.int64)])
         src_t, dst_t = edges[0], edges[1]
-        num_edges = src_t.numel()
-        smallest = int(torch.minimum(src_t.min(), dst_t.min())) if num_edges else 0
-        if smallest < 0:
-            raise ValueError(f"negative node id {smallest} in the edges")
-        largest = (int(src_t.max()), int(dst_t.max())) if num_edges else (-1, -1)
-        sizes = _sizes(num_nodes) if num_nodes is not None else (max(largest) + 1,) * 2
-        if sizes[0] == sizes[1]:
-            if max(largest) >= sizes[0]:
-                raise ValueError(f"node id {max(largest)} out of range for num_nodes={sizes[0]}")
-        else:
-            for role, top, size in zip(("source", "destination"), largest, sizes, strict=True):
-                if top >= size:
-                    raise ValueError(f"{role} id {top} out of range for num_nodes={sizes} (num_src, num_dst)")
+        sizes = _checked_sizes(src_t, dst_t, num_nodes)
         self._src, self._dst, self._edges = src_t, dst_t, edges
         self._num_src, self._num_dst = sizes
         self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
         self._cache: dict[tuple, Any] = {}
         self._own(edges)
+
+    @classmethod
+    def sharing(cls, src: torch.Tensor, dst: torch.Tensor, num_nodes: int | tuple[int, int] | None = None) -> Graph:
+        """A graph over these very int64 edge tensors, checked as the constructor checks them but not copied:
+        for edge arrays their owner never writes (a DGL graph index's), so the graph adds only its formats to
+        the memory they take. int32 ids are widened (a copy)."""
+        for what, ids in (("src", src), ("dst", dst)):
+            if not isinstance(ids, torch.Tensor):
+                raise TypeError(f"{what} must be a tensor, got {type(ids).__name__}")
+            _index_vector(ids, what)
+        _check_pair(src, dst)
+        src_t, dst_t = (ids.to(torch.int64).contiguous() for ids in (src, dst))
+        return cls._derived(src_t, dst_t, _checked_sizes(src_t, dst_t, num_nodes), None)
 
     @classmethod
     def _derived(
