@@ -17,7 +17,11 @@ from seeds/s over ``--batches`` after three warm-up batches), DGL's time over th
 training adds, the losses of the first two steps (both rows start from the same weights, inputs, dropout
 masks and batches, so they agree to float32 rounding: the first checks the forward, the second the
 gradients and the step), and under featgraph how many kernel calls featgraph served and which fell back to
-DGL's own kernels, and why (``featgraph.dgl.calls``).
+DGL's own kernels, and why (``featgraph.dgl.calls``). One more step runs under torch's profiler for the time
+spent inside the side's kernels (DGL's kernel functions, or featgraph's operators, outermost calls only):
+featgraph's row compares the two sides' kernel times, and DGL's row gives the bound Amdahl's law sets, the
+speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
+layers, dropout, DGL's graph bookkeeping, stays the same on both sides).
 """
 
 from __future__ import annotations
@@ -58,6 +62,25 @@ RGCN_SHAPE = "am"
 MINIBATCH = minibatch.MODELS["sage"]  # 3 layers, 256 hidden, fan-out 15/10/5 from the seeds (DGL's: 5/10/15)
 MINIBATCH_WARMUP = 3
 LOSS_RTOL = 1e-4  # float32 rounding: summation orders differ between the kernels
+DGL_KERNELS = frozenset(
+    f"{function}{suffix}"
+    for function in (
+        "GSpMM",
+        "GSpMM_hetero",
+        "GSDDMM",
+        "GSDDMM_hetero",
+        "EdgeSoftmax",
+        "EdgeSoftmax_hetero",
+        "SegmentReduce",
+        "ScatterAdd",
+        "CSRMM",
+        "CSRSum",
+        "CSRMask",
+        "SEGMENTMM",
+        "GATHERMM",
+    )
+    for suffix in ("", "Backward")
+)  # DGL's kernel functions (dgl/backend/pytorch/sparse.py) as the profiler names them, forward and backward
 
 
 @dataclass
@@ -73,9 +96,36 @@ class Row:
     speedup: float | None = None  # DGL's ms / this row's ms
     peak_mb: float | None = None
     losses: list[float] = field(default_factory=list)  # the first two steps'
+    kernel_ms: float | None = None  # of one profiled step, inside this side's kernels
+    profiled_ms: float | None = None  # that profiled step
+    kernel_speedup: float | None = None  # DGL's kernel_ms / this row's (featgraph's row)
+    bound: float | None = None  # DGL's row: the speedup if featgraph's kernels took no time (Amdahl)
     served: int | None = None  # kernel calls featgraph served (featgraph's row)
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)  # entry point: {reason: calls} to DGL's
     note: str = ""
+
+
+def _is_kernel(name: str, side: str) -> bool:
+    return name.startswith("featgraph::") if side == "featgraph" else name in DGL_KERNELS
+
+
+def profile_kernels(row: Row, step: Any) -> None:
+    """Run ``step`` once under torch's profiler: its time and the time inside ``row.side``'s kernels (the
+    outermost kernel calls' CPU time, so a kernel calling another counts once) into ``row``."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        start = time.perf_counter()
+        step()
+        row.profiled_ms = (time.perf_counter() - start) * 1e3
+    kernel_us = 0.0
+    for event in profiler.events():
+        if not _is_kernel(event.name, row.side):
+            continue
+        parent = event.cpu_parent
+        while parent is not None and not _is_kernel(parent.name, row.side):
+            parent = parent.cpu_parent
+        if parent is None:
+            kernel_us += event.cpu_time_total
+    row.kernel_ms = kernel_us / 1e3
 
 
 class Recorded(torch.nn.Module):
@@ -153,6 +203,13 @@ def _time_full_graph(row: Row, prepared: Prepared, repeat: int) -> None:
     row.first_ms, row.ms = times
     row.losses = [float(F.cross_entropy(out, prepared.y)) for out in net.outputs]
 
+    def epoch() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(net(prepared.x, prepared.graph), prepared.y).backward()
+        optimizer.step()
+
+    profile_kernels(row, epoch)
+
 
 def _time_minibatch(row: Row, dgl: Any, data_path: str, batches: int) -> None:
     """DGL's sampler, loader and ``SAGEConv`` model (``minibatch.DGLSampledNet``) on the saved products-like graph:
@@ -190,6 +247,8 @@ def _time_minibatch(row: Row, dgl: Any, data_path: str, batches: int) -> None:
         )
         net.train()
         rate = minibatch.throughput(stream, batches, MINIBATCH_WARMUP, step, "wall", torch.device("cpu"))
+        profile_kernels(row, lambda: step(next(stream)))  # a batch drawn and trained on, as each timed one
+        sizes.pop()
         return rate.per_s
 
     rates: list[float] = []
@@ -266,7 +325,13 @@ def pair_rows(rows: list[Row]) -> None:
         if baseline is None or not baseline.ms or not row.ms:
             continue
         row.speedup = baseline.ms / row.ms
-        if row is baseline or len(row.losses) != len(baseline.losses):
+        if row is baseline:
+            if row.kernel_ms is not None and row.profiled_ms and row.profiled_ms > row.kernel_ms:
+                row.bound = row.profiled_ms / (row.profiled_ms - row.kernel_ms)
+            continue
+        if baseline.kernel_ms and row.kernel_ms:
+            row.kernel_speedup = baseline.kernel_ms / row.kernel_ms
+        if len(row.losses) != len(baseline.losses):
             continue
         worst = max(
             (abs(a - b) / max(abs(b), 1e-12) for a, b in zip(row.losses, baseline.losses, strict=True)), default=0.0
@@ -298,8 +363,9 @@ TABLE = Table({
     "workload": "workload", "graph": lambda r: f"{r.graph} ({r.nodes:,} nodes, {r.edges:,} edges)",
     "kernels": lambda r: "featgraph (featgraph.dgl.use())" if r.side == "featgraph" else "DGL's own",
     "ms/step": "ms:.1f", "seeds/s": "seeds_s:,.0f", "DGL time / this": "speedup:.2f", "peak MB": "peak_mb:,.0f",
-    "losses (steps 1, 2)": _losses_cell, "featgraph calls": "served", "fallbacks to DGL": fallbacks_cell,
-    "note": "note",
+    "kernel ms": "kernel_ms:.1f", "kernels: DGL / this": "kernel_speedup:.2f",
+    "bound (kernels free)": "bound:.2f", "losses (steps 1, 2)": _losses_cell, "featgraph calls": "served",
+    "fallbacks to DGL": fallbacks_cell, "note": "note",
 })  # fmt: skip
 
 

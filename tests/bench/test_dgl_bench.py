@@ -12,12 +12,13 @@ needs_dgl = pytest.mark.skipif(import_dgl() is None, reason="DGL is not installe
 @needs_dgl
 def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_start(tmp_path, capsys):
     out = tmp_path / "dgl.json"
-    main(["bench", "dgl", "--graphs", "rand100k-2.9M", "--scale", "0.002", "--repeat", "1", "--batches", "2",
-          "--threads", "1", "--json", str(out)])  # fmt: skip
+    workloads = ("gat", "rgcn", "minibatch")  # gcn and sage take gat's full-graph path
+    main(["bench", "dgl", "--workloads", *workloads, "--graphs", "rand100k-2.9M", "--scale", "0.002", "--repeat", "1",
+          "--batches", "2", "--threads", "1", "--json", str(out)])  # fmt: skip
     written = json.loads(out.read_text())
     assert written["threads"] == 1 and written["scale"] == 0.002
     rows = written["rows"]
-    assert [(r["workload"], r["side"]) for r in rows] == [(w, s) for w in dgl_bench.WORKLOADS for s in dgl_bench.SIDES]
+    assert [(r["workload"], r["side"]) for r in rows] == [(w, s) for w in workloads for s in dgl_bench.SIDES]
     printed = capsys.readouterr().out
     assert dgl_bench.TABLE.header in printed
     for dgl, ours in zip(rows[::2], rows[1::2], strict=True):
@@ -32,10 +33,13 @@ def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_s
         # the first step too (the gradients and Adam's step agree)
         assert ours["losses"] == pytest.approx(dgl["losses"], rel=1e-5), workload
         assert dgl["nodes"] == ours["nodes"] > 0 and dgl["edges"] == ours["edges"] > 0
+        assert 0 < dgl["kernel_ms"] < dgl["profiled_ms"] and 0 < ours["kernel_ms"] < ours["profiled_ms"], workload
+        assert dgl["bound"] == pytest.approx(dgl["profiled_ms"] / (dgl["profiled_ms"] - dgl["kernel_ms"]))
+        assert ours["kernel_speedup"] == pytest.approx(dgl["kernel_ms"] / ours["kernel_ms"]) and ours["bound"] is None
         assert f"| {workload} | {ours['graph']} (" in printed
     by_workload = {r["workload"]: r for r in rows[1::2]}
-    assert by_workload["minibatch"]["seeds_s"] > 0 and by_workload["gcn"]["seeds_s"] is None
-    assert by_workload["gcn"]["first_ms"] > 0
+    assert by_workload["minibatch"]["seeds_s"] > 0 and by_workload["gat"]["seeds_s"] is None
+    assert by_workload["gat"]["first_ms"] > 0
     assert by_workload["rgcn"]["graph"] == "am-like-0.002"
     assert by_workload["minibatch"]["graph"] == "products-like-0.002"
 
@@ -67,3 +71,30 @@ def test_pairing_gives_dgls_time_over_each_rows_and_notes_losses_that_differ():
     failed = dgl_bench.Row("gcn", "g", "featgraph", note="worker failed: x")
     dgl_bench.pair_rows([dgl_bench.Row("gcn", "g", "dgl", note="worker failed: y"), failed])
     assert failed.speedup is None and failed.note == "worker failed: x"
+
+
+def test_pairing_gives_dgls_row_the_bound_of_free_kernels_and_featgraphs_the_kernel_speedup():
+    dgl = dgl_bench.Row("gat", "g", "dgl", ms=90.0, kernel_ms=60.0, profiled_ms=100.0)
+    ours = dgl_bench.Row("gat", "g", "featgraph", ms=60.0, kernel_ms=20.0, profiled_ms=55.0)
+    dgl_bench.pair_rows([dgl, ours])
+    assert dgl.bound == pytest.approx(2.5) and dgl.kernel_speedup is None
+    assert ours.kernel_speedup == pytest.approx(3.0) and ours.bound is None
+
+
+def test_profiled_kernel_time_counts_each_sides_outermost_kernels_once():
+    import torch
+
+    from featgraph import Graph, ops
+
+    g = Graph(torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 1]), 3)
+    x = torch.randn(3, 5, requires_grad=True)
+
+    def step() -> None:
+        ops.edge_softmax(g, ops.gsddmm(g, "dot", x, x)).sum().backward()
+        (x @ x.T).sum().backward()
+
+    ours, dgl = dgl_bench.Row("gat", "g", "featgraph"), dgl_bench.Row("gat", "g", "dgl")
+    dgl_bench.profile_kernels(ours, step)
+    dgl_bench.profile_kernels(dgl, step)  # no DGL kernel runs in it
+    assert 0 < ours.kernel_ms < ours.profiled_ms
+    assert dgl.kernel_ms == 0 and dgl.profiled_ms > 0
