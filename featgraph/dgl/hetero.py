@@ -28,13 +28,17 @@ from .kernels import Refused, check_sddmm, check_spmm, floating, identity_rows, 
 
 
 def _operand_lists(
-    lhs_len: int, lhs_and_rhs: Sequence[Any], lhs_types: int, rhs_types: int
+    op: str, lhs_len: int, lhs_and_rhs: Sequence[Any], lhs_types: int, rhs_types: int
 ) -> tuple[Sequence[Any], Sequence[Any]]:
     """DGL's flat ``lhs_and_rhs`` tuple split at ``lhs_len`` into its two per-type lists, refused unless each
-    has one entry per type."""
+    operand ``op`` reads has one entry per type (DGL fills the unread one with Nones of its own count)."""
     lhs, rhs = lhs_and_rhs[:lhs_len], lhs_and_rhs[lhs_len:]
-    if (len(lhs), len(rhs)) != (lhs_types, rhs_types):
-        raise Refused(f"{len(lhs)} lhs and {len(rhs)} rhs operands, expected {lhs_types} and {rhs_types}")
+    for name, given, types, read in (
+        ("lhs", lhs, lhs_types, op != "copy_rhs"),
+        ("rhs", rhs, rhs_types, op != "copy_lhs"),
+    ):
+        if read and len(given) != types:
+            raise Refused(f"{len(given)} {name} operands, expected {types}")
     return lhs, rhs
 
 
@@ -83,7 +87,7 @@ def gspmm_hetero(gidx: Any, op: str, reduce_op: str, lhs_len: int, *lhs_and_rhs:
     check_spmm(op, reduce_op)
     relations = graphs.relation_graphs(gidx)
     num_ntypes = gidx.number_of_ntypes()
-    lhs_all, rhs_all = _operand_lists(lhs_len, lhs_and_rhs, num_ntypes, len(relations))
+    lhs_all, rhs_all = _operand_lists(op, lhs_len, lhs_and_rhs, num_ntypes, len(relations))
     into: dict[int, list[tuple[Graph, torch.Tensor]]] = {}
     used = []
     for etype, g in enumerate(relations):
@@ -104,7 +108,7 @@ def gsddmm_hetero(
     check_sddmm(op, lhs_target, rhs_target)
     relations = graphs.relation_graphs(gidx)
     types = {"u": gidx.number_of_ntypes(), "v": gidx.number_of_ntypes(), "e": len(relations)}
-    lhs_all, rhs_all = _operand_lists(lhs_len, lhs_and_rhs, types[lhs_target], types[rhs_target])
+    lhs_all, rhs_all = _operand_lists(op, lhs_len, lhs_and_rhs, types[lhs_target], types[rhs_target])
     results, used = [], []
     for etype, g in enumerate(relations):
         pair = (

@@ -73,10 +73,12 @@ def _evaluate(run: Run, gradients: bool = True) -> tuple[list[torch.Tensor], lis
     return [o.detach() for o in outs], list(grads)
 
 
-def compare(run: Run, gradients: bool = True, **tolerance: float) -> dict[str, dict[str, int]]:
-    """``run`` on DGL's kernels, then routed to featgraph: outputs and (unless not ``gradients``) gradients
-    agree. Returns who served."""
-    want = _evaluate(run, gradients)
+def compare(
+    run: Run, gradients: bool = True, reference: Run | None = None, **tolerance: float
+) -> dict[str, dict[str, int]]:
+    """``run`` on DGL's kernels (or ``reference``, the same leaves and outputs computed without them), then
+    ``run`` routed to featgraph: outputs and (unless not ``gradients``) gradients agree. Returns who served."""
+    want = _evaluate(reference or run, gradients)
     fdgl.reset_calls()
     with fdgl.use():
         got = _evaluate(run, gradients)
