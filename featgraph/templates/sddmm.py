@@ -45,12 +45,15 @@ def write_staging(graph: Graph, order: str, index: torch.dtype, buckets: int) ->
 
     def build() -> list[torch.Tensor]:
         ids = graph.edge_order(order)
-        rows = torch.arange(ids.numel(), device=ids.device)
-        visit = torch.sort(ids * buckets // max(1, ids.numel()), stable=True).indices  # staging row -> visit
-        slots, sources = torch.empty_like(rows), torch.empty_like(rows)
-        slots[visit] = rows
-        sources[ids[visit]] = rows
-        return [slots.to(index), sources.to(index)]
+        num_edges = ids.numel()
+        bucket = ids * buckets
+        bucket.floor_divide_(max(1, num_edges))
+        visit = torch.sort(bucket, stable=True).indices  # staging row -> visit
+        del bucket  # the index arrays are built in ``index`` directly: a few E-sized temporaries at a time
+        rows = torch.arange(num_edges, dtype=index, device=ids.device)
+        slots = torch.empty_like(rows).index_put_((visit,), rows)
+        sources = torch.empty_like(rows).index_put_((ids[visit],), rows)
+        return [slots, sources]
 
     return graph.cached(("write-staging", order, index, buckets), build)
 

@@ -111,10 +111,13 @@ def test_staged_writes_on_empty_and_single_edge_graphs(n, e):
     torch.testing.assert_close(got, (x[src] * x[dst]).sum(1, keepdim=True))
 
 
-def test_write_staging_groups_slots_by_bucket_and_inverts_them():
+@pytest.mark.parametrize("index", [torch.int64, torch.int32])
+def test_write_staging_groups_slots_by_bucket_and_inverts_them(index):
     g = fg.Graph(*random_edges(50, 1000, seed=6), 50)
     ids = g.edge_order("hilbert")
-    slots, sources = sddmm_module.write_staging(g, "hilbert", torch.int64, 8)
+    slots, sources = sddmm_module.write_staging(g, "hilbert", index, 8)
+    assert slots.dtype == sources.dtype == index
+    slots, sources = slots.long(), sources.long()
     assert torch.equal(torch.sort(slots).values, torch.arange(1000))  # a permutation of the staging rows
     staged_ids = torch.empty_like(ids)
     staged_ids[slots] = ids  # the user edge id each staging row holds
