@@ -57,8 +57,8 @@ def _index_vector(values: Any, what: str) -> torch.Tensor:
     return tensor
 
 
-# what a pickled graph keeps of its cache: formats and degrees (tensors), not kernels or derived graphs
-_PICKLED_CACHE = ("csr", "csc", "in_deg", "out_deg")
+# what a pickled or moved graph keeps of its cache: formats and degrees (tensors), not kernels or derived graphs
+_CARRIED_CACHE = ("csr", "csc", "in_deg", "out_deg")
 # (data pointer, edges, sources, destinations) of a graph's own (2, E) edge tensor -> the graph
 _OWNERS: weakref.WeakValueDictionary[tuple[int, int, int, int], Graph] = weakref.WeakValueDictionary()
 
@@ -207,7 +207,7 @@ class Graph:
         """The graph with its formats and degrees (a copy in another process, e.g. a loader's worker, builds the
         rest again where it needs them)."""
         state = dict(self.__dict__)
-        state["_cache"] = {key: value for key, value in self._cache.items() if key[0] in _PICKLED_CACHE}
+        state["_cache"] = {key: value for key, value in self._cache.items() if key[0] in _CARRIED_CACHE}
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -370,8 +370,9 @@ class Graph:
         return self._src.device
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Graph:
-        """This graph on ``device`` (itself where it is there already), as PyG's ``Data.to``: the edges and
-        weights are copied once, the formats and kernels are built again there on first use."""
+        """This graph on ``device`` (itself where it is there already), as PyG's ``Data.to``: the edges, weights
+        and the formats and degrees already built (a sampled block's CSR, its graph with self loops) are copied
+        once, so a GPU step does not sort them again; kernels are built there on first use."""
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -385,9 +386,16 @@ class Graph:
         return self._mapped(torch.Tensor.pin_memory)
 
     def _mapped(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Graph:
-        """A graph of ``fn`` of this one's edges and weights (its formats are built again on first use)."""
+        """A graph of ``fn`` of this one's edges and weights, with ``fn`` of the formats and degrees it has built
+        and of its graph with self loops, if built (kernels and other derived graphs are built again)."""
         weight = None if self._edge_weight is None else fn(self._edge_weight)
-        return type(self)._derived(fn(self._src), fn(self._dst), (self._num_src, self._num_dst), weight)
+        graph = type(self)._derived(fn(self._src), fn(self._dst), (self._num_src, self._num_dst), weight)
+        for key, value in self._cache.items():
+            if key[0] in _CARRIED_CACHE:
+                graph._cache[key] = fn(value) if isinstance(value, torch.Tensor) else type(value)(*map(fn, value))
+            elif key[0] == "with_self_loops":
+                graph._cache[key] = value._mapped(fn)
+        return graph
 
     @property
     def edge_weight(self) -> torch.Tensor | None:

@@ -359,7 +359,7 @@ def test_with_self_loops_carries_built_formats_over_as_a_fresh_build_would_make_
 @pytest.mark.parametrize("sizes", [10, (9, 4)], ids=["square", "bipartite"])
 def test_to_moves_edges_and_weights_and_keeps_the_sizes(sizes):
     """``Graph.to`` as PyG's ``Data.to``: the same graph on the device (the meta device stands in for a GPU
-    here), itself where it is there already; formats are built afresh there, weights travel along."""
+    here), itself where it is there already; weights travel along."""
     num_src, num_dst = sizes if isinstance(sizes, tuple) else (sizes, sizes)
     src, dst = torch.randint(0, num_src, (30,)), torch.randint(0, num_dst, (30,))
     g = Graph(src, dst, sizes, edge_weight=torch.rand(30))
@@ -369,6 +369,33 @@ def test_to_moves_edges_and_weights_and_keeps_the_sizes(sizes):
     assert (moved.num_src_nodes, moved.num_dst_nodes, moved.num_edges) == (num_src, num_dst, 30)
     assert moved.edge_index.shape == (2, 30) and moved.to("meta") is moved
     assert g.device.type == "cpu" and torch.equal(g.edge_index, torch.stack([src, dst]))
+
+
+def _moved_by(move):
+    """A sampled-block-like graph with its int32 CSR, degrees and self-loop graph built, and ``move`` of it."""
+    src, dst = random_edges(40, 300, seed=3)
+    g = Graph(src, dst % 25, (40, 25))
+    built = (*g.csr(torch.int32), g.in_degrees(), *g.with_self_loops().csc(torch.int32))
+    return g, built, move(g)
+
+
+def test_a_moved_graph_carries_the_formats_degrees_and_self_loop_graph_it_had_built():
+    g, built, moved = _moved_by(lambda graph: graph.to("meta"))
+    assert moved.has_csr() and not moved.reverse().has_csr()  # the CSC had not been built here
+    carried = (*moved.csr(torch.int32), moved.in_degrees(), *moved.with_self_loops().csc(torch.int32))
+    assert all(
+        m.device.type == "meta" and m.shape == b.shape and m.dtype == b.dtype
+        for m, b in zip(carried, built, strict=True)
+    )
+    assert not g.to("meta").reverse().has_csr() and g.has_csr()
+
+
+def test_a_graph_moved_to_the_gpu_carries_its_formats_equal(gpu):
+    if gpu.type != "cuda":
+        pytest.skip("needs a CUDA device")
+    _, built, moved = _moved_by(lambda graph: graph.to(gpu))
+    carried = (*moved.csr(torch.int32), moved.in_degrees(), *moved.with_self_loops().csc(torch.int32))
+    assert all(torch.equal(m.cpu(), b) for m, b in zip(carried, built, strict=True))
 
 
 @settings(max_examples=25, deadline=None)
