@@ -31,6 +31,7 @@ from ..graph import Graph
 from ..graph.hetero import EdgeType, HeteroGraph, canonical_edge_type
 from ..native import toolchain
 from . import kernel
+from .dgl_view import DGLHeteroBlockView
 from .neighbor import _checked_seed, _checked_weight, checked_fanouts, checked_seeds, excluded_positions, row_scaled
 
 
@@ -50,12 +51,14 @@ class HeteroMiniBatch:
 
 
 @dataclass(frozen=True)
-class HeteroBlock:
+class HeteroBlock(DGLHeteroBlockView):
     """One hop's typed block, DGL's heterogeneous block: per edge type a bipartite ``Graph`` (``relation``) from
     the source type's block sources to the destination type's block destinations, CSR built in; per node type
     the global (type-local) ids of its sources, ``n_id``, whose first ``num_dst_nodes(t)`` are the
     destinations; per edge type the sampled edges' ids within the edge type, ``e_id`` (block edge order).
-    ``featgraph.nn.HeteroGraphConv`` runs on it as DGL's runs on a block."""
+    ``featgraph.nn.HeteroGraphConv`` runs on it as DGL's runs on a block; DGL's block interface
+    (``srcdata[dgl.NID]``, ``num_dst_nodes(ntype)``, ``block[etype]``, ``local_scope()``...) comes from
+    ``DGLHeteroBlockView``."""
 
     relations: dict[EdgeType, Graph]
     n_id: dict[str, torch.Tensor]
@@ -78,19 +81,6 @@ class HeteroBlock:
         """The edge type's bipartite graph (a relation name alone where one edge type has it)."""
         return self.relations[canonical_edge_type(self.edge_types, edge_type)]
 
-    def num_src_nodes(self, node_type: str) -> int:
-        """How many sources of ``node_type`` the block reads."""
-        return self.n_id[self._known(node_type)].numel()
-
-    def num_dst_nodes(self, node_type: str) -> int:
-        """How many destinations of ``node_type`` the block computes: its sources' prefix."""
-        return self.num_dst_nodes_dict[self._known(node_type)]
-
-    def _known(self, node_type: str) -> str:
-        if node_type not in self.n_id:
-            raise KeyError(f"node_type: unknown node type {node_type!r} (node types: {list(self.n_id)})")
-        return node_type
-
     def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroBlock:
         """The block on ``device`` (each graph's formats are built again there on first use)."""
         move = partial(torch.Tensor.to, device=device, non_blocking=non_blocking)
@@ -108,6 +98,17 @@ class HeteroBlock:
             {t: ids.pin_memory() for t, ids in self.n_id.items()},
             dict(self.num_dst_nodes_dict),
             {et: ids.pin_memory() for et, ids in self.e_id.items()},
+        )
+
+    def astype(self, idtype: torch.dtype) -> HeteroBlock:
+        """The block with its ids (``n_id``, ``e_id``) of ``idtype``, as DGL's ``astype`` (itself where they are)."""
+        if all(ids.dtype == idtype for ids in self.n_id.values()):
+            return self
+        return HeteroBlock(
+            self.relations,
+            {t: ids.to(idtype) for t, ids in self.n_id.items()},
+            dict(self.num_dst_nodes_dict),
+            {et: ids.to(idtype) for et, ids in self.e_id.items()},
         )
 
 
@@ -149,8 +150,8 @@ class HeteroNeighborSampler:
     """Samples typed mini-batches from ``graph`` (a ``HeteroGraph`` on the CPU): ``fanouts`` is one per-hop
     list for all edge types or a dict of them per edge type (-1: every in-edge). ``replace`` draws with
     replacement; ``weights`` (a dict edge type -> per-edge non-negative weights in the edge type's order)
-    draws each edge in proportion to its weight. ``num_threads`` defaults to the CPU kernels' count. Calls
-    from several threads take turns in the compiled hops."""
+    draws each edge in proportion to its weight (a bool one is DGL's mask: False never drawn). ``num_threads``
+    defaults to the CPU kernels' count. Calls from several threads take turns in the compiled hops."""
 
     def __init__(
         self,

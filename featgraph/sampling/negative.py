@@ -121,3 +121,56 @@ def _checked_weight(weight: Any, name: str, num_nodes: int) -> torch.Tensor:
     if not bool(torch.isfinite(tensor).all()) or bool((tensor < 0).any()) or not bool((tensor > 0).any()):
         raise ValueError(f"{name} must be finite and non-negative with a positive entry")
     return tensor
+
+
+@dataclass(frozen=True)
+class GlobalUniformNegatives:
+    """DGL's ``GlobalUniform`` negatives for edge-prediction batches: ``k`` per positive edge, each a (source,
+    destination) pair drawn uniformly over the whole relation that is not one of its edges, nor a self loop
+    where ``exclude_self_loops`` (on a relation from one vertex set to itself), and no pair twice where not
+    ``replace``. Draws are made in rounds, as DGL's rejection sampling: a batch may get fewer pairs on a dense
+    relation."""
+
+    k: int
+    exclude_self_loops: bool = True
+    replace: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.k, bool) or not isinstance(self.k, numbers.Integral) or self.k < 1:
+            raise ValueError(f"k must be an int >= 1, got {self.k!r}")
+        for name in ("exclude_self_loops", "replace"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+
+    def pairs(
+        self, positives: int, sizes: tuple[int, int], edge_keys: torch.Tensor, same_set: bool, generator: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Up to ``k * positives`` pairs of a relation of ``sizes`` (sources, destinations) vertices whose edges'
+        keys ``src * sizes[1] + dst`` are ``edge_keys`` (sorted); ``same_set``: sources and destinations are one
+        vertex set, so self loops count as such."""
+        count, (num_src, num_dst) = self.k * positives, sizes
+        found = torch.zeros(0, dtype=torch.int64)
+        for _ in range(REDRAWS + 1):
+            missing = count - found.numel()
+            if missing <= 0 or num_src * num_dst == 0:
+                break
+            keys = torch.randint(num_src * num_dst, (2 * missing,), generator=generator)
+            keep = torch.ones_like(keys, dtype=torch.bool)
+            if edge_keys.numel():
+                at = torch.searchsorted(edge_keys, keys).clamp_max(edge_keys.numel() - 1)
+                keep &= edge_keys[at] != keys
+            if self.exclude_self_loops and same_set:
+                keep &= keys // num_dst != keys % num_dst
+            found = torch.cat([found, keys[keep]])
+            if not self.replace:
+                found = found[first_occurrences(found)]
+        found = found[:count]
+        return found // num_dst, found % num_dst
+
+
+def first_occurrences(values: torch.Tensor) -> torch.Tensor:
+    """The positions in ``values`` of each value's first occurrence, in order."""
+    unique, inverse = torch.unique(values, return_inverse=True)
+    first = torch.full((unique.numel(),), values.numel(), dtype=torch.int64)
+    first.scatter_reduce_(0, inverse, torch.arange(values.numel()), "amin")
+    return first.sort().values

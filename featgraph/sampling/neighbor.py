@@ -53,6 +53,12 @@ class Block(DGLBlockView):
         """The block in page-locked memory, for non-blocking copies to a GPU."""
         return Block(self.graph.pin_memory(), self.n_id.pin_memory(), self.e_id.pin_memory())
 
+    def astype(self, idtype: torch.dtype) -> Block:
+        """The block with its ids (``n_id``, ``e_id``) of ``idtype``, as DGL's ``astype`` (itself where they are)."""
+        if self.n_id.dtype == idtype:
+            return self
+        return Block(self.graph, self.n_id.to(idtype), self.e_id.to(idtype))
+
 
 class EdgeIndexBatch(NamedTuple):
     """PyG's ``NeighborLoader`` layout: one ``edge_index`` (row 0 sources, row 1 destinations) over the
@@ -118,10 +124,12 @@ def checked_fanouts(fanouts: Any, name: str = "fanouts") -> tuple[int, ...]:
 
 
 def _checked_weight(weight: Any, num_edges: int) -> torch.Tensor:
-    """``weight`` as a float64 copy in user edge order: a real per-edge tensor, finite and non-negative."""
+    """``weight`` as a float64 copy in user edge order: a real per-edge tensor, finite and non-negative, or a
+    bool one (DGL's sampling ``mask``), which becomes weights 1 and 0: the edges marked False are never drawn,
+    the others uniformly, with or without replacement alike."""
     tensor = torch.as_tensor(weight)
-    if tensor.dtype == torch.bool or tensor.is_complex():
-        raise TypeError(f"weight must hold real numbers, got dtype {tensor.dtype}")
+    if tensor.is_complex():
+        raise TypeError(f"weight must hold real numbers or bools, got dtype {tensor.dtype}")
     if tensor.shape != (num_edges,):
         raise ValueError(f"weight must have one entry per edge, shape ({num_edges},), got {tuple(tensor.shape)}")
     tensor = tensor.detach().to(device="cpu", dtype=torch.float64)
@@ -205,7 +213,8 @@ class NeighborSampler:
     ``num_neighbors`` order; ``blocks[-1 - h]`` is its block), -1 for all of them. Draws are uniform without
     replacement by default, with replacement when ``replace``; with a per-edge ``weight`` (user edge order,
     non-negative) each draw picks an edge with probability proportional to its weight, so zero-weight edges
-    are never drawn (and ``-1`` keeps the positive ones). ``num_threads`` defaults to the CPU kernels' count.
+    are never drawn (and ``-1`` keeps the positive ones); a bool ``weight`` is DGL's sampling mask (edges marked
+    False are never drawn, the others uniformly). ``num_threads`` defaults to the CPU kernels' count.
     Each block's graph comes with its CSR in the kernels' index type; its CSC, which only a gradient with
     respect to the block's source rows reads (never the input layer's features), is built on first use.
     ``self_loops``: each block's graph also comes with its looped graph (``graph.with_self_loops()``, its CSR

@@ -276,7 +276,7 @@ def test_seeds_on_a_graph_without_vertices_are_out_of_range():
         (-torch.ones(16384), ValueError, "negative"),
         (torch.full((16384,), float("nan")), ValueError, "non-finite"),
         (torch.full((16384,), float("inf")), ValueError, "non-finite"),
-        (torch.ones(16384, dtype=torch.bool), TypeError, "real numbers"),
+        (torch.ones(16384, dtype=torch.complex64), TypeError, "real numbers"),
     ],
 )
 def test_bad_weights_are_named(weight, error, match):
