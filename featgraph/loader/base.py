@@ -12,11 +12,13 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from ..graph import Graph
 from ..native import toolchain
 from ..sampling import MiniBatch, NeighborSampler
 from ..sampling.disjoint import DisjointSampler
+from ..sampling.negative import first_occurrences
 from ..sampling.neighbor import SEED_LIMIT, checked_fanouts
 from .prefetch import prefetched
 from .source import (
@@ -46,12 +48,13 @@ class EpochLoader(Generic[BatchType]):
     spawned processes make the batches instead of the background thread (``workers.WorkerPool``; at least one
     batch per process in flight, ``prefetch`` if more), each sampling on ``num_workers`` threads where that is
     given, else on an equal share of this machine's cores; the loader's callables (a ``transform``) must then
-    pickle, as with torch's workers.
+    pickle, as with torch's workers. ``use_ddp``: this process takes its rank's share of ``inputs`` under
+    ``torch.distributed`` (``ddp_share``), as DGL's ``DataLoader(use_ddp=True)``.
     """
 
     def __init__(
         self, inputs: torch.Tensor, batch_size: int, shuffle: bool, seed: int | None, prefetch: int, drop_last: bool,
-        pin_memory: bool, worker_processes: int = 0,
+        pin_memory: bool, worker_processes: int = 0, use_ddp: bool = False,
     ) -> None:  # fmt: skip
         self.worker_processes = checked_count(worker_processes, "worker_processes", 0)
         self._workers: WorkerPool | None = None
@@ -65,7 +68,10 @@ class EpochLoader(Generic[BatchType]):
         self.shuffle = checked_flag(shuffle, "shuffle")
         self.drop_last = checked_flag(drop_last, "drop_last")
         self.prefetch = checked_count(prefetch, "prefetch", 0)
-        self.inputs = inputs
+        self.use_ddp = checked_flag(use_ddp, "use_ddp")
+        self.inputs = ddp_share(inputs, self.drop_last) if self.use_ddp else inputs
+        # a share padded with its own first inputs may repeat one within a batch: a batch takes each once
+        self._repeats = self.inputs.shape[0] != inputs.shape[0] and not self.drop_last
         self.seed = checked_seed(seed)
         self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
 
@@ -129,6 +135,8 @@ class EpochLoader(Generic[BatchType]):
 
     def _made(self, job: tuple[torch.Tensor, int]) -> BatchType:
         positions, seed = job
+        if self._repeats:
+            positions = positions[first_occurrences(self.inputs[positions])]
         return self._batch(positions, seed)
 
     def _pinned(self, batch: BatchType) -> BatchType:
@@ -167,9 +175,10 @@ class SeedLoader(EpochLoader[BatchType]):
         temporal_strategy: str = "uniform",
         disjoint: bool = False,
         worker_processes: int = 0,
+        use_ddp: bool = False,
     ) -> None:
         self.source = source
-        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes)
+        super().__init__(inputs, batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes, use_ddp)
         checked_temporal_options(time_attr, temporal_strategy, replace, weight_attr)
         weight = None
         if weight_attr is not None:
@@ -208,6 +217,26 @@ class SeedLoader(EpochLoader[BatchType]):
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BatchType:
         """One batch from the sampled ``batch`` of seeds ``inputs[positions]``."""
         raise NotImplementedError
+
+
+def ddp_share(inputs: torch.Tensor, drop_last: bool) -> torch.Tensor:
+    """This rank's share of ``inputs`` under ``torch.distributed``, split as DGL's ``DataLoader(use_ddp=True)``
+    splits them: ``n`` = ``len(inputs) / world_size`` rounded down with ``drop_last`` (the rest left out), else
+    up; rank ``r`` takes ``inputs[r * n : (r + 1) * n]``, a share short of ``n`` (the last ranks') padded with
+    its own first inputs, cycled. Shares are not shuffled across ranks: each rank shuffles its own."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise ValueError(
+            "use_ddp=True needs torch.distributed's process group: call torch.distributed.init_process_group"
+        )
+    rank, world = dist.get_rank(), dist.get_world_size()
+    count = inputs.shape[0]
+    size = count // world if drop_last else -(-count // world)
+    share = inputs[rank * size : (rank + 1) * size]
+    if size and not share.numel():
+        raise ValueError(f"use_ddp: {count} inputs leave rank {rank} of {world} none of its own to pad its share with")
+    if share.shape[0] < size:
+        share = torch.cat([share, share[torch.arange(size - share.shape[0]) % share.shape[0]]])
+    return share
 
 
 def source_times(source: LoaderSource, time_attr: Any) -> dict[str, torch.Tensor]:

@@ -8,7 +8,7 @@ runs ``for block, layer in zip(blocks, layers): h = layer((h, h[:block.graph.num
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -16,7 +16,7 @@ import torch
 
 from ..sampling import Block, MiniBatch
 from .base import SeedLoader, gathered
-from .source import checked_input_nodes, loader_source
+from .source import checked_idtype, checked_input_nodes, graph_counts, loader_source
 
 
 class MovableBatch:
@@ -36,11 +36,13 @@ class MovableBatch:
         def each(value: Any) -> Any:
             if isinstance(value, torch.Tensor):
                 return move(value)
+            if hasattr(value, "pin_memory"):  # a graph, a block, a typed pair graph (a dict with its own moves)
+                return move_graph(value)
             if isinstance(value, dict):
                 return {key: each(item) for key, item in value.items()}
             if isinstance(value, list):
                 return [each(item) for item in value]
-            return move_graph(value) if hasattr(value, "pin_memory") else value
+            return value
 
         return replace(self, **{f.name: each(getattr(self, f.name)) for f in fields(self)})
 
@@ -74,7 +76,11 @@ class BlockLoader(SeedLoader[BlockBatch]):
     ``graph_or_data``: a featgraph ``Graph`` (with ``x``/``y`` given here if the batches should carry them),
     a featgraph ``Dataset`` or a PyG ``Data``. ``self_loops=True`` has the background thread also build each
     block's graph with self loops, which GATConv and other layers adding self loops run on, so the training
-    step builds none. The other arguments are ``NeighborLoader``'s.
+    step builds none. DGL's options: ``idtype`` (``torch.int32``: the batches' ids, ``input_nodes``, ``seeds`` and
+    the blocks', are int32, as DGL's of an int32 graph), ``use_ddp`` (this rank's share of the seeds, as
+    ``EpochLoader`` says), ``edge_attrs`` (per-edge tensors by name, given with a ``Graph``, for ``weight_attr``
+    to name; a bool one is a sampling mask: edges marked False are never drawn). The other arguments are
+    ``NeighborLoader``'s.
     """
 
     def __init__(
@@ -96,21 +102,25 @@ class BlockLoader(SeedLoader[BlockBatch]):
         x: Any = None,
         y: Any = None,
         worker_processes: int = 0,
+        idtype: torch.dtype = torch.int64,
+        use_ddp: bool = False,
+        edge_attrs: Mapping[str, Any] | None = None,
     ) -> None:
-        source = loader_source(graph_or_data, x, y)
+        source = loader_source(graph_or_data, x, y, edge_attrs)
+        self.idtype = checked_idtype(idtype, graph_counts(source.graph))
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, checked_input_nodes(input_nodes, source.graph.num_nodes),
             replace, seed, num_workers, prefetch, drop_last, weight_attr, self_loops, pin_memory=pin_memory,
-            worker_processes=worker_processes,
+            worker_processes=worker_processes, use_ddp=use_ddp,
         )  # fmt: skip
 
     def _make(self, positions: torch.Tensor, batch: MiniBatch) -> BlockBatch:
         attrs = self.source.node_attrs
         x, y = attrs.get("x"), attrs.get("y")
         return BlockBatch(
-            batch.input_nodes,
-            batch.seeds,
-            batch.blocks,
+            batch.input_nodes.to(self.idtype),
+            batch.seeds.to(self.idtype),
+            [block.astype(self.idtype) for block in batch.blocks],
             positions,
             None if x is None else gathered(x, batch.input_nodes),
             None if y is None else gathered(y, batch.seeds),

@@ -20,7 +20,7 @@ from ..sampling.hetero import HeteroBlock
 from .base import EpochLoader
 from .block_loader import MovableBatch
 from .hetero_loader import edge_weights, typed_input, typed_rows, typed_sampler, typed_source
-from .source import checked_input_nodes
+from .source import checked_idtype, checked_input_nodes, graph_counts
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
     -1: every in-edge). ``input_nodes``: DGL's dict node type -> ids (or boolean mask), or PyG's node type or
     ``(node type, ids)``; the batches cut the seeds of every given type, in that order. ``weight_attr`` names a
     per-edge value every edge type holds, to draw in proportion to. ``batch_size``, ``shuffle``, ``replace``,
-    ``seed``, ``num_workers``, ``prefetch``, ``drop_last`` and ``pin_memory`` as in ``BlockLoader``.
+    ``seed``, ``num_workers``, ``prefetch``, ``drop_last``, ``pin_memory``, ``idtype`` and ``use_ddp`` as in
+    ``BlockLoader``; ``edge_attrs`` (edge type -> per-edge tensors by name, given with a ``HeteroGraph``) for
+    ``weight_attr`` to name (a bool one is a sampling mask).
     """
 
     def __init__(
@@ -71,9 +73,13 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
         weight_attr: str | None = None,
         pin_memory: bool = False,
         worker_processes: int = 0,
+        idtype: torch.dtype = torch.int64,
+        use_ddp: bool = False,
+        edge_attrs: Mapping[Any, Mapping[str, Any]] | None = None,
     ) -> None:
-        self.source = source = typed_source(data)
+        self.source = source = typed_source(data, edge_attrs)
         graph = source.graph
+        self.idtype = checked_idtype(idtype, graph_counts(graph.graph))
         if graph.device.type != "cpu":
             raise ValueError(f"data: the typed graph is on {graph.device}; the sampler runs on the CPU")
         if not isinstance(input_nodes, Mapping):
@@ -86,7 +92,9 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
             typed_input((node_type, ids), graph.node_types)  # names an unknown type
             local = checked_input_nodes(ids, graph.num_nodes_dict[node_type])
             parts.append(local + graph.node_offset(node_type))
-        super().__init__(torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes)
+        super().__init__(
+            torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes, use_ddp
+        )
         self.sampler = typed_sampler(source, fanouts, replace, edge_weights(source, weight_attr), num_workers)
         self.graph = graph
 
@@ -102,4 +110,16 @@ class HeteroBlockLoader(EpochLoader[HeteroBlockBatch]):
         sampled = self.sampler.sample_blocks(seeds, seed)
         x = typed_rows(self.source, "x", sampled.input_nodes)
         y = typed_rows(self.source, "y", sampled.seeds)
-        return HeteroBlockBatch(sampled.input_nodes, sampled.seeds, sampled.blocks, torch.cat(order), x, y)
+        return HeteroBlockBatch(
+            typed_ids(sampled.input_nodes, self.idtype),
+            typed_ids(sampled.seeds, self.idtype),
+            [block.astype(self.idtype) for block in sampled.blocks],
+            torch.cat(order),
+            x,
+            y,
+        )
+
+
+def typed_ids(ids: dict[Any, torch.Tensor], idtype: torch.dtype) -> dict[Any, torch.Tensor]:
+    """Each type's ids of ``idtype``."""
+    return {t: part.to(idtype) for t, part in ids.items()}

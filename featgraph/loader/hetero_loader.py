@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from .base import EpochLoader, checked_workers, gathered
 from .source import (
     StoreColumn,
     checked_batching_flags,
+    checked_edge_attrs,
     checked_flag,
     checked_input_nodes,
     checked_subgraph_type,
@@ -154,11 +156,29 @@ def typed_input(input_nodes: Any, node_types: tuple[str, ...]) -> tuple[str, Any
     return input_nodes[0], input_nodes[1]
 
 
-def typed_source(data: Any) -> TypedSource:
+def typed_source(data: Any, edge_attrs: Mapping[Any, Mapping[str, Any]] | None = None) -> TypedSource:
     """The ``TypedSource`` of a ``HeteroData``, of a typed store pair or of a featgraph ``HeteroGraph`` (on the
-    CPU; no values to slice)."""
+    CPU); ``edge_attrs`` (edge type -> name -> one value per edge of the type, for ``weight_attr`` to name) go
+    with a ``HeteroGraph`` only, the others carry their own."""
     if isinstance(data, HeteroGraph):
-        return TypedSource(data, {t: {} for t in data.node_types}, {et: {} for et in data.edge_types}, None)
+        edges: dict[EdgeType, dict[str, Any]] = {et: {} for et in data.edge_types}
+        if edge_attrs is not None and not isinstance(edge_attrs, Mapping):
+            raise TypeError(f"edge_attrs must be a dict edge type -> {{name: per-edge tensor}}, got {edge_attrs!r}")
+        for key, attrs in (edge_attrs or {}).items():
+            edge_type = data.edge_type(key)
+            for name, value in checked_edge_attrs(attrs, f"edge_attrs[{key!r}]").items():
+                rows = len(value)
+                if rows != data.num_edges_of(edge_type):
+                    raise ValueError(
+                        f"edge_attrs[{key!r}][{name!r}] must have one row per edge of the type "
+                        f"({data.num_edges_of(edge_type)}), got {rows}"
+                    )
+                edges[edge_type][name] = value
+        return TypedSource(data, {t: {} for t in data.node_types}, edges, None)
+    if edge_attrs is not None:
+        raise TypeError(
+            f"edge_attrs are passed only with a featgraph HeteroGraph; a {type(data).__name__} brings its own"
+        )
     if not is_typed(data):
         raise TypeError(
             f"data: expected a PyG HeteroData, a typed store pair or a featgraph HeteroGraph, got {type(data).__name__}"

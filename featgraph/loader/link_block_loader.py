@@ -24,12 +24,17 @@ import torch
 from ..graph import Graph
 from ..graph.hetero import EdgeType, HeteroGraph
 from ..sampling import Block
+from ..sampling.dgl_view import HeteroPairGraph, PairGraph
 from ..sampling.hetero import HeteroBlock
-from ..sampling.neighbor import checked_ids
+from ..sampling.negative import GlobalUniformNegatives
+from ..sampling.neighbor import SEED_LIMIT, checked_ids
 from .base import EpochLoader, SeedLoader, gathered
 from .block_loader import MovableBatch
+from .hetero_block_loader import typed_ids
 from .hetero_loader import edge_weights, is_typed, typed_rows, typed_sampler, typed_source
-from .source import checked_count, loader_source
+from .source import checked_count, checked_idtype, graph_counts, loader_source
+
+ID_LIMIT = SEED_LIMIT - 1  # a reverse id past the graph's edges is read (and names no edge) up to int64's largest
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,8 @@ class LinkBlockBatch(MovableBatch):
     edges) and ``x`` (``x[input_nodes]`` where the loader has features)."""
 
     input_nodes: torch.Tensor
-    pair_graph: Graph
-    neg_pair_graph: Graph | None
+    pair_graph: PairGraph
+    neg_pair_graph: PairGraph | None
     blocks: list[Block]
     edge_ids: torch.Tensor
     seeds: torch.Tensor
@@ -65,11 +70,16 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
     pairs' endpoints (``blocks[-1 - h]`` is hop ``h``'s block; -1: all).
 
     ``negatives``: None, an int ``k`` or DGL's ``negative_sampler.Uniform(k)`` (``PerSourceUniform``): ``k``
-    negatives per positive, its source with a uniform random destination. ``exclude``, as DGL's: None (the
+    negatives per positive, its source with a uniform random destination; or ``GlobalUniformNegatives`` (DGL's
+    ``GlobalUniform``): pairs drawn over the whole graph that are not edges. ``exclude``, as DGL's: None (the
     sampled neighbourhoods may hold the batch's own edges), ``"self"`` (no hop draws them), ``"reverse_id"``
     (nor their reverses: ``reverse_eids[e]`` is the id of edge ``e``'s reverse) or a callable from the batch's
-    edge ids to the ids to leave out. The other arguments are ``BlockLoader``'s; ``seed`` also fixes the
-    negatives.
+    edge ids to the ids to leave out. As DGL's, ``reverse_eids`` may be longer than the graph's edges (its
+    first ``num_edges`` entries are read), ids naming no edge of the graph (a reverse's or a callable's) exclude
+    nothing, and beside a callable ``reverse_eids`` is accepted and not read. The batch's pair graphs are
+    ``PairGraph``s (DGL's ``num_nodes()``, ``edata[dgl.EID]``...). ``idtype``, ``use_ddp`` and ``edge_attrs``
+    as in ``BlockLoader`` (``use_ddp``: this rank's share of the edges). The other arguments are
+    ``BlockLoader``'s; ``seed`` also fixes the negatives.
     """
 
     def __init__(
@@ -93,14 +103,19 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         self_loops: bool = False,
         x: Any = None,
         worker_processes: int = 0,
+        idtype: torch.dtype = torch.int64,
+        use_ddp: bool = False,
+        edge_attrs: Mapping[str, Any] | None = None,
     ) -> None:
         self.negatives = checked_negatives(negatives)
-        source = loader_source(graph_or_data, x)
+        source = loader_source(graph_or_data, x, edge_attrs=edge_attrs)
+        self.idtype = checked_idtype(idtype, graph_counts(source.graph))
         self.exclude = checked_exclude(exclude, reverse_eids, None, source.graph)
         edges = checked_edge_ids(edge_ids, source.graph.num_edges)
+        self._edge_keys = edge_keys(source.graph) if isinstance(self.negatives, GlobalUniformNegatives) else None
         super().__init__(
             source, fanouts, "fanouts", batch_size, shuffle, edges, replace, seed, num_workers, prefetch, drop_last,
-            weight_attr, self_loops, pin_memory, worker_processes=worker_processes,
+            weight_attr, self_loops, pin_memory, worker_processes=worker_processes, use_ddp=use_ddp,
         )  # fmt: skip
 
     def __new__(cls, graph_or_data: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -114,36 +129,38 @@ class LinkBlockLoader(SeedLoader[LinkBlockBatch]):
         src, dst = all_src[edge_ids].cpu(), all_dst[edge_ids].cpu()
         ends = [src, dst]
         if self.negatives:
+            sizes = (self.graph.num_nodes,) * 2
             generator = torch.Generator().manual_seed(seed)
-            ends += [
-                src.repeat_interleave(self.negatives),
-                torch.randint(self.graph.num_nodes, (src.numel() * self.negatives,), generator=generator),
-            ]
+            ends += negative_pairs(self.negatives, src, sizes, self._edge_keys, True, generator)
         seeds, inverse = torch.unique(torch.cat(ends), return_inverse=True)
         local = inverse.split([end.numel() for end in ends])
-        sampled = self.sampler.sample(seeds, seed, None if self.exclude is None else self.exclude(edge_ids))
-        pair_graph = Graph(local[0], local[1], seeds.numel())
-        negative = Graph(local[2], local[3], seeds.numel()) if self.negatives else None
+        excluded = None if self.exclude is None else existing(self.exclude(edge_ids), self.graph.num_edges)
+        sampled = self.sampler.sample(seeds, seed, excluded)
+        ids = seeds.to(self.idtype)
+        pair_graph = PairGraph(local[0], local[1], seeds.numel(), ids, edge_ids.to(self.idtype))
+        negative = PairGraph(local[2], local[3], seeds.numel(), ids) if self.negatives else None
         x = self.source.node_attrs.get("x")
         features = None if x is None else gathered(x, sampled.input_nodes)
         return LinkBlockBatch(
-            sampled.input_nodes, pair_graph, negative, sampled.blocks, edge_ids, seeds, positions, features
-        )
+            sampled.input_nodes.to(self.idtype), pair_graph, negative,
+            [block.astype(self.idtype) for block in sampled.blocks], edge_ids, ids, positions, features,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class HeteroLinkBlockBatch(MovableBatch):
     """A typed graph's edge-prediction batch: ``input_nodes`` and ``seeds`` per node type (the seeds: the pairs'
     endpoints, each type's last block's destinations), ``pair_graph`` and ``neg_pair_graph`` (None without
-    negatives) per seed edge type a bipartite ``Graph`` from its source type's seeds to its destination type's,
+    negatives): ``HeteroPairGraph``s, per seed edge type a ``PairGraph`` from its source type's seeds to its
+    destination type's,
     ``blocks`` (``HeteroBlock``s, input layer first), ``edge_ids`` per seed edge type (ids within the edge
     type), ``input_id`` (the positives' positions among the loader's edges, edge type by edge type) and ``x``
     per node type with a per-vertex ``x``. Unpacks as DGL's ``(input_nodes, pair_graph, neg_pair_graph,
     blocks)`` (without negatives ``(input_nodes, pair_graph, blocks)``)."""
 
     input_nodes: dict[str, torch.Tensor]
-    pair_graph: dict[EdgeType, Graph]
-    neg_pair_graph: dict[EdgeType, Graph] | None
+    pair_graph: HeteroPairGraph
+    neg_pair_graph: HeteroPairGraph | None
     blocks: list[HeteroBlock]
     edge_ids: dict[EdgeType, torch.Tensor]
     seeds: dict[str, torch.Tensor]
@@ -169,7 +186,8 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
     type or a dict of them per edge type. ``exclude``: as ``LinkBlockLoader``'s (ids within each edge type; a
     callable maps a dict edge type -> ids to one), and ``"reverse_types"``: each seed edge type's edges and the
     edges of the same ids in its reverse type, ``reverse_etypes[edge_type]``; ``"reverse_id"`` reads
-    ``reverse_eids`` per edge type. The other arguments are ``LinkBlockLoader``'s and ``HeteroBlockLoader``'s."""
+    ``reverse_eids`` per edge type; beside a callable, ``reverse_eids`` and ``reverse_etypes`` are accepted and
+    not read, as DGL's. The other arguments are ``LinkBlockLoader``'s and ``HeteroBlockLoader``'s."""
 
     def __init__(
         self,
@@ -191,10 +209,14 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
         weight_attr: str | None = None,
         pin_memory: bool = False,
         worker_processes: int = 0,
+        idtype: torch.dtype = torch.int64,
+        use_ddp: bool = False,
+        edge_attrs: Mapping[Any, Mapping[str, Any]] | None = None,
     ) -> None:
         self.negatives = checked_negatives(negatives)
-        self.source = source = typed_source(data)
+        self.source = source = typed_source(data, edge_attrs)
         graph = self.graph = source.graph
+        self.idtype = checked_idtype(idtype, graph_counts(graph.graph))
         self.exclude = checked_exclude(exclude, reverse_eids, reverse_etypes, graph)
         if not isinstance(edge_ids, Mapping) or not edge_ids:
             raise TypeError(
@@ -207,9 +229,11 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
             local = checked_edge_ids(ids, graph.num_edges_of(edge_type))
             parts.append(local + int(graph.edge_offsets[graph.relation_id(edge_type)]))
         super().__init__(
-            torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes
+            torch.cat(parts), batch_size, shuffle, seed, prefetch, drop_last, pin_memory, worker_processes, use_ddp
         )  # fmt: skip
         self.sampler = typed_sampler(source, fanouts, replace, edge_weights(source, weight_attr), num_workers)
+        global_negatives = isinstance(self.negatives, GlobalUniformNegatives)
+        self._edge_keys = {et: edge_keys(graph.relation(et)) for et in self.seed_types} if global_negatives else {}
 
     def _batch(self, positions: torch.Tensor, seed: int) -> HeteroLinkBlockBatch:
         graph, k = self.graph, self.negatives
@@ -226,8 +250,10 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
             src, dst = all_src[ids], all_dst[ids]
             ends_of_type = [src, dst]
             if k:
-                drawn = torch.randint(graph.num_nodes_dict[edge_type[2]], (src.numel() * k,), generator=generator)
-                ends_of_type += [src.repeat_interleave(k), drawn]
+                sizes = (graph.num_nodes_dict[edge_type[0]], graph.num_nodes_dict[edge_type[2]])
+                same_set = edge_type[0] == edge_type[2]
+                keys = self._edge_keys.get(edge_type)
+                ends_of_type += negative_pairs(k, src, sizes, keys, same_set, generator)
             for position, end in enumerate(ends_of_type):
                 ends[edge_type[position % 2 * 2]].append(end)
             edge_ids[edge_type] = ids
@@ -238,20 +264,27 @@ class HeteroLinkBlockLoader(EpochLoader[HeteroLinkBlockBatch]):
             if parts:
                 seeds[node_type], inverse = torch.unique(torch.cat(parts), return_inverse=True)
                 local[node_type] = list(inverse.split([part.numel() for part in parts]))
-        sampled = self.sampler.sample_blocks(seeds, seed, None if self.exclude is None else self.exclude(edge_ids))
+        excluded = None
+        if self.exclude is not None:
+            excluded = {key: existing(ids, graph.num_edges_of(key)) for key, ids in self.exclude(edge_ids).items()}
+        sampled = self.sampler.sample_blocks(seeds, seed, excluded)
         counts = {t: ids.numel() for t, ids in seeds.items()}
+        node_ids = typed_ids(seeds, self.idtype)
         positive, negative = {}, {}
         for edge_type in pairs:  # each type's endpoints come back in the order they went in
             src_type, _, dst_type = edge_type
             sizes = (counts[src_type], counts[dst_type])
+            ends = {t: node_ids[t] for t in (src_type, dst_type)}
+            ends_ids = ends[src_type] if len(ends) == 1 else ends
             src, dst = local[src_type].pop(0), local[dst_type].pop(0)
-            positive[edge_type] = Graph(src, dst, sizes)
+            positive[edge_type] = PairGraph(src, dst, sizes, ends_ids, edge_ids[edge_type].to(self.idtype))
             if k:
-                negative[edge_type] = Graph(local[src_type].pop(0), local[dst_type].pop(0), sizes)
+                negative[edge_type] = PairGraph(local[src_type].pop(0), local[dst_type].pop(0), sizes, ends_ids)
         x = typed_rows(self.source, "x", sampled.input_nodes)
         return HeteroLinkBlockBatch(
-            sampled.input_nodes, positive, negative if k else None, sampled.blocks, edge_ids, seeds,
-            torch.cat(order), x,
+            typed_ids(sampled.input_nodes, self.idtype), HeteroPairGraph(positive, node_ids),
+            HeteroPairGraph(negative, node_ids) if k else None, [block.astype(self.idtype) for block in sampled.blocks],
+            edge_ids, node_ids, torch.cat(order), x,
         )  # fmt: skip
 
 
@@ -279,6 +312,13 @@ class Exclusion:
         return torch.cat([ids, self.reverse[ids]])
 
 
+def existing(ids: Any, count: int) -> torch.Tensor:
+    """The ids of ``ids`` that name one of ``count`` edges: as DGL's, an exclusion of an id past the graph's
+    edges (a reverse id or a callable's) excludes nothing."""
+    tensor = torch.as_tensor(ids)
+    return tensor[tensor < count]
+
+
 def checked_exclude(
     exclude: Any, reverse_eids: Any, reverse_etypes: Any, graph: Graph | HeteroGraph
 ) -> Callable[[Any], Any] | None:
@@ -292,7 +332,7 @@ def checked_exclude(
         mode = REVERSE_MAPS[name]
         if value is None and exclude == mode:
             raise ValueError(f"exclude={mode!r} needs {name}")
-        if value is not None and exclude != mode:
+        if value is not None and exclude != mode and not callable(exclude):  # beside a callable, DGL's ignore it
             raise ValueError(f"{name} is only read with exclude={mode!r}, got exclude={exclude!r}")
     if exclude is None or callable(exclude):
         return exclude
@@ -317,10 +357,12 @@ def _reverse_eids(reverse_eids: Any, graph: Graph | HeteroGraph) -> Any:
 
 
 def _reverse_vector(ids: Any, count: int, name: str) -> torch.Tensor:
-    tensor = checked_ids(ids, count, name, "edge", f"{count} edges", None)
-    if tensor.numel() != count:
-        raise ValueError(f"{name} must hold one reverse edge id per edge ({count}), got {tensor.numel()}")
-    return tensor
+    """Each of ``count`` edges' reverse id, read as DGL reads them: the first ``count`` entries of ``ids``; one
+    naming no edge (``count`` or more) becomes ``count``, which ``existing`` leaves out."""
+    tensor = checked_ids(ids, ID_LIMIT, name, "edge", "int64 ids", None)
+    if tensor.numel() < count:
+        raise ValueError(f"{name} must hold a reverse edge id for each of the {count} edges, got {tensor.numel()}")
+    return tensor[:count].clamp_max(count)
 
 
 def _reverse_etypes(reverse_etypes: Any, graph: HeteroGraph) -> dict[EdgeType, EdgeType]:
@@ -349,18 +391,43 @@ def _with_reverse_types(ids: dict[EdgeType, torch.Tensor], reverse_types: dict[E
     return {t: torch.cat(parts) for t, parts in excluded.items()}
 
 
-def checked_negatives(negatives: Any) -> int:
-    """Negatives per positive (0: none) from None, an int >= 1 or DGL's per-source ``Uniform(k)``."""
+def checked_negatives(negatives: Any) -> int | GlobalUniformNegatives:
+    """Negatives per positive (0: none) from None, an int >= 1 or DGL's per-source ``Uniform(k)``; or
+    ``GlobalUniformNegatives`` as given."""
     if negatives is None:
         return 0
+    if isinstance(negatives, GlobalUniformNegatives):
+        return negatives
     if type(negatives).__name__ in ("Uniform", "PerSourceUniform") and hasattr(negatives, "k"):
         negatives = negatives.k
     elif not isinstance(negatives, numbers.Integral) or isinstance(negatives, bool):
         raise TypeError(
-            f"negatives: expected None, an int or DGL's negative_sampler.Uniform(k), got {type(negatives).__name__} "
-            "(only per-source uniform negatives are supported)"
+            f"negatives: expected None, an int, DGL's negative_sampler.Uniform(k) or GlobalUniformNegatives, got "
+            f"{type(negatives).__name__}"
         )
     return checked_count(negatives, "negatives", 1)
+
+
+def negative_pairs(
+    negatives: int | GlobalUniformNegatives,
+    src: torch.Tensor,
+    sizes: tuple[int, int],
+    keys: torch.Tensor | None,
+    same_set: bool,
+    generator: torch.Generator,
+) -> list[torch.Tensor]:
+    """The negatives of positives with sources ``src`` on a relation of ``sizes`` (sources, destinations): an
+    int ``k``, each source with ``k`` uniform destinations; else global pairs that are not edges (``keys``: the
+    relation's ``edge_keys``)."""
+    if isinstance(negatives, GlobalUniformNegatives):
+        return list(negatives.pairs(src.numel(), sizes, keys, same_set, generator))
+    return [src.repeat_interleave(negatives), torch.randint(sizes[1], (src.numel() * negatives,), generator=generator)]
+
+
+def edge_keys(graph: Graph) -> torch.Tensor:
+    """``graph``'s edges as sorted keys ``src * num_dst_nodes + dst``, which global negatives are checked against."""
+    src, dst = graph.coo()
+    return (src.cpu() * graph.num_dst_nodes + dst.cpu()).sort().values
 
 
 def checked_edge_ids(edge_ids: Any, num_edges: int) -> torch.Tensor:

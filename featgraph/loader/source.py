@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,14 +184,19 @@ def _tensors(**tensors: Any) -> dict[str, torch.Tensor]:
     }
 
 
-def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> LoaderSource:
+def loader_source(
+    data: Any, x: Any | None = None, y: Any | None = None, edge_attrs: Mapping[str, Any] | None = None
+) -> LoaderSource:
     """``data`` (a PyG ``Data``, PyG's ``(FeatureStore, GraphStore)`` pair, a featgraph ``Dataset`` or ``Graph``)
-    as a ``LoaderSource``; ``x`` and ``y`` (one row per vertex) go with a ``Graph`` only, the others carry their
-    own."""
+    as a ``LoaderSource``; ``x`` and ``y`` (one row per vertex) and ``edge_attrs`` (name -> one row per edge, in
+    the graph's edge order, for ``weight_attr`` to name) go with a ``Graph`` only, the others carry their own."""
     if isinstance(data, Graph):
-        source = LoaderSource(data, _tensors(x=x, y=y), _tensors(edge_weight=data.edge_weight), {})
-    elif x is not None or y is not None:
-        raise TypeError(f"x and y are passed only with a featgraph Graph; a {type(data).__name__} brings its own")
+        edges = _tensors(edge_weight=data.edge_weight) | _tensors(**checked_edge_attrs(edge_attrs, "edge_attrs"))
+        source = LoaderSource(data, _tensors(x=x, y=y), edges, {})
+    elif x is not None or y is not None or edge_attrs is not None:
+        raise TypeError(
+            f"x, y and edge_attrs are passed only with a featgraph Graph; a {type(data).__name__} brings its own"
+        )
     elif isinstance(data, Dataset):
         return loader_source(data.graph, data.features, data.labels)
     elif _is_pyg_data(data):
@@ -219,6 +225,35 @@ def loader_source(data: Any, x: Any | None = None, y: Any | None = None) -> Load
         node_attrs={key: native_rows(value) for key, value in source.node_attrs.items()},
         edge_attrs={key: native_rows(value) for key, value in source.edge_attrs.items()},
     )
+
+
+def checked_edge_attrs(edge_attrs: Any, name: str) -> dict[str, Any]:
+    """``edge_attrs`` as a dict of per-edge values by name (None: none); the rows are checked by the caller."""
+    if edge_attrs is None:
+        return {}
+    if not isinstance(edge_attrs, Mapping) or not all(isinstance(key, str) for key in edge_attrs):
+        raise TypeError(f"{name} must be a dict name -> per-edge tensor, got {edge_attrs!r}")
+    return dict(edge_attrs)
+
+
+ID_TYPES = (torch.int32, torch.int64)
+
+
+def checked_idtype(idtype: Any, counts: Mapping[str, int]) -> torch.dtype:
+    """DGL's ``idtype``, the type of a batch's ids (``torch.int32`` or ``torch.int64``); ``counts`` (what -> how
+    many, e.g. vertices and edges) must fit it."""
+    if idtype not in ID_TYPES:
+        raise ValueError(f"idtype must be torch.int32 or torch.int64, got {idtype!r}")
+    for what, count in counts.items():
+        if count > torch.iinfo(idtype).max:
+            raise ValueError(f"idtype {idtype}: the graph has {count} {what}, more than its ids can name")
+    return idtype
+
+
+def graph_counts(graph: Graph) -> dict[str, int]:
+    """The vertices and edges of ``graph`` (a typed graph's ``graph``: all types together), for
+    ``checked_idtype``."""
+    return {"vertices": graph.num_nodes, "edges": graph.num_edges}
 
 
 def checked_count(value: Any, name: str, smallest: int) -> int:
