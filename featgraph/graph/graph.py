@@ -569,11 +569,12 @@ class Graph:
             lambda: torch.sort(degrees, descending=descending, stable=True).indices,
         )
 
-    def source_partitions(self, num_parts: int) -> SourcePartitions:
-        """Sources cut into ``num_parts`` equal id ranges, each with its own CSR (cached per count)."""
+    def source_partitions(self, num_parts: int, index_dtype: torch.dtype = torch.int64) -> SourcePartitions:
+        """Sources cut into ``num_parts`` equal id ranges, each with its own CSR, its index arrays in
+        ``index_dtype`` (cached per count and dtype; kernels read int32)."""
         return self.cached(
-            ("partitions", num_parts),
-            lambda: partition_sources(self._src, self._dst, self._num_src, self._num_dst, num_parts),
+            ("partitions", num_parts, index_dtype),
+            lambda: partition_sources(self._src, self._dst, self._num_src, self._num_dst, num_parts, index_dtype),
         )
 
     def hubs(self, threshold: int, capacity: int) -> HubPartition:

@@ -30,14 +30,20 @@ class SourcePartitions:
 
 
 def partition_sources(
-    src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, num_parts: int
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_src: int,
+    num_dst: int,
+    num_parts: int,
+    index_dtype: torch.dtype = torch.int64,
 ) -> SourcePartitions:
-    """Cut source ids into ``num_parts`` equal ranges and build each range's CSR over the destinations."""
+    """Cut source ids into ``num_parts`` equal ranges and build each range's CSR over the destinations, its
+    index arrays in ``index_dtype`` (one E-sized int64 temporary besides them)."""
     if num_parts < 1:
         raise ValueError(f"num_parts must be >= 1, got {num_parts}")
     boundaries = torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_src, num_parts, rounding_mode="floor")
-    part = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True)
-    csr = compress(part * num_dst + dst, src, num_parts * num_dst)
+    group = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True).mul_(num_dst).add_(dst)
+    csr = compress(group, src, num_parts * num_dst, index_dtype)
     return SourcePartitions(num_parts, boundaries, csr)
 
 

@@ -44,8 +44,7 @@ class SpMMKernel(Kernel):
         if parts == 1:
             self._csr = graph.csr(index)
         else:
-            key = ("partitions-csr", parts, index)
-            self._csr = graph.cached(key, lambda: graph.source_partitions(parts).csr.to(index))
+            self._csr = graph.source_partitions(parts, index).csr
         if params.row_order == "degree":
             self._rows = graph.cached(("degree-order", index), lambda: graph.degree_order("in").to(index))
         else:

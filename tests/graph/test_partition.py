@@ -7,14 +7,16 @@ from featgraph import Graph
 from tests.conftest import adjacency, random_edges
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("num_parts", [1, 3, 8])
-def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts):
+def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts, index_dtype):
     n = 50
     src, dst = random_edges(n, 400, seed=5)
     g = Graph(src, dst, n)
-    parts = g.source_partitions(num_parts)
+    parts = g.source_partitions(num_parts, index_dtype)
+    assert all(t.dtype == index_dtype for t in parts.csr)
     ref = adjacency(src, dst, n)
-    indptr, indices, edge_ids = parts.csr
+    indptr, indices, edge_ids = (t.long() for t in parts.csr)
     assert parts.boundaries[0] == 0 and parts.boundaries[-1] == n
     for k in range(num_parts):
         lo, hi = parts.segment_of(k)
@@ -29,7 +31,7 @@ def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts):
         assert (rebuilt != expected).nnz == 0
     assert torch.equal(src[edge_ids], indices)
     assert sorted(edge_ids.tolist()) == list(range(g.num_edges))
-    assert g.source_partitions(num_parts) is parts  # cached
+    assert g.source_partitions(num_parts, index_dtype) is parts  # cached
 
 
 def test_partition_count_must_be_positive():
