@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from featgraph import datasets
+from featgraph import Graph, datasets
 from featgraph.loader import BlockBatch, BlockLoader
 from featgraph.sampling import MiniBatch
 from tests.loader.reference import sage_forward
@@ -127,3 +129,71 @@ def test_batches_move_every_field_tensors_dicts_lists_and_blocks():
     assert torch.equal(cpu.seeds, batch.seeds) and torch.equal(
         cpu.blocks[0].graph.edge_index, batch.blocks[0].graph.edge_index
     )
+
+
+def small_graph(data: st.DataObject) -> Graph:
+    num_nodes = data.draw(st.integers(1, 10), label="num_nodes")
+    edges = data.draw(st.lists(st.tuples(st.integers(0, num_nodes - 1), st.integers(0, num_nodes - 1)), max_size=40))
+    return Graph(
+        torch.tensor([u for u, _ in edges], dtype=torch.int64),
+        torch.tensor([v for _, v in edges], dtype=torch.int64),
+        num_nodes,
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    data=st.data(),
+    fanout=st.sampled_from([-1, 1, 2]),
+    replace=st.booleans(),
+    idtype=st.sampled_from([torch.int32, torch.int64]),
+)
+def test_property_a_bool_edge_attr_is_a_sampling_mask_and_ids_keep_the_idtype(data, fanout, replace, idtype):
+    """Edges marked False are never drawn; with every neighbour kept, a seed's block holds exactly its marked
+    in-edges (the reference: the graph's edges filtered by the mask); every id is of ``idtype``."""
+    graph = small_graph(data)
+    mask = torch.tensor(
+        data.draw(st.lists(st.booleans(), min_size=graph.num_edges, max_size=graph.num_edges)), dtype=torch.bool
+    )
+    loader = BlockLoader(
+        graph, [fanout], 3, weight_attr="keep", edge_attrs={"keep": mask}, replace=replace and fanout > 0, idtype=idtype
+    )
+    src, dst = graph.coo()
+    for input_nodes, seeds, [block] in loader:
+        assert input_nodes.dtype == seeds.dtype == block.n_id.dtype == block.e_id.dtype == idtype
+        drawn = block.e_id.long()
+        assert bool(mask[drawn].all()) and torch.equal(block.n_id[block.edges()[1]].long(), dst[drawn])
+        if fanout == -1:
+            marked = mask & torch.isin(dst, seeds.long())
+            assert sorted(drawn.tolist()) == marked.nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"idtype": torch.float32}, ValueError, "idtype must be torch.int32 or torch.int64"),
+        ({"idtype": "int32"}, ValueError, "idtype must be torch.int32 or torch.int64"),
+        ({"edge_attrs": [1, 2]}, TypeError, "edge_attrs must be a dict name -> per-edge tensor"),
+        ({"edge_attrs": {"w": torch.ones(3)}}, ValueError, r"w must have one row per edge \(7\), got shape \(3,\)"),
+        ({"weight_attr": "w"}, ValueError, "weight_attr 'w' names no per-edge tensor"),
+        (
+            {"edge_attrs": {"w": torch.ones(7)}, "data": "cora"},
+            TypeError,
+            "edge_attrs are passed only with a featgraph Graph",
+        ),
+    ],
+)
+def test_bad_dgl_options_are_named(cora, arguments, error, message):
+    data = (
+        cora
+        if arguments.pop("data", None)
+        else Graph(torch.tensor([0, 1, 2, 3, 4, 5, 0]), torch.tensor([1, 2, 3, 4, 5, 0, 2]), 6)
+    )
+    with pytest.raises(error, match=message):
+        BlockLoader(data, [2], **arguments)
+
+
+def test_int32_ids_do_not_outgrow_their_type():
+    graph = Graph(torch.tensor([0]), torch.tensor([1]), 2**31 + 1)
+    with pytest.raises(ValueError, match=r"idtype torch.int32: the graph has 2147483649 vertices"):
+        BlockLoader(graph, [2], idtype=torch.int32, input_nodes=torch.tensor([0]))

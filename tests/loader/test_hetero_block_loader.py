@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph.graph import HeteroGraph
 from featgraph.loader import HeteroBlockLoader
@@ -69,3 +71,68 @@ def test_bad_input_is_named() -> None:
         HeteroBlockLoader(data, [1], input_nodes="paper", weight_attr="nope")
     with pytest.raises(TypeError, match="data: expected a PyG HeteroData, a typed store pair or a featgraph"):
         HeteroBlockLoader(torch.zeros(2, 3), [1], input_nodes="paper")
+
+
+def typed_graph(data: st.DataObject) -> HeteroGraph:
+    counts = {"user": data.draw(st.integers(1, 6)), "item": data.draw(st.integers(1, 6))}
+    edges = {}
+    for edge_type in [("user", "follows", "user"), ("user", "buys", "item"), ("item", "bought-by", "user")]:
+        ends = st.tuples(st.integers(0, counts[edge_type[0]] - 1), st.integers(0, counts[edge_type[2]] - 1))
+        pairs = data.draw(st.lists(ends, max_size=15))
+        edges[edge_type] = (
+            torch.tensor([u for u, _ in pairs], dtype=torch.int64),
+            torch.tensor([v for _, v in pairs], dtype=torch.int64),
+        )
+    return HeteroGraph(edges, counts)
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data(), idtype=st.sampled_from([torch.int32, torch.int64]))
+def test_property_typed_masks_keep_only_marked_edges_and_ids_keep_the_idtype(data, idtype) -> None:
+    """Per edge type a bool edge attribute is a sampling mask: with every neighbour kept, each relation's input
+    block holds exactly the marked in-edges of its destinations (the reference: the relation's edges filtered by
+    the mask); every id, the batch's and the blocks', is of ``idtype``."""
+    graph = typed_graph(data)
+    masks = {
+        et: torch.tensor(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=torch.bool)
+        for et in graph.edge_types
+        for n in [graph.num_edges_of(et)]
+    }
+    seeds = {"user": torch.arange(graph.num_nodes_dict["user"])}
+    edge_attrs = {et: {"keep": mask} for et, mask in masks.items()}
+    loader = HeteroBlockLoader(
+        graph, [-1], 4, input_nodes=seeds, weight_attr="keep", edge_attrs=edge_attrs, idtype=idtype
+    )
+    for input_nodes, output_nodes, [block] in loader:
+        assert (
+            all(ids.dtype == idtype for ids in [*input_nodes.values(), *output_nodes.values()])
+            and block.idtype == idtype
+        )
+        for edge_type in graph.edge_types:
+            dst = graph.relation(edge_type).coo()[1]
+            destinations = block.n_id[edge_type[2]][: block.num_dst_nodes(edge_type[2])].long()
+            marked = masks[edge_type] & torch.isin(dst, destinations)
+            assert sorted(block.e_id[edge_type].tolist()) == marked.nonzero().flatten().tolist()
+
+
+@pytest.mark.parametrize(
+    ("edge_attrs", "error", "message"),
+    [
+        ([1], TypeError, "edge_attrs must be a dict edge type"),
+        ({"nope": {"w": torch.ones(1)}}, KeyError, "no edge type with the relation 'nope'"),
+        ({"buys": [1]}, TypeError, r"edge_attrs\['buys'\] must be a dict name -> per-edge tensor"),
+        (
+            {"buys": {"w": torch.ones(9)}},
+            ValueError,
+            r"edge_attrs\['buys'\]\['w'\] must have one row per edge of the type \(1\)",
+        ),
+    ],
+)
+def test_bad_typed_edge_attrs_are_named(edge_attrs, error, message) -> None:
+    graph = HeteroGraph(
+        {("user", "buys", "item"): ([0], [1]), ("item", "bought-by", "user"): ([1], [0])}, {"user": 1, "item": 2}
+    )
+    with pytest.raises(error, match=message):
+        HeteroBlockLoader(graph, [1], input_nodes="user", edge_attrs=edge_attrs)
+    with pytest.raises(TypeError, match="edge_attrs are passed only with a featgraph HeteroGraph"):
+        HeteroBlockLoader(hetero_data(), [1], input_nodes="paper", edge_attrs={})

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from featgraph import Graph, ops
 from featgraph.loader import LinkBlockBatch, LinkBlockLoader
-from featgraph.sampling import MiniBatch
+from featgraph.sampling import GlobalUniformNegatives, MiniBatch, PairGraph
 from tests.sampling.reference import check_minibatch
 
 
@@ -286,3 +286,64 @@ def test_property_every_sampled_edge_is_real_excluded_ones_absent_and_pairs_alig
         else:
             assert batch.neg_pair_graph is None
     assert torch.equal(torch.cat(visited).sort().values, torch.arange(len(pairs)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    num_nodes=st.integers(1, 12),
+    edges=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), min_size=1, max_size=40),
+    k=st.integers(1, 4),
+    exclude_self_loops=st.booleans(),
+    replace=st.booleans(),
+)
+def test_property_global_negatives_are_pairs_that_are_not_edges(num_nodes, edges, k, exclude_self_loops, replace):
+    """DGL's ``GlobalUniform`` negatives against the graph's own edge set: no negative is an edge, none a self loop
+    where those are excluded, none repeated without replacement, at most ``k`` per positive; pair graphs carry DGL's
+    ``num_nodes()``, ``edges()``, ``ndata[dgl.NID]`` and ``edata[dgl.EID]``."""
+    pairs = {(u % num_nodes, v % num_nodes) for u, v in edges}
+    src, dst = (torch.tensor(side) for side in zip(*sorted(pairs), strict=True))
+    graph = Graph(src, dst, num_nodes)
+    negatives = GlobalUniformNegatives(k, exclude_self_loops, replace)
+    for batch in LinkBlockLoader(graph, [1], 5, negatives=negatives, seed=2, idtype=torch.int32):
+        pair_graph, neg_pair_graph = batch.pair_graph, batch.neg_pair_graph
+        assert (
+            isinstance(pair_graph, PairGraph) and pair_graph.num_nodes() == pair_graph.num_nodes == batch.seeds.numel()
+        )
+        assert pair_graph.idtype == torch.int32 and torch.equal(pair_graph.edata["_ID"], batch.edge_ids.int())
+        u, v = pair_graph.edges()
+        seeds = pair_graph.ndata["_ID"].long()
+        assert torch.equal(seeds[u], src[batch.edge_ids]) and torch.equal(seeds[v], dst[batch.edge_ids])
+        n_u, n_v = (seeds[end] for end in neg_pair_graph.edges())
+        drawn = list(zip(n_u.tolist(), n_v.tolist(), strict=True))
+        assert neg_pair_graph.num_edges() <= k * batch.edge_ids.numel() and "_ID" not in neg_pair_graph.edata
+        assert not set(drawn) & pairs
+        assert not exclude_self_loops or all(a != b for a, b in drawn)
+        assert replace or len(set(drawn)) == len(drawn)
+
+
+def test_dgls_lenient_reverse_ids_and_maps_beside_a_callable_are_accepted():
+    """As DGL's: a ``reverse_eids`` longer than the edges is read up to them, a reverse id naming no edge excludes
+    nothing (the batch's own edges are still left out), and a callable ``exclude`` leaves ``reverse_eids``
+    unread; a callable's ids past the edges exclude nothing either."""
+    graph = skewed_graph()
+    count = graph.num_edges
+    reverse = torch.cat([torch.arange(count, 2 * count), torch.arange(count)])  # every reverse names no edge
+    loader = LinkBlockLoader(graph, [-1], 50, exclude="reverse_id", reverse_eids=reverse, seed=0)
+    for batch in loader:
+        assert not bool(torch.isin(batch.blocks[0].e_id, batch.edge_ids).any())
+    beyond = LinkBlockLoader(graph, [-1], 50, exclude=lambda ids: torch.cat([ids, ids + count]), reverse_eids=reverse)
+    for batch in beyond:
+        assert not bool(torch.isin(batch.blocks[0].e_id, batch.edge_ids).any())
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: GlobalUniformNegatives(0), ValueError, "k must be an int >= 1"),
+        (lambda: GlobalUniformNegatives(2, replace=3), TypeError, "replace must be a bool"),
+        (lambda: GlobalUniformNegatives(2, exclude_self_loops=None), TypeError, "exclude_self_loops must be a bool"),
+    ],
+)
+def test_bad_global_negatives_are_named(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
