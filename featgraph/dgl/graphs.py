@@ -65,10 +65,9 @@ def _edges(gidx: Any, etype: int = 0) -> tuple[torch.Tensor, torch.Tensor, int |
 
 def convert(gidx: Any) -> Graph:
     """The featgraph ``Graph`` of a one-edge-type graph index: src and dst in DGL's edge-id order (so edge data
-    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks). The
-    graph shares the index's edge arrays (DGL never writes them), so it adds only its formats."""
+    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks)."""
     _one_edge_type(gidx)
-    return Graph.sharing(*_edges(gidx))
+    return Graph(*_edges(gidx))
 
 
 def _one_edge_type(gidx: Any) -> None:
@@ -86,7 +85,7 @@ def _relation(gidx: Any, etype: int) -> Graph:
         if found is not None:
             _BY_ARRAYS.move_to_end(arrays)
             return found[1]
-    graph = Graph.sharing(src, dst, num_nodes)
+    graph = Graph(src, dst, num_nodes)
     if src.numel():  # an empty graph's arrays have no address to find it by
         with _LOCK:
             _BY_ARRAYS[arrays] = ((src, dst), graph)
@@ -131,7 +130,7 @@ def merged_graphs(gidx: Any, by: str) -> dict[int, tuple[Graph, tuple[int, ...]]
                 ends.append(end)
                 others.append(other + offset)
                 offset += gidx.number_of_nodes(other_type)
-            graph = Graph.sharing(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
+            graph = Graph(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
             merged[ntype] = (graph, tuple(etypes))
         return merged
 

@@ -173,19 +173,6 @@ class Graph:
         self._own(edges)
 
     @classmethod
-    def sharing(cls, src: torch.Tensor, dst: torch.Tensor, num_nodes: int | tuple[int, int] | None = None) -> Graph:
-        """A graph over these very int64 edge tensors, checked as the constructor checks them but not copied:
-        for edge arrays their owner never writes (a DGL graph index's), so the graph adds only its formats to
-        the memory they take. int32 ids are widened (a copy)."""
-        for what, ids in (("src", src), ("dst", dst)):
-            if not isinstance(ids, torch.Tensor):
-                raise TypeError(f"{what} must be a tensor, got {type(ids).__name__}")
-            _index_vector(ids, what)
-        _check_pair(src, dst)
-        src_t, dst_t = (ids.to(torch.int64).contiguous() for ids in (src, dst))
-        return cls._derived(src_t, dst_t, _checked_sizes(src_t, dst_t, num_nodes), None)
-
-    @classmethod
     def _derived(
         cls, src: torch.Tensor, dst: torch.Tensor, sizes: tuple[int, int], edge_weight: torch.Tensor | None
     ) -> Graph:

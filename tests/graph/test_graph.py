@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from featgraph import Graph, ops
 from tests.conftest import adjacency, random_edges
@@ -396,45 +394,3 @@ def test_a_graph_moved_to_the_gpu_carries_its_formats_equal(gpu):
     _, built, moved = _moved_by(lambda graph: graph.to(gpu))
     carried = (*moved.csr(torch.int32), moved.in_degrees(), *moved.with_self_loops().csc(torch.int32))
     assert all(torch.equal(m.cpu(), b) for m, b in zip(carried, built, strict=True))
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    num_src=st.integers(1, 12),
-    num_dst=st.integers(1, 12),
-    num_edges=st.integers(0, 40),
-    int32=st.booleans(),
-    seed=st.integers(0, 2**16),
-)
-def test_sharing_graph_equals_the_copying_one_and_keeps_int64_arrays(num_src, num_dst, num_edges, int32, seed):
-    gen = torch.Generator().manual_seed(seed)
-    dtype = torch.int32 if int32 else torch.int64
-    src = torch.randint(num_src, (num_edges,), generator=gen, dtype=dtype)
-    dst = torch.randint(num_dst, (num_edges,), generator=gen, dtype=dtype)
-    shared, copied = Graph.sharing(src, dst, (num_src, num_dst)), Graph(src, dst, (num_src, num_dst))
-    assert (shared.num_src_nodes, shared.num_dst_nodes) == (num_src, num_dst)
-    built = zip(
-        (*shared.coo(), *shared.csr(), *shared.csc()), (*copied.coo(), *copied.csr(), *copied.csc()), strict=True
-    )
-    assert all(torch.equal(mine, theirs) for mine, theirs in built)
-    if num_edges:  # int64 arrays are the graph's own; int32 ones are widened
-        assert (shared.coo()[0].data_ptr() == src.data_ptr()) is not int32
-    x = torch.randn(num_src, 3, generator=gen)
-    dense = torch.zeros(num_dst, num_src).index_put_((dst.long(), src.long()), torch.ones(num_edges), accumulate=True)
-    torch.testing.assert_close(ops.gspmm(shared, "copy_lhs", "sum", x, None), dense @ x)
-
-
-@pytest.mark.parametrize(
-    ("src", "dst", "num_nodes", "error", "message"),
-    [
-        ([0, 1], torch.tensor([1, 0]), None, TypeError, "src must be a tensor"),
-        (torch.tensor([0.0]), torch.tensor([1]), None, TypeError, "integer node ids"),
-        (torch.tensor([0, 1]), torch.tensor([1]), None, ValueError, "1-D of equal length"),
-        (torch.tensor([0, -1]), torch.tensor([1, 0]), None, ValueError, "negative node id -1"),
-        (torch.tensor([0, 4]), torch.tensor([1, 0]), 3, ValueError, "node id 4 out of range"),
-        (torch.tensor([0]), torch.tensor([3]), (5, 3), ValueError, "destination id 3 out of range"),
-    ],
-)
-def test_sharing_refuses_what_the_constructor_refuses(src, dst, num_nodes, error, message):
-    with pytest.raises(error, match=message):
-        Graph.sharing(src, dst, num_nodes)
