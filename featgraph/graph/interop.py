@@ -142,20 +142,43 @@ def from_pyg(data: Any) -> dict[str, Any]:
 
 
 def from_dgl(dgl_graph: Any) -> dict[str, Any]:
-    """A DGL graph with one edge type: homogeneous, or bipartite (a block from DGL's samplers, or a graph whose
-    edges run from one vertex type to another), which becomes a bipartite ``Graph`` of DGL's source and
-    destination counts. DGL's edge ids become the user edge order."""
-    if len(dgl_graph.canonical_etypes) != 1:
-        raise ValueError(
-            "only DGL graphs with one edge type are supported (homogeneous, a block or a bipartite graph), got "
-            f"edge types {dgl_graph.canonical_etypes}"
-        )
-    src, dst = dgl_graph.edges(order="eid")
-    if dgl_graph.is_block or dgl_graph.is_unibipartite:
-        num_nodes: int | tuple[int, int] = (dgl_graph.num_src_nodes(), dgl_graph.num_dst_nodes())
-    else:
-        num_nodes = dgl_graph.num_nodes()
+    """A DGL graph: homogeneous, or bipartite (a block from DGL's samplers, or a graph whose edges run from some
+    vertex types to others: ``is_unibipartite``), which becomes a bipartite ``Graph`` of DGL's source and
+    destination counts. Several edge types are merged as ``dgl.to_homogeneous`` merges them: each vertex type's
+    ids after those of the types before it (DGL's type order; sources and destinations apart where bipartite),
+    the relations one after another in DGL's edge type order. DGL's edge ids, relation by relation, become the
+    user edge order."""
+    bipartite = dgl_graph.is_block or dgl_graph.is_unibipartite
+    src_types, dst_types = (dgl_graph.srctypes, dgl_graph.dsttypes) if bipartite else (dgl_graph.ntypes,) * 2
+    src_offsets, num_src = _offsets([dgl_graph.num_src_nodes(t) for t in src_types])
+    dst_offsets, num_dst = _offsets([dgl_graph.num_dst_nodes(t) for t in dst_types])
+    srcs, dsts = [], []
+    for etype in dgl_graph.canonical_etypes:
+        src_type, _, dst_type = etype
+        src, dst = dgl_graph.edges(etype=etype, order="eid")
+        srcs.append(_shifted(src, src_offsets[src_types.index(src_type)]))
+        dsts.append(_shifted(dst, dst_offsets[dst_types.index(dst_type)]))
+    num_nodes: int | tuple[int, int] = (num_src, num_dst) if bipartite else num_src
+    src, dst = (srcs[0], dsts[0]) if len(srcs) == 1 else (torch.cat(srcs), torch.cat(dsts))
     return {"src": src, "dst": dst, "num_nodes": num_nodes, "edge_weight": None}
+
+
+def _offsets(counts: list[int]) -> tuple[list[int], int]:
+    """Each type's first id where the types' ids follow one another in order, and the total count."""
+    offsets = np.cumsum([0, *counts]).tolist()
+    return offsets[:-1], offsets[-1]
+
+
+def _shifted(ids: torch.Tensor, offset: int) -> torch.Tensor:
+    return ids + offset if offset else ids
+
+
+def is_dgl_graph(obj: Any) -> bool:
+    """Whether ``obj`` is a ``DGLGraph`` (a graph, a block or a relation slice), without importing DGL: where DGL
+    was never imported, nothing is one."""
+    dgl = sys.modules.get("dgl")
+    graph_class = getattr(dgl, "DGLGraph", None)
+    return graph_class is not None and isinstance(obj, graph_class)
 
 
 def import_dgl() -> Any | None:

@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph
 from tests.conftest import adjacency, random_edges
@@ -83,13 +85,94 @@ def test_from_dgl_block_is_bipartite_and_aggregates_as_dgl(dgl):
     torch.testing.assert_close(gspmm(g, "copy_lhs", "sum", x, None), block.dstdata["out"])
 
 
-def test_from_dgl_bipartite_heterograph_and_refusal_of_several_edge_types(dgl):
+def test_from_dgl_bipartite_heterograph(dgl):
     src, dst = torch.tensor([0, 1, 1]), torch.tensor([2, 0, 4])
     g = Graph.from_dgl(dgl.heterograph({("user", "buys", "item"): (src, dst)}, {"user": 2, "item": 5}))
     assert (g.num_src_nodes, g.num_dst_nodes) == (2, 5) and torch.equal(g.coo()[1], dst)
-    two = dgl.heterograph({("user", "buys", "item"): (src, dst), ("item", "sold_to", "user"): (dst, src)})
-    with pytest.raises(ValueError, match="one edge type"):
-        Graph.from_dgl(two)
+
+
+def _typed(dgl, relations, counts, int32):
+    idtype = torch.int32 if int32 else torch.int64
+    data = {et: (torch.tensor(s, dtype=idtype), torch.tensor(d, dtype=idtype)) for et, (s, d) in relations.items()}
+    return dgl.heterograph(data, num_nodes_dict=counts, idtype=idtype)
+
+
+@st.composite
+def _heterographs(draw, relations):
+    """The first of ``relations`` and some others over types of 0-4 vertices, each 0-6 edges (repeats:
+    duplicate edges; isolated vertices and empty relations occur)."""
+    types = {t for et in relations for t in (et[0], et[2])}
+    counts = {t: draw(st.integers(0, 4)) for t in sorted(types)}
+    chosen = [relations[0], *draw(st.lists(st.sampled_from(relations[1:]), max_size=len(relations) - 1, unique=True))]
+    edges = {}
+    for src_type, rel, dst_type in chosen:
+        ids = st.tuples(st.integers(0, max(counts[src_type] - 1, 0)), st.integers(0, max(counts[dst_type] - 1, 0)))
+        pairs = draw(st.lists(ids, max_size=6 if counts[src_type] and counts[dst_type] else 0))
+        edges[(src_type, rel, dst_type)] = ([u for u, _ in pairs], [v for _, v in pairs])
+    return edges, counts
+
+
+MIXED = [("a", "r2", "a"), ("a", "r0", "b"), ("b", "r1", "a"), ("c", "r3", "b")]  # a -> a: not one-way
+ONE_WAY = [("user", "buys", "item"), ("user", "rates", "item"), ("shop", "sells", "item"), ("user", "likes", "tag")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(graph=_heterographs(MIXED), int32=st.booleans(), seed=st.integers(0, 2**16))
+def test_from_dgl_several_edge_types_as_dgl_to_homogeneous(dgl, graph, int32, seed):
+    """Several edge types: DGL's ``to_homogeneous`` numbering and edge order, and sums over the graph equal
+    DGL's own per-relation message passing summed across relations (vertex and edge rows both line up)."""
+    hg = _typed(dgl, *graph, int32)
+    g = Graph.from_dgl(hg)
+    assert g.num_nodes == hg.num_nodes() and not g.is_bipartite
+    if hg.num_edges():  # DGL's to_homogeneous fails on a graph without edges
+        homogeneous = dgl.to_homogeneous(hg)
+        assert torch.equal(torch.stack(g.coo()), torch.stack(homogeneous.edges(order="eid")).to(g.coo()[0].dtype))
+    _check_sums(dgl, hg, g, hg.ntypes, hg.ntypes, seed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(graph=_heterographs(ONE_WAY), int32=st.booleans(), seed=st.integers(0, 2**16))
+def test_from_dgl_several_edge_types_one_way_is_bipartite(dgl, graph, int32, seed):
+    """Relations all from some vertex types to others (``is_unibipartite``): the sources' types, then the
+    destinations' types, each numbered in DGL's type order; a block of several edge types alike."""
+    hg = _typed(dgl, *graph, int32)
+    g = Graph.from_dgl(hg)
+    assert (g.num_src_nodes, g.num_dst_nodes) == (
+        sum(hg.num_src_nodes(t) for t in hg.srctypes),
+        sum(hg.num_dst_nodes(t) for t in hg.dsttypes),
+    )
+    _check_sums(dgl, hg, g, hg.srctypes, hg.dsttypes, seed)
+    block = dgl.to_block(hg, {t: torch.arange(hg.num_nodes(t)).to(hg.idtype) for t in hg.dsttypes})
+    _check_sums(dgl, block, Graph.from_dgl(block), block.srctypes, block.dsttypes, seed)
+
+
+def _check_sums(dgl, hg, g, src_types, dst_types, seed):
+    """``gspmm`` over ``g`` of the sources' features stacked by type (plus each edge's feature, stacked by
+    relation) against DGL's ``multi_update_all`` sum on ``hg``."""
+    from featgraph.ops import gspmm
+
+    gen = torch.Generator().manual_seed(seed)
+    x = {t: torch.randn(hg.num_src_nodes(t), 3, generator=gen, dtype=torch.float64) for t in src_types}
+    w = {et: torch.randn(hg.num_edges(et), 1, generator=gen, dtype=torch.float64) for et in hg.canonical_etypes}
+    for t, v in x.items():
+        hg.srcnodes[t].data["h"] = v
+    for et, v in w.items():
+        hg.edges[et].data["w"] = v
+    hg.multi_update_all({et: (dgl.function.u_mul_e("h", "w", "m"), dgl.function.sum("m", "out"))
+                         for et in hg.canonical_etypes}, "sum")  # fmt: skip
+    want = torch.cat([hg.dstnodes[t].data.get("out", torch.zeros(hg.num_dst_nodes(t), 3, dtype=torch.float64))
+                      for t in dst_types])  # fmt: skip
+    got = gspmm(g, "mul", "sum", torch.cat([x[t] for t in src_types]), torch.cat(list(w.values())))
+    torch.testing.assert_close(got, want)
+
+
+def test_is_dgl_graph(dgl):
+    from featgraph.graph.interop import is_dgl_graph
+
+    g = dgl.heterograph({("user", "buys", "item"): ([0], [1]), ("item", "sold_to", "user"): ([1], [0])})
+    assert is_dgl_graph(g) and is_dgl_graph(g["buys"]) and is_dgl_graph(dgl.to_block(g, {"item": [1]}))
+    for other in (Graph.from_dgl(g), {("user", "buys", "item"): ([0], [1])}, None, torch.zeros(2, 2)):
+        assert not is_dgl_graph(other)
 
 
 @pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_coo])
