@@ -107,6 +107,12 @@ def featgraph_loader(dgl: Any, graph: Any, indices: Any, graph_sampler: Any, opt
     """The featgraph loader DGL's ``graph``, ``indices`` and ``graph_sampler`` translate into."""
     typed = len(graph.ntypes) != 1 or len(graph.canonical_etypes) != 1
     fg_graph = HeteroGraph.from_dgl(graph) if typed else Graph.from_dgl(graph)
+    if not typed and isinstance(indices, Mapping):  # DGL also takes its one type's ids as a dict
+        if len(indices) != 1:
+            raise ValueError(
+                f"indices: a graph of one node and edge type takes one type's ids, got keys {list(indices)}"
+            )
+        (indices,) = indices.values()
     edge_sampler = type(graph_sampler) is dgl.dataloading.EdgePredictionSampler
     sampler = graph_sampler.sampler if edge_sampler else graph_sampler
     fanouts, sampling = block_sampler_options(dgl, graph, sampler, typed)

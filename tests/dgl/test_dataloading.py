@@ -204,6 +204,7 @@ def bad_fanouts() -> object:
         ({"batch_size": 0}, ValueError, "batch_size must be an int >= 1"),
         ({"use_ddp": "yes"}, TypeError, "use_ddp must be a bool"),
         ({"use_ddp": True}, ValueError, "use_ddp=True needs torch.distributed's process group"),
+        ({"indices": {"_N": torch.arange(2), "x": torch.arange(2)}}, ValueError, "indices: a graph of one node and"),
     ],
 )
 def test_what_featgraph_does_not_serve_is_refused_by_name(arguments, error, message):
@@ -238,4 +239,8 @@ def test_batches_go_to_the_device_asked_for_and_the_loader_has_dgls_length():
         homogeneous(), torch.arange(3), dgl.dataloading.NeighborSampler([2]), batch_size=2, device="cpu"
     )
     assert len(loader) == 2 and loader.device == torch.device("cpu")
+    as_dict = fdgl.DataLoader(
+        homogeneous(), {"_N": torch.arange(3)}, dgl.dataloading.NeighborSampler([2]), batch_size=3
+    )
+    assert torch.equal(next(iter(as_dict)).seeds, torch.arange(3))
     assert all(block.device == torch.device("cpu") for _, _, blocks in loader for block in blocks)
