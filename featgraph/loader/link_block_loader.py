@@ -152,11 +152,10 @@ class HeteroLinkBlockBatch(MovableBatch):
     """A typed graph's edge-prediction batch: ``input_nodes`` and ``seeds`` per node type (the seeds: the pairs'
     endpoints, each type's last block's destinations), ``pair_graph`` and ``neg_pair_graph`` (None without
     negatives): ``HeteroPairGraph``s, per seed edge type a ``PairGraph`` from its source type's seeds to its
-    destination type's,
-    ``blocks`` (``HeteroBlock``s, input layer first), ``edge_ids`` per seed edge type (ids within the edge
-    type), ``input_id`` (the positives' positions among the loader's edges, edge type by edge type) and ``x``
-    per node type with a per-vertex ``x``. Unpacks as DGL's ``(input_nodes, pair_graph, neg_pair_graph,
-    blocks)`` (without negatives ``(input_nodes, pair_graph, blocks)``)."""
+    destination type's, ``blocks`` (``HeteroBlock``s, input layer first), ``edge_ids`` per seed edge type (ids
+    within the edge type), ``input_id`` (the positives' positions among the loader's edges, edge type by edge
+    type) and ``x`` per node type with a per-vertex ``x``. Unpacks as DGL's ``(input_nodes, pair_graph,
+    neg_pair_graph, blocks)`` (without negatives ``(input_nodes, pair_graph, blocks)``)."""
 
     input_nodes: dict[str, torch.Tensor]
     pair_graph: HeteroPairGraph
