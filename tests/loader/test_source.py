@@ -139,7 +139,6 @@ def test_x_or_y_with_too_few_rows_is_refused_by_name_whatever_holds_it(tmp_path,
         loader_source(Graph.from_edge_index(RING, num_nodes=6), **{key: value})
 
 
-
 @pytest.mark.parametrize("order", [">", "<"])
 def test_a_memmap_in_either_byte_order_gives_native_rows_per_batch(tmp_path, order):
     """A big-endian memmap (torch reads native byte order only) is read per batch, only the batch's rows, in
