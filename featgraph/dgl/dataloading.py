@@ -158,7 +158,7 @@ def block_sampler_options(dgl: Any, graph: Any, sampler: Any, typed: bool) -> tu
     fanouts: Any = hops
     if any(isinstance(hop, Mapping) for hop in hops):
         fanouts = {et: [typed_fanout(hop, et) for hop in hops] for et in graph.canonical_etypes}
-    options: dict[str, Any] = {"replace": sampler.replace}
+    options: dict[str, Any] = {"replace": bool(sampler.replace)}  # DGL reads its flags by truth value
     if sampler.prob is not None:
         options["weight_attr"] = sampler.prob
         if typed:
