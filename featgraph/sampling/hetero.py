@@ -82,7 +82,7 @@ class HeteroBlock(DGLHeteroBlockView):
         return self.relations[canonical_edge_type(self.edge_types, edge_type)]
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> HeteroBlock:
-        """The block on ``device`` (each graph's formats are built again there on first use)."""
+        """The block on ``device``, each graph's formats already built (the sampler's CSR) with it."""
         move = partial(torch.Tensor.to, device=device, non_blocking=non_blocking)
         return HeteroBlock(
             {et: g.to(device, non_blocking) for et, g in self.relations.items()},

@@ -45,7 +45,7 @@ class Block(DGLBlockView):
         return iter((self.graph, self.n_id, self.e_id))
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Block:
-        """The block on ``device`` (its graph's formats are built again there on first use)."""
+        """The block on ``device``, its graph's CSR (built by the sampler) and self-loop graph with it."""
         move = partial(torch.Tensor.to, device=device, non_blocking=non_blocking)
         return Block(self.graph.to(device, non_blocking), move(self.n_id), move(self.e_id))
 
