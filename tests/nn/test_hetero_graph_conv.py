@@ -6,6 +6,8 @@ import copy
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from featgraph import ops
@@ -189,3 +191,114 @@ def test_on_a_typed_block_through_the_gpu_target(gpu):
     assert got.keys() == want.keys()
     for t in want:
         torch.testing.assert_close(got[t].cpu(), want[t].detach(), rtol=1e-4, atol=1e-5)
+
+
+# ---- DGL's modules on DGL's graphs and blocks, against DGL's own HeteroGraphConv -------------------------------
+def _dgl():
+    from featgraph.graph.interop import import_dgl
+
+    module = import_dgl()
+    if module is None:
+        pytest.skip("DGL is not installed")
+    return module
+
+
+DGL_RELATIONS = [
+    ("user", "follows", "user"),
+    ("user", "buys", "item"),
+    ("tag", "marks", "item"),
+    ("item", "bought-by", "user"),
+    ("tag", "empty", "user"),
+]
+
+
+@st.composite
+def dgl_heterographs(draw):
+    """Two to five of ``DGL_RELATIONS`` over types of 1-5 vertices, each 0-8 edges (duplicate edges, empty
+    relations and vertices without in-edges occur)."""
+    counts = {t: draw(st.integers(1, 5)) for t in SIZES}
+    chosen = draw(st.lists(st.sampled_from(DGL_RELATIONS), min_size=2, max_size=5, unique=True))
+    edges = {}
+    for s, rel, d in chosen:
+        pairs = draw(st.lists(st.tuples(st.integers(0, counts[s] - 1), st.integers(0, counts[d] - 1)), max_size=8))
+        edges[(s, rel, d)] = ([u for u, _ in pairs], [v for _, v in pairs])
+    return edges, counts
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    graph=dgl_heterographs(),
+    aggregate=st.sampled_from(["sum", "max", "min", "mean", "stack"]),
+    canonical=st.booleans(),
+    int32=st.booleans(),
+    as_block=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_dgl_modules_on_dgl_graphs_as_dgls_hetero_graph_conv(graph, aggregate, canonical, int32, as_block, seed):
+    """DGL's GraphConv and SAGEConv per relation (odd widths), on a DGL heterograph or a block of it: the outputs
+    and every gradient equal DGL's own HeteroGraphConv's over the same modules."""
+    dgl = _dgl()
+    import dgl.nn.pytorch as dglnn
+
+    edges, counts = graph
+    idtype = torch.int32 if int32 else torch.int64
+    g = dgl.heterograph(
+        {et: (torch.tensor(s, dtype=idtype), torch.tensor(d, dtype=idtype)) for et, (s, d) in edges.items()},
+        num_nodes_dict=counts,
+        idtype=idtype,
+    )
+    if as_block:
+        seeds = {t: torch.arange(counts[t] - 1, dtype=idtype) for t in g.ntypes}  # the last of each type dropped
+        g = dgl.to_block(dgl.in_subgraph(g, seeds), seeds)
+    torch.manual_seed(seed)
+    layers = (lambda: dglnn.SAGEConv(WIDTH, 3, "mean"), lambda: dglnn.GraphConv(WIDTH, 3, norm="both"))
+    mods = {(et if canonical else et[1]): layers[i % 2]() for i, et in enumerate(edges)}
+    ours, theirs = HeteroGraphConv(mods, aggregate), dglnn.HeteroGraphConv(mods, aggregate)
+    gen = torch.Generator().manual_seed(seed)
+    types, rows = (g.srctypes, g.num_src_nodes) if g.is_block else (g.ntypes, g.num_nodes)
+    x = {t: torch.randn(rows(t), WIDTH, generator=gen, dtype=torch.float64) for t in types}
+    for module in mods.values():
+        module.double()
+
+    def run(conv):
+        leaves = {t: v.clone().requires_grad_() for t, v in x.items()}
+        out = conv(g, leaves)
+        grads = torch.autograd.grad(
+            sum(v.square().sum() for v in out.values()), [*leaves.values(), *conv.parameters()], allow_unused=True
+        )
+        return out, grads
+
+    (got, got_grads), (want, want_grads) = run(ours), run(theirs)
+    assert got.keys() == want.keys()
+    for t in want:
+        torch.testing.assert_close(got[t], want[t])
+    for a, b in zip(got_grads, want_grads, strict=True):
+        assert (a is None) == (b is None) or not (a if b is None else b).any()
+        if a is not None and b is not None:
+            torch.testing.assert_close(a, b)
+
+
+def test_dgl_graph_pair_inputs_extra_arguments_and_named_errors():
+    """On a DGL graph: a pair of dicts skips the relations whose destination type has no input, extra arguments
+    reach the modules by relation name (DGL's GraphConv's ``edge_weight``), and a missing destination input is
+    named."""
+    dgl = _dgl()
+    import dgl.nn.pytorch as dglnn
+
+    g = dgl.heterograph(
+        {et: (torch.tensor([0, 1, 1]), torch.tensor([1, 0, 2])) for et in DGL_RELATIONS[:4]},
+        num_nodes_dict={"user": 3, "item": 3, "tag": 2},
+    )
+    torch.manual_seed(0)
+    mods = {rel: dglnn.GraphConv(WIDTH, 3, norm="none") for _, rel, _ in DGL_RELATIONS[:4]}
+    x = {t: torch.randn(g.num_nodes(t), WIDTH) for t in g.ntypes}
+    weight = {"buys": {"edge_weight": torch.rand(3)}}
+    for conv in (HeteroGraphConv(mods), dglnn.HeteroGraphConv(mods)):
+        out = conv(g, (x, {"item": x["item"]}), mod_kwargs=weight)
+        assert out.keys() == {"item"}
+    ours = HeteroGraphConv(mods)(g, (x, {"item": x["item"]}), mod_kwargs=weight)["item"]
+    torch.testing.assert_close(
+        ours, dglnn.HeteroGraphConv(mods)(g, (x, {"item": x["item"]}), mod_kwargs=weight)["item"]
+    )
+    with pytest.raises(KeyError, match="no features of node type 'item'"):
+        HeteroGraphConv(mods)(g, {"user": x["user"], "tag": x["tag"]})
