@@ -195,7 +195,7 @@ def loader_source(
         source = LoaderSource(data, _tensors(x=x, y=y), edges, {})
     elif x is not None or y is not None or edge_attrs is not None:
         raise TypeError(
-            f"x, y and edge_attrs are passed only with a featgraph Graph; a {type(data).__name__} brings its own"
+            f"x and y are passed only with a featgraph Graph, edge_attrs too; a {type(data).__name__} brings its own"
         )
     elif isinstance(data, Dataset):
         return loader_source(data.graph, data.features, data.labels)

@@ -179,7 +179,7 @@ def test_property_a_bool_edge_attr_is_a_sampling_mask_and_ids_keep_the_idtype(da
         (
             {"edge_attrs": {"w": torch.ones(7)}, "data": "cora"},
             TypeError,
-            "edge_attrs are passed only with a featgraph Graph",
+            "passed only with a featgraph Graph, edge_attrs too",
         ),
     ],
 )
