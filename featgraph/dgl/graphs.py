@@ -5,7 +5,7 @@ lifetime (``local_scope`` shares it), so converting it on every call would redo 
 The index supports weak references but not hashing, so the cache is keyed by ``id`` and each entry is
 evicted by its weak reference's callback when DGL frees the index: graphs are never leaked. An index of
 several edge types has one graph per relation (``relation_graphs``) and, for the softmax across relations,
-one per node type over every edge that ends there (``merged_graphs``). DGL's ``update_all`` and
+one over all of its edges (``merged_graph``). DGL's ``update_all`` and
 ``apply_edges`` pass a relation slice (``g[etype]._graph``), a new index on every call over the same edge
 arrays; those are found again by the arrays' addresses among the last ``SLICES`` relation graphs, whose edge
 arrays the cache holds so no address is reused while its entry lives (a relation of a heterograph and its
@@ -107,32 +107,25 @@ def graph_of(gidx: Any) -> Graph:
     return relation_graphs(gidx)[0]
 
 
-def merged_graphs(gidx: Any, by: str) -> dict[int, tuple[Graph, tuple[int, ...]]]:
-    """Per node type, the edges of every relation that ends there (``by`` "dst") or starts there (``by``
-    "src", reversed so they end there): ``(graph, edge types)``, the edges relation after relation in DGL's
-    edge-id order, each relation's other ends numbered after the previous relation's. A softmax over the
-    graph's in-edges is then the softmax across relations that share a node; built once per index object."""
+def merged_graph(gidx: Any, by: str) -> Graph:
+    """Every edge of ``gidx`` in one graph over all its vertices, as ``dgl.to_homogeneous`` numbers them (each
+    node type's ids after those of the types before it; the edges relation after relation in DGL's edge-id
+    order), reversed for ``by="src"``: a softmax over each vertex's in-edges is then the softmax across the
+    relations that share it as destination (or source). Built once per index object."""
     if by not in ("dst", "src"):
         raise ValueError(f"by must be 'dst' or 'src', got {by!r}")
 
-    def build() -> dict[int, tuple[Graph, tuple[int, ...]]]:
-        grouped: dict[int, list[int]] = {}
+    def build() -> Graph:
+        counts = [gidx.number_of_nodes(ntype) for ntype in range(gidx.number_of_ntypes())]
+        offsets = [sum(counts[:ntype]) for ntype in range(len(counts))]
+        srcs, dsts = [], []
         for etype in range(gidx.number_of_etypes()):
             src_type, dst_type = gidx.metagraph.find_edge(etype)
-            grouped.setdefault(dst_type if by == "dst" else src_type, []).append(etype)
-        merged = {}
-        for ntype, etypes in grouped.items():
-            ends, others, offset = [], [], 0
-            for etype in etypes:
-                src, dst, _ = gidx.edges(etype, "eid")
-                src_type, dst_type = gidx.metagraph.find_edge(etype)
-                end, other, other_type = (dst, src, src_type) if by == "dst" else (src, dst, dst_type)
-                ends.append(end)
-                others.append(other + offset)
-                offset += gidx.number_of_nodes(other_type)
-            graph = Graph(torch.cat(others), torch.cat(ends), (offset, gidx.number_of_nodes(ntype)))
-            merged[ntype] = (graph, tuple(etypes))
-        return merged
+            src, dst, _ = gidx.edges(etype, "eid")
+            srcs.append(src + offsets[src_type])
+            dsts.append(dst + offsets[dst_type])
+        src, dst = torch.cat(srcs), torch.cat(dsts)
+        return Graph(src, dst, sum(counts)) if by == "dst" else Graph(dst, src, sum(counts))
 
     return _remembered(gidx, f"merged by {by}", build)
 

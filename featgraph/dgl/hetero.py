@@ -6,8 +6,8 @@ node type (gspmm) or per edge type. Each relation runs featgraph's kernel on its
 (``graphs.relation_graphs``, built once per index); gspmm's results into one node type are then reduced
 across its relations as DGL's kernel reduces them: sum adds them, max/min keep the first relation's winner
 (its gradient goes to that relation's winning edge) with -inf/inf at vertices no relation reaches. The softmax
-spans every relation that shares a destination (``norm_by="src"``: a source) through one graph per node type
-over all of those edges (``graphs.merged_graphs``). Refusals and fallback are ``kernels.routing``'s.
+spans every relation that shares a destination (``norm_by="src"``: a source) through one graph over all the
+edges (``graphs.merged_graph``). Refusals and fallback are ``kernels.routing``'s.
 
 DGL's own heterograph kernels fail where a relation has no edges (an error, or zeros or unset memory when the
 first relation is empty); featgraph serves those graphs with each relation's own result, nothing from an
@@ -123,9 +123,9 @@ def gsddmm_hetero(
 
 
 def edge_softmax_hetero(gidx: Any, eids: Any, norm_by: str, *logits: Any) -> tuple[torch.Tensor, ...]:
-    """``dgl.backend.edge_softmax_hetero``: logits per edge type; featgraph's ``edge_softmax`` over every edge
-    into a node type at once (out of it, for ``norm_by="src"``), so the softmax spans the relations that share
-    a vertex."""
+    """``dgl.backend.edge_softmax_hetero``: logits per edge type; one featgraph ``edge_softmax`` over all the
+    edges (``graphs.merged_graph``), so the softmax at a vertex spans every relation into it (out of it, for
+    ``norm_by="src"``) and, as DGL's, every logits tensor gets a gradient."""
     from dgl.base import is_all
 
     if not is_all(eids):
@@ -141,15 +141,10 @@ def edge_softmax_hetero(gidx: Any, eids: Any, norm_by: str, *logits: Any) -> tup
             raise Refused(f"logits on {x.device}, graph on {g.device}")
         if x.shape[0] != g.num_edges:
             raise Refused(f"logits have {x.shape[0]} rows, expected {g.num_edges}")
-    out: list[torch.Tensor | None] = [None] * len(relations)
-    for merged, etypes in graphs.merged_graphs(gidx, norm_by).values():
-        together = [scores[etype] for etype in etypes]
-        if len({(x.shape[1:], x.dtype) for x in together}) > 1:
-            raise Refused("relations sharing a vertex have logits of different shapes or dtypes")
-        softmax = ops.edge_softmax(merged, torch.cat(together) if len(together) > 1 else together[0])
-        for etype, part in zip(etypes, softmax.split([x.shape[0] for x in together]), strict=True):
-            out[etype] = part
-    return tuple(out)  # type: ignore[arg-type]
+    if len({(x.shape[1:], x.dtype) for x in scores}) > 1:
+        raise Refused("logits of different shapes or dtypes")
+    softmax = ops.edge_softmax(graphs.merged_graph(gidx, norm_by), torch.cat(scores))
+    return tuple(softmax.split([x.shape[0] for x in scores]))
 
 
 SERVERS: dict[str, Callable[..., Any]] = {

@@ -440,23 +440,17 @@ def test_relation_graphs_built_once_and_shared_with_relation_slices():
         assert torch.equal(graph.coo()[0], src) and torch.equal(graph.coo()[1], dst)
         assert graph.is_bipartite == (etype[0] != etype[2])
         assert graphs.graph_of(g[etype]._graph) is graph  # update_all on one relation: the same graph
-    merged = graphs.merged_graphs(g._graph, "dst")
-    assert graphs.merged_graphs(g._graph, "dst") is merged
-
-    for by, relations_at in (
-        ("dst", {"a": ["r1"], "b": ["r0", "r2"], "c": ["r3"]}),
-        ("src", {"a": ["r0", "r1"], "b": ["r3"], "c": ["r2"]}),
-    ):
-        found = graphs.merged_graphs(g._graph, by).items()
-        assert {g.ntypes[t]: [g.etypes[e] for e in etypes] for t, (_, etypes) in found} == relations_at
-    graph, _ = merged[g.get_ntype_id("b")]
-    assert graph.num_edges == g.num_edges("r0") + g.num_edges("r2") and graph.num_dst_nodes == COUNTS["b"]
+    merged = graphs.merged_graph(g._graph, "dst")
+    assert graphs.merged_graph(g._graph, "dst") is merged
+    homogeneous = torch.stack(dgl.to_homogeneous(g).edges(order="eid"))  # the same numbering and edge order
+    assert torch.equal(torch.stack(merged.coo()), homogeneous)
+    assert torch.equal(torch.stack(graphs.merged_graph(g._graph, "src").coo()), homogeneous.flip(0))
     with fdgl.use():
         dgl.ops.gspmm(g, "copy_lhs", "sum", node_leaves(g, 2, 0), None)
     assert graphs.relation_graphs(g._graph) is relations
     before = graphs.cached_count()
     del g
     gc.collect()
-    assert graphs.cached_count() == before - 1
+    assert graphs.cached_count() <= before - 1  # (other tests' graphs may go in the same collection)
     with pytest.raises(ValueError, match="by"):
-        graphs.merged_graphs(heterograph(EDGES, COUNTS)._graph, "edge")
+        graphs.merged_graph(heterograph(EDGES, COUNTS)._graph, "edge")
