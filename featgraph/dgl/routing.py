@@ -89,10 +89,10 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
     EntryPoint(
         "edge_softmax_hetero",
         (("dgl.backend", "edge_softmax_hetero"), ("dgl.ops.edge_softmax", "edge_softmax_hetero_internal")),
-        "featgraph.ops.edge_softmax per node type",
-        "several edge types: one softmax over every relation's edges into a node type (out of it for "
-        "norm_by='src'); DGL's own for an eids subset, other dtypes, or logits of different shapes sharing a "
-        "vertex",
+        "featgraph.ops.edge_softmax over every edge",
+        "several edge types: one softmax over all the relations' edges, so a vertex's spans every relation into "
+        "it (out of it for norm_by='src'); DGL's own for an eids subset, other dtypes, or logits of different "
+        "shapes or dtypes",
     ),
     EntryPoint(
         "scatter_add",
