@@ -58,9 +58,24 @@ def _edges(gidx: Any, etype: int = 0) -> tuple[torch.Tensor, torch.Tensor, int |
     """Edge type ``etype``'s src and dst in DGL's edge-id order and its vertex count (a pair where the edge
     type joins two node types: blocks, relations of a heterograph)."""
     src_type, dst_type = gidx.metagraph.find_edge(etype)
-    src, dst, _ = gidx.edges(etype, "eid")
+    src, dst = _coo(gidx, etype)
     num_src, num_dst = gidx.number_of_nodes(src_type), gidx.number_of_nodes(dst_type)
     return src, dst, (num_src if src_type == dst_type else (num_src, num_dst))
+
+
+def _coo(gidx: Any, etype: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Edge type ``etype``'s src and dst in DGL's edge-id order: DGL's COO, or where the graph is restricted to
+    CSR or CSC (``g.formats("csc")``, which has no COO to give) read from that and put in edge-id order."""
+    allowed = {fmt for formats in gidx.formats().values() for fmt in formats}
+    if "coo" in allowed:
+        src, dst, _ = gidx.edges(etype, "eid")
+        return src, dst
+    by_dst = "csc" in allowed
+    _, _, indptr, indices, eids = gidx.adjacency_matrix_tensors(etype, by_dst, "csr")
+    compressed = torch.repeat_interleave(torch.arange(indptr.numel() - 1, dtype=indptr.dtype), indptr.diff())
+    stored = (indices, compressed) if by_dst else (compressed, indices)
+    src, dst = (torch.empty_like(ids).index_copy_(0, eids.long(), ids) for ids in stored)
+    return src, dst
 
 
 def convert(gidx: Any) -> Graph:
@@ -121,7 +136,7 @@ def merged_graph(gidx: Any, by: str) -> Graph:
         srcs, dsts = [], []
         for etype in range(gidx.number_of_etypes()):
             src_type, dst_type = gidx.metagraph.find_edge(etype)
-            src, dst, _ = gidx.edges(etype, "eid")
+            src, dst = _coo(gidx, etype)
             srcs.append(src + offsets[src_type])
             dsts.append(dst + offsets[dst_type])
         src, dst = torch.cat(srcs), torch.cat(dsts)

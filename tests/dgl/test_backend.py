@@ -176,6 +176,18 @@ def test_one_dimensional_features():
     assert served(counts, "gspmm") == served(counts, "gsddmm") == 1
 
 
+@pytest.mark.parametrize(("fmt", "entry"), [("csc", "gspmm"), ("csr", "gsddmm")])
+def test_graph_restricted_to_one_sparse_format(fmt, entry):
+    """A graph restricted to CSC or CSR (each the format DGL's kernel needs), which has no COO for DGL to give:
+    served, its edge rows in DGL's order."""
+    g = random_graph(seed=12).formats(fmt)
+    x, w = leaf(N, 3, seed=1), leaf(E, 3, seed=2)
+    call = dgl.ops.u_mul_e_max if entry == "gspmm" else dgl.ops.e_sub_v
+    # values only: DGL's own backward needs the format the graph is restricted against
+    counts = compare(lambda: ([call(g, x, w) if entry == "gspmm" else call(g, w, x)], [x, w]), gradients=False)
+    assert counts == {entry: {"featgraph": 1}}
+
+
 def test_graph_without_nodes():
     g = dgl.graph(([], []), num_nodes=0)
     x = leaf(0, 3, seed=1)
