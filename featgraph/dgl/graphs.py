@@ -78,13 +78,6 @@ def _coo(gidx: Any, etype: int) -> tuple[torch.Tensor, torch.Tensor]:
     return src, dst
 
 
-def convert(gidx: Any) -> Graph:
-    """The featgraph ``Graph`` of a one-edge-type graph index: src and dst in DGL's edge-id order (so edge data
-    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks)."""
-    _one_edge_type(gidx)
-    return Graph(*_edges(gidx))
-
-
 def _one_edge_type(gidx: Any) -> None:
     if gidx.number_of_etypes() != 1:
         raise ValueError(f"expected a graph index with one edge type, got {gidx.number_of_etypes()}")
@@ -116,8 +109,10 @@ def relation_graphs(gidx: Any) -> tuple[Graph, ...]:
 
 
 def graph_of(gidx: Any) -> Graph:
-    """``convert(gidx)``, built on the first call for this index object (or for another index over the same
-    edge arrays: a relation slice) and remembered while it lives."""
+    """The featgraph ``Graph`` of a one-edge-type graph index: src and dst in DGL's edge-id order (so edge data
+    rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks); built
+    on the first call for this index object (or for another index over the same edge arrays: a relation
+    slice) and remembered while it lives."""
     _one_edge_type(gidx)
     return relation_graphs(gidx)[0]
 

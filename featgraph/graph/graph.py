@@ -318,7 +318,9 @@ class Graph:
 
     @classmethod
     def from_dgl(cls, dgl_graph: Any) -> Graph:
-        """From a homogeneous DGL graph, keeping DGL's edge ids as the user order."""
+        """From a DGL graph or block, keeping DGL's edge ids as the user order; several edge types are merged as
+        ``dgl.to_homogeneous`` merges them (bipartite where every relation runs from some vertex types to
+        others, and for blocks)."""
         return cls(**interop.from_dgl(dgl_graph))
 
     # ---- basic facts --------------------------------------------------------------------------
