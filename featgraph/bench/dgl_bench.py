@@ -18,7 +18,8 @@ training adds, the losses of the first two steps (both rows start from the same 
 masks and batches, so they agree to float32 rounding: the first checks the forward, the second the
 gradients and the step), and under featgraph how many kernel calls featgraph served and which fell back to
 DGL's own kernels, and why (``featgraph.dgl.calls``). One more step runs under torch's profiler for the time
-spent inside the side's kernels (DGL's kernel functions, or featgraph's operators, outermost calls only):
+spent inside the side's kernels (DGL's kernel entry points however served, and the kernel functions or
+featgraph operators of their gradients; outermost calls only):
 featgraph's row compares the two sides' kernel times, and DGL's row gives the bound Amdahl's law sets, the
 speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
 layers, dropout, DGL's graph bookkeeping, stays the same on both sides).
@@ -27,6 +28,8 @@ layers, dropout, DGL's graph bookkeeping, stays the same on both sides).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import sys
@@ -61,6 +64,7 @@ SIDES = ("dgl", "featgraph")  # DGL's own kernels; featgraph's under featgraph.d
 RGCN_SHAPE = "am"
 MINIBATCH = minibatch.MODELS["sage"]  # 3 layers, 256 hidden, fan-out 15/10/5 from the seeds (DGL's: 5/10/15)
 MINIBATCH_WARMUP = 3
+ENTRY_POINT = "DGL entry point: "  # the profiler ranges around DGL's kernel entry points
 LOSS_RTOL = 1e-4  # float32 rounding: summation orders differ between the kernels
 DGL_KERNELS = frozenset(
     f"{function}{suffix}"
@@ -106,13 +110,45 @@ class Row:
 
 
 def _is_kernel(name: str, side: str) -> bool:
+    if name.startswith(ENTRY_POINT):
+        return True
     return name.startswith("featgraph::") if side == "featgraph" else name in DGL_KERNELS
 
 
+@contextlib.contextmanager
+def _entry_points_recorded() -> Iterator[None]:
+    """Every DGL kernel entry point ``featgraph.dgl`` knows (DGL's own or featgraph's, wherever bound) wrapped
+    in a profiler range named ``ENTRY_POINT`` + its name, so a call's time counts whatever serves it (DGL's
+    CPU ``gather_mm``, for one, is torch code, not one of its kernel functions)."""
+    patches = []
+    for entry in featgraph_dgl.ENTRY_POINTS if import_dgl() is not None else ():
+        for module_name, attribute in entry.locations:
+            module = importlib.import_module(module_name)
+            function = getattr(module, attribute, None)
+            if function is not None:
+                patches.append((module, attribute, function, _recorded(ENTRY_POINT + entry.name, function)))
+    for module, attribute, _, wrapped in patches:
+        setattr(module, attribute, wrapped)
+    try:
+        yield
+    finally:
+        for module, attribute, function, _ in reversed(patches):
+            setattr(module, attribute, function)
+
+
+def _recorded(name: str, function: Any) -> Any:
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        with torch.profiler.record_function(name):
+            return function(*args, **kwargs)
+
+    return recorded
+
+
 def profile_kernels(row: Row, step: Any) -> None:
-    """Run ``step`` once under torch's profiler: its time and the time inside ``row.side``'s kernels (the
-    outermost kernel calls' CPU time, so a kernel calling another counts once) into ``row``."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    """Run ``step`` once under torch's profiler: its time and the time inside ``row.side``'s kernels (DGL's
+    kernel entry points, however served, and the kernel functions or operators their gradients run; the
+    outermost such calls' CPU time, so a kernel calling another counts once) into ``row``."""
+    with _entry_points_recorded(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         start = time.perf_counter()
         step()
         row.profiled_ms = (time.perf_counter() - start) * 1e3

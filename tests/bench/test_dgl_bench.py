@@ -98,3 +98,21 @@ def test_profiled_kernel_time_counts_each_sides_outermost_kernels_once():
     dgl_bench.profile_kernels(dgl, step)  # no DGL kernel runs in it
     assert 0 < ours.kernel_ms < ours.profiled_ms
     assert dgl.kernel_ms == 0 and dgl.profiled_ms > 0
+
+
+@needs_dgl
+def test_profiled_kernel_time_counts_dgls_entry_points_however_served():
+    import torch
+
+    dgl = import_dgl()
+    g = dgl.graph((torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2, 0, 1])))
+    x = torch.randn(3, 4)
+
+    def step() -> None:
+        dgl.ops.gather_mm(x, torch.randn(2, 4, 5), idx_b=torch.tensor([0, 1, 1]))  # DGL's torch code on the CPU
+        dgl.ops.copy_u_sum(g, x)
+
+    row = dgl_bench.Row("rgcn", "g", "dgl")
+    dgl_bench.profile_kernels(row, step)
+    assert 0 < row.kernel_ms < row.profiled_ms
+    assert dgl.backend.gather_mm.__name__ == "gather_mm"  # the entry points are DGL's own again
