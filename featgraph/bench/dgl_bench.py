@@ -18,8 +18,8 @@ training adds, the losses of the first two steps (both rows start from the same 
 masks and batches, so they agree to float32 rounding: the first checks the forward, the second the
 gradients and the step), and under featgraph how many kernel calls featgraph served and which fell back to
 DGL's own kernels, and why (``featgraph.dgl.calls``). One more step runs under torch's profiler for the time
-spent inside the side's kernels (DGL's kernel entry points however served, and the kernel functions or
-featgraph operators of their gradients; outermost calls only):
+spent inside the side's kernels (DGL's kernel entry points however served, and the gradients of what they
+ran):
 featgraph's row compares the two sides' kernel times, and DGL's row gives the bound Amdahl's law sets, the
 speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
 layers, dropout, DGL's graph bookkeeping, stays the same on both sides).
@@ -65,26 +65,8 @@ RGCN_SHAPE = "am"
 MINIBATCH = minibatch.MODELS["sage"]  # 3 layers, 256 hidden, fan-out 15/10/5 from the seeds (DGL's: 5/10/15)
 MINIBATCH_WARMUP = 3
 ENTRY_POINT = "DGL entry point: "  # the profiler ranges around DGL's kernel entry points
+BACKWARD = "autograd::engine::evaluate_function: "  # how the profiler names a gradient step
 LOSS_RTOL = 1e-4  # float32 rounding: summation orders differ between the kernels
-DGL_KERNELS = frozenset(
-    f"{function}{suffix}"
-    for function in (
-        "GSpMM",
-        "GSpMM_hetero",
-        "GSDDMM",
-        "GSDDMM_hetero",
-        "EdgeSoftmax",
-        "EdgeSoftmax_hetero",
-        "SegmentReduce",
-        "ScatterAdd",
-        "CSRMM",
-        "CSRSum",
-        "CSRMask",
-        "SEGMENTMM",
-        "GATHERMM",
-    )
-    for suffix in ("", "Backward")
-)  # DGL's kernel functions (dgl/backend/pytorch/sparse.py) as the profiler names them, forward and backward
 
 
 @dataclass
@@ -107,12 +89,6 @@ class Row:
     served: int | None = None  # kernel calls featgraph served (featgraph's row)
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)  # entry point: {reason: calls} to DGL's
     note: str = ""
-
-
-def _is_kernel(name: str, side: str) -> bool:
-    if name.startswith(ENTRY_POINT):
-        return True
-    return name.startswith("featgraph::") if side == "featgraph" else name in DGL_KERNELS
 
 
 @contextlib.contextmanager
@@ -144,23 +120,40 @@ def _recorded(name: str, function: Any) -> Any:
     return recorded
 
 
+def _entry_point_of(event: Any) -> Any:
+    """The outermost entry-point range ``event`` lies in (itself included), or None."""
+    outermost = None
+    while event is not None:
+        if event.name.startswith(ENTRY_POINT):
+            outermost = event
+        event = event.cpu_parent
+    return outermost
+
+
+def kernel_time_us(events: Any) -> float:
+    """CPU time inside DGL's kernel entry points (outermost ranges) and in the backward of every operation run
+    inside them (autograd's ``evaluate_function`` events, matched to the forward by sequence number)."""
+    total, recorded = 0.0, set()
+    for event in events:
+        outermost = _entry_point_of(event)
+        if outermost is event:
+            total += event.cpu_time_total
+        if outermost is not None and event.sequence_nr >= 0:
+            recorded.add(event.sequence_nr)
+    for event in events:
+        if event.name.startswith(BACKWARD) and event.sequence_nr in recorded and _entry_point_of(event) is None:
+            total += event.cpu_time_total
+    return total
+
+
 def profile_kernels(row: Row, step: Any) -> None:
-    """Run ``step`` once under torch's profiler: its time and the time inside ``row.side``'s kernels (DGL's
-    kernel entry points, however served, and the kernel functions or operators their gradients run; the
-    outermost such calls' CPU time, so a kernel calling another counts once) into ``row``."""
+    """Run ``step`` once under torch's profiler: its time and the time inside the kernels of ``row.side``
+    (``kernel_time_us``: DGL's entry points however served, and their gradients) into ``row``."""
     with _entry_points_recorded(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         start = time.perf_counter()
         step()
         row.profiled_ms = (time.perf_counter() - start) * 1e3
-    kernel_us = 0.0
-    for event in profiler.events():
-        if not _is_kernel(event.name, row.side):
-            continue
-        parent = event.cpu_parent
-        while parent is not None and not _is_kernel(parent.name, row.side):
-            parent = parent.cpu_parent
-        if parent is None:
-            kernel_us += event.cpu_time_total
+    kernel_us = kernel_time_us(profiler.events())
     row.kernel_ms = kernel_us / 1e3
 
 
