@@ -184,7 +184,7 @@ def gspmm(gidx: Any, op: str, reduce_op: str, lhs_data: Any, rhs_data: Any) -> t
     g = _graph(gidx)
     lhs, rhs = served_operands(op, lhs_data, rhs_data, g, g.num_src_nodes, g.num_edges)
     out = ops.gspmm(g, op, reduce_op, lhs, rhs)
-    return _empty_rows(out, g.in_degrees() == 0, reduce_op)
+    return out if reduce_op == "sum" else _empty_rows(out, g.in_degrees() == 0, reduce_op)
 
 
 def gsddmm(
