@@ -22,6 +22,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from featgraph import Graph  # noqa: E402 - after TRITON_INTERPRET
+from featgraph.graph.interop import stub_dgl_graphbolt  # noqa: E402
+
+# pytest-xdist's controller imports the module of a warning a worker reports: a DGL module must import there too
+stub_dgl_graphbolt()
 
 
 def random_edges(num_nodes: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

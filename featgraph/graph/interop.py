@@ -181,16 +181,25 @@ def is_dgl_graph(obj: Any) -> bool:
     return graph_class is not None and isinstance(obj, graph_class)
 
 
+def stub_dgl_graphbolt() -> bool:
+    """Stand an empty module in for DGL's graphbolt before DGL is first imported (see ``import_dgl``), so that
+    whatever imports DGL in this process next (a test runner unpickling a DGL warning, for one) succeeds.
+    Returns whether DGL is installed."""
+    if importlib.util.find_spec("dgl") is None:
+        return False
+    if "dgl" not in sys.modules:
+        sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
+    return True
+
+
 def import_dgl() -> Any | None:
     """DGL if it is installed and importable, else None.
 
     DGL 2.1 (the newest Linux wheel) ships no graphbolt library for torch 2.13 and fails at import, while
     its graphs and ``dgl.ops`` do not need graphbolt; so graphbolt is stubbed out before the import.
     """
-    if importlib.util.find_spec("dgl") is None:
+    if not stub_dgl_graphbolt():
         return None
-    if "dgl" not in sys.modules:
-        sys.modules.setdefault("dgl.graphbolt", types.ModuleType("dgl.graphbolt"))
     try:
         return importlib.import_module("dgl")
     except Exception:  # noqa: BLE001 - a broken install counts as absent
