@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from hypothesis import strategies as st
 
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     # pytest-xdist's workers share the cores: each runs its kernels on its share, since OpenMP threads that spin
@@ -26,6 +27,36 @@ from featgraph.graph.interop import stub_dgl_graphbolt  # noqa: E402
 
 # pytest-xdist's controller imports the module of a warning a worker reports: a DGL module must import there too
 stub_dgl_graphbolt()
+
+
+@st.composite
+def typed_edges(
+    draw: st.DrawFn,
+    relations: list[tuple[str, str, str]],
+    max_vertices: int,
+    max_edges: int,
+    min_vertices: int = 0,
+    min_relations: int = 2,
+    required: tuple[tuple[str, str, str], ...] = (),
+) -> tuple[dict[tuple[str, str, str], tuple[list[int], list[int]]], dict[str, int]]:
+    """A typed graph as (per relation its (src, dst) id lists, vertices per type): ``relations``' types of
+    ``min_vertices``-``max_vertices`` vertices, the ``required`` relations and others of ``relations`` (at least
+    ``min_relations`` in all), each 0-``max_edges`` edges drawn with repeats, so duplicate edges, empty
+    relations and isolated vertices occur."""
+    types = sorted({t for relation in relations for t in (relation[0], relation[2])})
+    counts = {t: draw(st.integers(min_vertices, max_vertices)) for t in types}
+    optional = [relation for relation in relations if relation not in required]
+    least = max(0, min_relations - len(required))
+    chosen = [
+        *required,
+        *draw(st.lists(st.sampled_from(optional), min_size=least, max_size=len(optional), unique=True)),
+    ]
+    edges = {}
+    for src_type, rel, dst_type in chosen:
+        ids = st.tuples(st.integers(0, max(counts[src_type] - 1, 0)), st.integers(0, max(counts[dst_type] - 1, 0)))
+        pairs = draw(st.lists(ids, max_size=max_edges if counts[src_type] and counts[dst_type] else 0))
+        edges[(src_type, rel, dst_type)] = ([u for u, _ in pairs], [v for _, v in pairs])
+    return edges, counts
 
 
 def random_edges(num_nodes: int, num_edges: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

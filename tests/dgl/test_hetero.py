@@ -17,6 +17,7 @@ import featgraph.dgl as fdgl
 from featgraph.dgl import graphs, hetero
 from featgraph.dgl.kernels import Refused
 from featgraph.graph.interop import import_dgl
+from tests.conftest import typed_edges
 from tests.dgl.test_backend import _routing_off, compare, leaf, served  # noqa: F401 - the fixture is autouse
 
 dgl = import_dgl()
@@ -214,23 +215,9 @@ CALLS = [
 ]
 
 
-@st.composite
-def heterographs(draw: st.DrawFn) -> tuple[Edges, dict[str, int]]:
-    """Two to five relations among three node types of 0-5 vertices, each relation 0-7 edges (repeats and
-    self loops as drawn, so duplicate edges, empty relations and isolated vertices all occur)."""
-    counts = {t: draw(st.integers(0, 5)) for t in "abc"}
-    chosen = draw(st.lists(st.sampled_from(RELATIONS), min_size=2, max_size=5, unique=True))
-    edges: Edges = {}
-    for src_type, rel, dst_type in chosen:
-        pairs = st.tuples(st.integers(0, max(counts[src_type] - 1, 0)), st.integers(0, max(counts[dst_type] - 1, 0)))
-        drawn = draw(st.lists(pairs, max_size=7 if counts[src_type] and counts[dst_type] else 0))
-        edges[(src_type, rel, dst_type)] = ([u for u, _ in drawn], [v for _, v in drawn])
-    return edges, counts
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    graph=heterographs(),
+    graph=typed_edges(RELATIONS, max_vertices=5, max_edges=7),
     call=st.sampled_from(CALLS),
     width=st.sampled_from([None, 1, 3, 5]),
     broadcast=st.booleans(),

@@ -13,6 +13,7 @@ from torch import nn
 from featgraph import ops
 from featgraph.graph import HeteroGraph
 from featgraph.nn import HeteroGraphConv
+from tests.conftest import typed_edges
 
 SIZES = {"user": 9, "item": 7, "tag": 4}
 WIDTH = 5
@@ -212,22 +213,9 @@ DGL_RELATIONS = [
 ]
 
 
-@st.composite
-def dgl_heterographs(draw):
-    """Two to five of ``DGL_RELATIONS`` over types of 1-5 vertices, each 0-8 edges (duplicate edges, empty
-    relations and vertices without in-edges occur)."""
-    counts = {t: draw(st.integers(1, 5)) for t in SIZES}
-    chosen = draw(st.lists(st.sampled_from(DGL_RELATIONS), min_size=2, max_size=5, unique=True))
-    edges = {}
-    for s, rel, d in chosen:
-        pairs = draw(st.lists(st.tuples(st.integers(0, counts[s] - 1), st.integers(0, counts[d] - 1)), max_size=8))
-        edges[(s, rel, d)] = ([u for u, _ in pairs], [v for _, v in pairs])
-    return edges, counts
-
-
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    graph=dgl_heterographs(),
+    graph=typed_edges(DGL_RELATIONS, max_vertices=5, max_edges=8, min_vertices=1),
     aggregate=st.sampled_from(["sum", "max", "min", "mean", "stack"]),
     canonical=st.booleans(),
     int32=st.booleans(),
