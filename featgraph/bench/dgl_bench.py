@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import json
 import os
 import sys
@@ -47,6 +46,7 @@ import torch.nn.functional as F
 
 from .. import dgl as featgraph_dgl
 from ..datasets import entity_like
+from ..dgl import routing
 from ..dgl.kernels import FEATGRAPH
 from ..graph.interop import import_dgl
 from ..native import toolchain
@@ -96,13 +96,11 @@ def _entry_points_recorded() -> Iterator[None]:
     """Every DGL kernel entry point ``featgraph.dgl`` knows (DGL's own or featgraph's, wherever bound) wrapped
     in a profiler range named ``ENTRY_POINT`` + its name, so a call's time counts whatever serves it (DGL's
     CPU ``gather_mm``, for one, is torch code, not one of its kernel functions)."""
-    patches = []
-    for entry in featgraph_dgl.ENTRY_POINTS if import_dgl() is not None else ():
-        for module_name, attribute in entry.locations:
-            module = importlib.import_module(module_name)
-            function = getattr(module, attribute, None)
-            if function is not None:
-                patches.append((module, attribute, function, _recorded(ENTRY_POINT + entry.name, function)))
+    bound = routing.bound_entry_points() if import_dgl() is not None else []
+    patches = [
+        (module, attribute, function, _recorded(ENTRY_POINT + entry.name, function))
+        for entry, module, attribute, function in bound
+    ]
     for module, attribute, _, wrapped in patches:
         setattr(module, attribute, wrapped)
     try:

@@ -181,6 +181,19 @@ def _require_dgl() -> Any:
     return dgl
 
 
+def bound_entry_points() -> list[tuple[EntryPoint, Any, str, Any]]:
+    """(entry point, module, attribute, function) for every place DGL binds one of ``ENTRY_POINTS`` now (DGL
+    imported)."""
+    bound = []
+    for entry in ENTRY_POINTS:
+        for module_name, attribute in entry.locations:
+            module = importlib.import_module(module_name)
+            function = getattr(module, attribute, None)
+            if function is not None:
+                bound.append((entry, module, attribute, function))
+    return bound
+
+
 def use() -> Routing:
     """Serve DGL's kernel entry points with featgraph's ops (see ``routed``); DGL's original runs for any
     call featgraph does not serve. Idempotent: a second call while routing changes nothing. Returns a
@@ -189,17 +202,11 @@ def use() -> Routing:
     with _STATE.lock:
         if _STATE.active:
             return Routing(began=False)
-        patches: list[tuple[Any, str, Any, Any]] = []
-        for entry in ENTRY_POINTS:
-            if entry.featgraph_op is None:
-                continue
-            for module_name, attribute in entry.locations:
-                module = importlib.import_module(module_name)
-                original = getattr(module, attribute, None)
-                if original is None:
-                    continue
-                replacement = kernels.routing(entry.name, SERVERS[entry.name], original)
-                patches.append((module, attribute, original, replacement))
+        patches = [
+            (module, attribute, original, kernels.routing(entry.name, SERVERS[entry.name], original))
+            for entry, module, attribute, original in bound_entry_points()
+            if entry.featgraph_op is not None
+        ]
         for module, attribute, _, replacement in patches:
             setattr(module, attribute, replacement)
         _STATE.patches, _STATE.active = patches, True
