@@ -5,16 +5,15 @@ lifetime (``local_scope`` shares it), so converting it on every call would redo 
 The index supports weak references but not hashing, so the cache is keyed by ``id`` and each entry is
 evicted by its weak reference's callback when DGL frees the index: graphs are never leaked. An index of
 several edge types has one graph per relation (``relation_graphs``) and, for the softmax across relations,
-one over all of its edges (``merged_graph``). DGL's ``update_all`` and
-``apply_edges`` pass a relation slice (``g[etype]._graph``), a new index on every call over the same edge
-arrays; those are found again by the arrays' addresses among the last ``SLICES`` relation graphs, whose edge
-arrays the cache holds so no address is reused while its entry lives (a relation of a heterograph and its
-slice share one graph).
+one over all of its edges (``merged_graph``). DGL's ``update_all`` and ``apply_edges`` pass a relation slice
+(``g[etype]._graph``), a new index on every call made by ``HeteroGraphIndex.get_relation_graph``; while
+``featgraph.dgl.use()`` is in effect that method is wrapped (``recording_slices``) to note which index and
+relation each slice was cut from, so a slice is served the graph of its parent's relation, built once and
+forgotten with the parent.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 import weakref
 from collections.abc import Callable
@@ -26,18 +25,17 @@ from ..graph import Graph
 
 T = TypeVar("T")
 _CACHE: dict[tuple[int, str], tuple[weakref.ref, Any]] = {}
-SLICES = 32
-# (source address, destination address, edges, sources, destinations) -> (the edge arrays, kept alive; graph)
-_BY_ARRAYS: collections.OrderedDict[tuple, tuple[tuple[torch.Tensor, torch.Tensor], Graph]] = collections.OrderedDict()
+# id(relation slice) -> (the slice, the index it was cut from, the relation's edge type there), weakly held
+_SLICES: dict[int, tuple[weakref.ref, weakref.ref, int]] = {}
 _LOCK = threading.Lock()
 
 
-def _evict(key: tuple[int, str], ref: weakref.ref) -> None:
-    """Drop ``key``'s entry if it is still the one ``ref`` belongs to (an id can be reused after a free)."""
+def _forget(table: dict, key: Any, ref: weakref.ref) -> None:
+    """Drop ``table[key]`` if it is still the entry ``ref`` belongs to (an id can be reused after a free)."""
     with _LOCK:
-        entry = _CACHE.get(key)
+        entry = table.get(key)
         if entry is not None and entry[0] is ref:
-            del _CACHE[key]
+            del table[key]
 
 
 def _remembered(gidx: Any, what: str, build: Callable[[], T]) -> T:
@@ -48,10 +46,43 @@ def _remembered(gidx: Any, what: str, build: Callable[[], T]) -> T:
         if entry is not None and entry[0]() is gidx:
             return entry[1]
     value = build()
-    ref = weakref.ref(gidx, lambda r, key=key: _evict(key, r))
+    ref = weakref.ref(gidx, lambda r, key=key: _forget(_CACHE, key, r))
     with _LOCK:
         _CACHE[key] = (ref, value)
     return value
+
+
+def _cut_from(gidx: Any, etype: int) -> tuple[Any, int]:
+    """The index and edge type whose relation ``gidx``'s edge type ``etype`` is: the parent a relation slice
+    was cut from, while that parent lives; else ``gidx`` itself."""
+    with _LOCK:
+        entry = _SLICES.get(id(gidx))
+    if entry is not None and entry[0]() is gidx:
+        parent = entry[1]()
+        if parent is not None:
+            return parent, entry[2]
+    return gidx, etype
+
+
+def remember_slice(relation: Any, parent: Any, etype: int) -> None:
+    """Note that index ``relation`` is ``parent``'s edge type ``etype`` alone (a slice of a slice is noted
+    against the first parent)."""
+    parent, etype = _cut_from(parent, etype)
+    key = id(relation)
+    ref = weakref.ref(relation, lambda r, key=key: _forget(_SLICES, key, r))
+    with _LOCK:
+        _SLICES[key] = (ref, weakref.ref(parent), etype)
+
+
+def recording_slices(get_relation_graph: Callable[[Any, int], Any]) -> Callable[[Any, int], Any]:
+    """DGL's ``HeteroGraphIndex.get_relation_graph``, noting each slice it cuts (``remember_slice``)."""
+
+    def get_relation_graph_recorded(self: Any, etype: int) -> Any:
+        relation = get_relation_graph(self, etype)
+        remember_slice(relation, self, int(etype))
+        return relation
+
+    return get_relation_graph_recorded
 
 
 def _edges(gidx: Any, etype: int = 0) -> tuple[torch.Tensor, torch.Tensor, int | tuple[int, int]]:
@@ -83,38 +114,25 @@ def _one_edge_type(gidx: Any) -> None:
         raise ValueError(f"expected a graph index with one edge type, got {gidx.number_of_etypes()}")
 
 
-def _relation(gidx: Any, etype: int) -> Graph:
-    """The graph of edge type ``etype``: the one remembered for the same edge arrays (a relation slice), else
-    a new one, remembered by its arrays."""
-    src, dst, num_nodes = _edges(gidx, etype)
-    arrays = (src.data_ptr(), dst.data_ptr(), src.numel(), num_nodes, src.dtype, src.device)
-    with _LOCK:
-        found = _BY_ARRAYS.get(arrays)
-        if found is not None:
-            _BY_ARRAYS.move_to_end(arrays)
-            return found[1]
-    graph = Graph(src, dst, num_nodes)
-    if src.numel():  # an empty graph's arrays have no address to find it by
-        with _LOCK:
-            _BY_ARRAYS[arrays] = ((src, dst), graph)
-            while len(_BY_ARRAYS) > SLICES:
-                _BY_ARRAYS.popitem(last=False)
-    return graph
+def relation_graph(gidx: Any, etype: int) -> Graph:
+    """The graph of edge type ``etype`` of ``gidx`` (of the index it was cut from, for a relation slice),
+    built once per index object."""
+    owner, etype = _cut_from(gidx, etype)
+    return _remembered(owner, f"relation {etype}", lambda: Graph(*_edges(owner, etype)))
 
 
 def relation_graphs(gidx: Any) -> tuple[Graph, ...]:
-    """One featgraph graph per edge type of ``gidx``, in DGL's edge type order (``_relation``), built once per
-    index object."""
-    return _remembered(gidx, "relations", lambda: tuple(_relation(gidx, e) for e in range(gidx.number_of_etypes())))
+    """One featgraph graph per edge type of ``gidx``, in DGL's edge type order (``relation_graph``)."""
+    return tuple(relation_graph(gidx, etype) for etype in range(gidx.number_of_etypes()))
 
 
 def graph_of(gidx: Any) -> Graph:
     """The featgraph ``Graph`` of a one-edge-type graph index: src and dst in DGL's edge-id order (so edge data
     rows line up), bipartite ``(num_src, num_dst)`` where the edge type joins two node types (blocks); built
-    on the first call for this index object (or for another index over the same edge arrays: a relation
-    slice) and remembered while it lives."""
+    on the first call for this index object (or for the index a relation slice was cut from) and remembered
+    while it lives."""
     _one_edge_type(gidx)
-    return relation_graphs(gidx)[0]
+    return relation_graph(gidx, 0)
 
 
 def merged_graph(gidx: Any, by: str) -> Graph:
@@ -150,4 +168,4 @@ def clear() -> None:
     """Forget every remembered graph."""
     with _LOCK:
         _CACHE.clear()
-        _BY_ARRAYS.clear()
+        _SLICES.clear()

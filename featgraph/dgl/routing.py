@@ -7,7 +7,9 @@ reach DGL's kernels through a handful of functions: ``dgl.backend.gspmm``/``gsdd
 ``edge_softmax_hetero`` (bound likewise, ``*_internal_hetero``/``edge_softmax_hetero_internal``; served by
 ``hetero``), and ``segment_reduce``/``gather_mm``/``segment_mm`` (looked up on ``dgl.backend`` at call time by
 ``dgl.ops.segment``/``gather_mm``, the readouts and ``TypedLinear``).
-``use`` replaces each of them where it is bound, keeping the originals, and ``unuse`` puts the originals back.
+``use`` replaces each of them where it is bound, keeping the originals, and ``unuse`` puts the originals back;
+``use`` also wraps ``HeteroGraphIndex.get_relation_graph`` so that a relation slice is served its parent's
+graph (``graphs.recording_slices``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from ..graph.interop import import_dgl
-from . import hetero, kernels
+from . import graphs, hetero, kernels
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ def use() -> Routing:
     """Serve DGL's kernel entry points with featgraph's ops (see ``routed``); DGL's original runs for any
     call featgraph does not serve. Idempotent: a second call while routing changes nothing. Returns a
     handle; ``with featgraph.dgl.use(): ...`` routes for the block only."""
-    _require_dgl()
+    index_class = _require_dgl().heterograph_index.HeteroGraphIndex
     with _STATE.lock:
         if _STATE.active:
             return Routing(began=False)
@@ -207,6 +209,8 @@ def use() -> Routing:
             for entry, module, attribute, original in bound_entry_points()
             if entry.featgraph_op is not None
         ]
+        slicing = index_class.get_relation_graph
+        patches.append((index_class, "get_relation_graph", slicing, graphs.recording_slices(slicing)))
         for module, attribute, _, replacement in patches:
             setattr(module, attribute, replacement)
         _STATE.patches, _STATE.active = patches, True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gc
 import importlib
+import weakref
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -377,16 +378,25 @@ def test_integer_features_stay_dgls():
 
 # ---- the graph cache ----------------------------------------------------------------------------------------
 def test_relation_slices_of_one_graph_share_its_featgraph_graph():
-    """DGL's update_all and apply_edges pass ``g[etype]._graph``, a new index each call over the same arrays."""
+    """DGL's update_all and apply_edges pass ``g[etype]._graph``, a new index each call over the same arrays:
+    under ``use()`` each is served the graph of the index it was cut from, and forgotten with that index."""
     g = random_graph(seed=11)
     etype = g.canonical_etypes[0]
-    first = graphs.graph_of(g[etype]._graph)
-    assert graphs.graph_of(g[etype]._graph) is first and graphs.graph_of(g._graph) is first
+    with fdgl.use():
+        first = graphs.graph_of(g[etype]._graph)
+        sliced = g[etype]
+        assert graphs.graph_of(sliced._graph) is first and graphs.graph_of(g._graph) is first
+        assert graphs.graph_of(sliced[etype]._graph) is first  # a slice of a slice
+        other = dgl.graph((g.edges()[1], g.edges()[0]), num_nodes=g.num_nodes())  # the same sizes, other edges
+        theirs = graphs.graph_of(other[other.canonical_etypes[0]]._graph)
     src, dst = g.edges(order="eid")
     assert torch.equal(first.coo()[0], src) and torch.equal(first.coo()[1], dst)
-    other = dgl.graph((dst, src), num_nodes=g.num_nodes())  # the same sizes, other edges
-    theirs = graphs.graph_of(other[other.canonical_etypes[0]]._graph)
     assert theirs is not first and torch.equal(theirs.coo()[0], dst) and torch.equal(theirs.coo()[1], src)
+    assert graphs.graph_of(g[etype]._graph) is not first  # without use(), a slice is a graph of its own
+    kept = weakref.ref(first)
+    del g, sliced, first
+    gc.collect()
+    assert kept() is None  # the slices' graph went with the graph they were cut from
 
 
 def test_graph_converted_once_and_released():
@@ -415,8 +425,10 @@ def _bound() -> dict[tuple[str, str], object]:
 
 def test_unuse_restores_every_original():
     originals = _bound()
+    slicing = dgl.heterograph_index.HeteroGraphIndex.get_relation_graph
     fdgl.use()
     during = _bound()
+    assert dgl.heterograph_index.HeteroGraphIndex.get_relation_graph is not slicing  # slices noted (graphs.py)
     routed_names = {route.name for route in fdgl.routed() if route.routed}
     for entry in fdgl.ENTRY_POINTS:
         for location in entry.locations:
@@ -428,6 +440,7 @@ def test_unuse_restores_every_original():
     assert fdgl.unuse() is True
     after = _bound()
     assert all(after[location] is originals[location] for location in originals)
+    assert dgl.heterograph_index.HeteroGraphIndex.get_relation_graph is slicing
 
 
 def test_routed_lists_entry_points():
