@@ -210,7 +210,11 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     compiled on first use, then kept on ``kernel``."""
     key = (p.name, grad_dtype)
     if key not in kernel._gradients:
-        kernel._gradients[key] = _derive_kernels(kernel, p, grad_dtype)
+        parts = _derive_kernels(kernel, p, grad_dtype)
+        if kernel._graph is None:  # ``kernel`` is its graph's: so are these (``Kernel.owned_by_graph``)
+            for _, part in parts:
+                part.owned_by_graph()
+        kernel._gradients[key] = parts
     return kernel._gradients[key]
 
 

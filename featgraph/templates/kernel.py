@@ -68,8 +68,15 @@ def in_dtype(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kernel:
-    """A kernel kept on the graph under ``key`` and the target it is built for."""
-    return graph.cached((*key, resolve_target(graph, None)), build)
+    """A kernel kept on the graph under ``key`` and the target it is built for; it holds the graph weakly
+    (``Kernel.owned_by_graph``), so the graph and its kernels go with the graph's last reference."""
+
+    def owned() -> Kernel:
+        kernel = build()
+        kernel.owned_by_graph()
+        return kernel
+
+    return graph.cached((*key, resolve_target(graph, None)), owned)
 
 
 Udf = Callable[[Var, Var, Var], ComputeOp]
@@ -174,7 +181,8 @@ class Kernel:
         placeholder_roles(spec.op)  # validates how placeholders are indexed
         check_placeholder_rows(spec.op, graph)
         self._subscripts = SubscriptCheck(spec.op, graph.num_src_nodes, graph.num_dst_nodes, graph.num_edges)
-        self.graph = graph
+        self._graph: Graph | None = graph
+        self._graph_ref = weakref.ref(graph)
         self.spec = spec
         self.target = target
         self.fixed_params = fixed_params  # template parameters the caller chose; the tuner leaves them alone
@@ -190,6 +198,24 @@ class Kernel:
         self._compute = TORCH_DTYPES[spec.dtype]
         self._stored = TORCH_DTYPES[stored_dtype(spec)]  # the output buffer's dtype as the kernel writes it
         self._gradients: dict[tuple[str, str], list] = {}
+
+    @property
+    def graph(self) -> Graph:
+        """The graph this kernel runs over."""
+        graph = self._graph if self._graph is not None else self._graph_ref()
+        if graph is None:
+            raise RuntimeError(f"kernel {self.key}: its graph was freed (a kernel kept by a graph lives with it)")
+        return graph
+
+    def owned_by_graph(self) -> None:
+        """Hold the graph weakly from now on, as the graph (or a graph it keeps, such as its ``reverse()``)
+        keeps this kernel: a strong reference both ways would be a cycle that only Python's cyclic collector
+        frees, keeping a mini-batch's formats and kernels alive for batches after it. The gradient kernels
+        built for this one run over the same graph or its reverse, so they follow."""
+        self._graph = None
+        for parts in self._gradients.values():
+            for _, part in parts:
+                part.owned_by_graph()
 
     def reconfigured(self, params: object, schedule: Schedule) -> Kernel:
         """The same UDF on the same graph with other template parameters and FDS (a tuner candidate)."""
