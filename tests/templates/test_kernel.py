@@ -1,6 +1,9 @@
 """``Kernel`` calls under ``torch.compile``: the ``featgraph::kernel`` operator (opcheck, gradients through
 ``featgraph::kernel_backward``) and a compiled function agreeing with the eager kernel, for every template."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 from torch.autograd import gradcheck
@@ -66,3 +69,27 @@ def test_compiled_call_names_missing_placeholders(graph):
 def test_a_dead_kernel_is_named_in_the_error():
     with pytest.raises(KeyError, match="no live featgraph kernel"):
         registered("spmm-0000-0")
+
+
+def test_a_graph_and_the_kernels_it_keeps_go_with_its_last_reference():
+    """The kernels an op keeps on its graph (and their gradient kernels, over the graph and its reverse) hold
+    the graph weakly: no cycle waits for the cyclic collector, as a sampled block's formats would."""
+    src, dst = random_edges(30, 200, seed=4)
+    x = torch.randn(30, 5, requires_grad=True)
+    w = torch.randn(200, 5, requires_grad=True)
+    gc.disable()
+    try:
+        g = fg.Graph(src, dst, 30)
+        fg.ops.gspmm(g, "mul", "sum", x, w).sum().backward()
+        fg.ops.gsddmm(g, "dot", x, x, "u", "v").sum().backward()
+        expected = torch.zeros(30, 5).index_add_(0, dst, x.detach()[src] * w.detach())
+        torch.testing.assert_close(fg.ops.gspmm(g, "mul", "sum", x, w), expected)
+        graph = weakref.ref(g)
+        del g
+        assert graph() is None
+    finally:
+        gc.enable()
+    X = te.placeholder((30, 5), name="X")  # a kernel the caller holds keeps its graph
+    held = fg.spmm(fg.Graph(src, dst, 30), lambda s, d, e: te.compute((5,), lambda i: X[s, i]), "sum")
+    gc.collect()
+    torch.testing.assert_close(held(X=x.detach()), torch.zeros(30, 5).index_add_(0, dst, x.detach()[src]))
