@@ -118,6 +118,9 @@ def op_kernel(op: str, g: Graph, d: int, threads: int, dtype: str = "float32", *
             return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
 
         return sddmm(g, edgefunc, num_threads=threads, **options)
+    if op == "edge-add":  # GAT's attention logits, el[u] + er[v], with d heads
+        XV = te.placeholder((n, d), dtype=dtype, name="XV")
+        return sddmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i] + XV[t, i]), num_threads=threads, **options)
     raise ValueError(f"no kernel for op {op!r}")
 
 
@@ -355,16 +358,17 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: i
 
 def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, parts: int, tiles: int) -> list[Row]:
     """The paper's Figure 11 for GCN aggregation (graph partitioning alone, feature tiling alone, both,
-    versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention, and its Hilbert
-    visit's writes staged in buckets (the default) against direct. ``ratio`` here is the speedup over the
-    first variant."""
-    x = torch.randn(g.num_nodes, d)
+    versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention and for a
+    ``u_add_v`` (GAT's attention logits; ``params.cpu_edge_order`` picks between the orders), and the dot
+    product's Hilbert visit's writes staged in buckets (the default) against direct. ``ratio`` here is the
+    speedup over the first variant."""
     gcn = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
     gcn[f"both ({parts} x {tiles})"] = (parts, tiles)
     kernels = {
         name: op_kernel("gcn", g, d, threads, num_partitions=p, num_feature_tiles=t) for name, (p, t) in gcn.items()
     }
     orders = {f"edge order {o}": op_kernel("attention", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
+    add_orders = {f"edge order {o}": op_kernel("edge-add", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     writes = {
         "staged writes (default)": op_kernel("attention", g, d, threads),
         "direct writes (write_buckets=0)": op_kernel("attention", g, d, threads, write_buckets=0),
@@ -374,8 +378,12 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
         for name, strategy in (("vertex-centric", "gar"), ("edge-centric", "gas"))
     }
     rows = [Row("csr-build", graph_name, d, "CSR from COO (once per graph)", _csr_build_ms(g, repeat))]
-    groups = (("gcn-ablation", kernels), ("attention-order", orders), ("attention-writes", writes))
-    for op, group in (*groups, ("gcn-strategy", strategies)):
+    x = torch.randn(g.num_nodes, d)
+    groups = (
+        ("gcn-ablation", kernels), ("attention-order", orders), ("attention-writes", writes),
+        ("edge-add-order", add_orders), ("gcn-strategy", strategies),
+    )  # fmt: skip
+    for op, group in groups:
         first = len(rows)
         for name, kernel in group.items():
             rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))

@@ -98,7 +98,8 @@ class SpMMParams:
 
 @dataclass(frozen=True)
 class SDDMMParams:
-    """``edge_order`` the order edges are visited in (Hilbert keeps both endpoint rows in cache);
+    """``edge_order`` the order edges are visited in (Hilbert keeps both endpoint rows in cache; the default
+    is the device's, ``cpu_edge_order`` / ``gpu_edge_order``);
     ``num_feature_tiles`` passes, each over a slice of the last output axis; ``write_buckets`` (CPU) > 0
     stages each edge's result in a buffer grouped into that many slices of user edge ids, then moves the
     slices into place one at a time (0: written straight at its user edge id)."""
@@ -117,6 +118,19 @@ class SDDMMParams:
             raise ValueError(f"write_buckets must be >= 0, got {self.write_buckets}")
         if self.edge_order not in EDGE_ORDERS:
             raise ValueError(f"edge_order must be one of {EDGE_ORDERS}, got {self.edge_order!r}")
+
+
+GATHER_PER_STREAM = 8  # CPU edge templates visit in the user's order up to this many gathered bytes per streamed
+
+
+def cpu_edge_order(gathered_bytes: int, streamed_bytes: int) -> str:
+    """The CPU's edge order for an edge template that gathers ``gathered_bytes`` per edge from its endpoints'
+    rows and streams ``streamed_bytes`` (its output row and edge-data rows). Visited in the user's order, the
+    output is written and the edge data read front to back, with no staging pass; the Hilbert order keeps the
+    endpoint rows in cache but scatters the edge-data reads and stages the writes, which pays only where the
+    gathered rows dominate the traffic, as in dot-product attention (``featgraph bench kernels --ops attention
+    --ablation``: the ``attention-order`` and ``edge-add-order`` rows)."""
+    return "user" if gathered_bytes <= GATHER_PER_STREAM * streamed_bytes else "hilbert"
 
 
 def gpu_edge_order(input_bytes: int, l2_bytes: int) -> str:

@@ -10,10 +10,10 @@ import torch
 
 from ..backends import gpu as gpu_backend
 from ..graph import Graph
-from ..kernel_spec import output_dtype
-from ..te.expr import ComputeOp
+from ..kernel_spec import indexed_by, output_dtype
+from ..te.expr import ComputeOp, Placeholder
 from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, in_dtype, template_kernel
-from .params import SDDMMParams, default_write_buckets, gpu_edge_order
+from .params import SDDMMParams, cpu_edge_order, default_write_buckets, gpu_edge_order
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
 
@@ -30,6 +30,18 @@ def median_write_jump(graph: Graph, order: str) -> int:
         return int((ids[first + 1] - ids[first]).abs().median())
 
     return graph.cached(("write-jump", order), build)
+
+
+def edge_traffic(op: ComputeOp) -> tuple[int, int]:
+    """(bytes an edge of ``op`` gathers from its endpoints' rows, bytes it streams: its output row and its
+    edge-data rows)."""
+
+    def row(p: Placeholder) -> int:
+        return math.prod(p.shape[1:]) * TORCH_DTYPES[p.dtype].itemsize
+
+    gathered = sum(row(p) for kind in ("src", "dst") for p in indexed_by(op, kind))
+    streamed = math.prod(op.shape) * TORCH_DTYPES[output_dtype(op)].itemsize
+    return gathered, streamed + sum(row(p) for p in indexed_by(op, "eid"))
 
 
 def gpu_edge_order_for(graph: Graph, op: ComputeOp) -> str:
@@ -90,8 +102,9 @@ def sddmm(
 ) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge.
 
-    ``template_params``: ``edge_order`` ("hilbert" default; "user" on a bipartite graph, such as a sampled
-    block that serves one step, where sorting its edges along the curve would cost more than it saves; "csr"),
+    ``template_params``: ``edge_order`` (default: the user's order on a bipartite graph, such as a sampled
+    block that serves one step, where sorting its edges along the curve would cost more than it saves; else
+    the device's, ``params.cpu_edge_order`` / ``gpu_edge_order``; "hilbert", "user", "csr"),
     ``num_feature_tiles``,
     ``num_threads``, ``write_buckets`` (CPU; default from ``params.default_write_buckets``); ``tuner`` as for
     ``spmm``. The output follows the user's edge order whatever
@@ -100,8 +113,8 @@ def sddmm(
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
         one_step = {"edge_order": "user"} if graph.is_bipartite else {}
-        on_gpu = {"edge_order": gpu_edge_order_for(graph, op)} if target == "gpu" else {}
-        params = SDDMMParams(**{**on_gpu, **one_step, **template_params})
+        device = gpu_edge_order_for(graph, op) if target == "gpu" else cpu_edge_order(*edge_traffic(op))
+        params = SDDMMParams(**{"edge_order": device, **one_step, **template_params})
         if target == "gpu" and params.write_buckets:
             raise ValueError("write_buckets stages CPU writes; GPU edge kernels write in the user's edge order")
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":

@@ -63,6 +63,13 @@ def test_segments_are_half_a_small_last_level_cache(monkeypatch):
     assert default_num_partitions(12 * 2**20, avg_degree=48) == 3
 
 
+@pytest.mark.parametrize(("gathered", "streamed", "order"), [
+    (32, 16, "user"), (8 * 12, 12, "user"), (8 * 12 + 1, 12, "hilbert"), (512, 4, "hilbert"), (0, 0, "user"),
+])  # fmt: skip
+def test_cpu_edges_in_user_order_unless_the_gathered_rows_dominate(gathered, streamed, order):
+    assert params.cpu_edge_order(gathered, streamed) == order
+
+
 def test_write_buckets_of_an_l1_window_for_scattered_outputs_beyond_the_l2(monkeypatch):
     monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
     far = 2**20
