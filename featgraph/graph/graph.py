@@ -523,7 +523,8 @@ class Graph:
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:
-        """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"``."""
+        """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"`` (int64;
+        the Hilbert order, which is kept, in ``index_dtype``: edge templates read it in that type)."""
         if order == "user":
             return self.cached(("user_order",), lambda: torch.arange(self.num_edges, device=self.device))
         if order == "csr":
@@ -532,7 +533,9 @@ class Graph:
             return self.csc().edge_ids
         if order == "hilbert":
             side = max(self._num_src, self._num_dst)
-            return self.cached(("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, side))
+            return self.cached(
+                ("hilbert",), lambda: hilbert_edge_order(self._src, self._dst, side).to(self.index_dtype)
+            )
         raise ValueError(f"unknown edge order {order!r}; expected one of {EDGE_ORDERS}")
 
     def permute_edge_values(self, values: torch.Tensor, from_order: str, to_order: str) -> torch.Tensor:

@@ -120,14 +120,15 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
     the graph, so every kernel of the graph (forward and gradients) shares one copy."""
 
     def build() -> list[torch.Tensor]:
-        ids = graph.edge_order(order)
         src, dst = graph.coo()
         if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
-            return [edge_sources(graph, index), dst.to(index).contiguous(), ids.to(index)]
+            ids = torch.arange(graph.num_edges, dtype=index, device=src.device)
+            return [edge_sources(graph, index), dst.to(index).contiguous(), ids]
         if order == "csr":  # the CSR's own sources and edge ids, beside each edge's row
             csr = graph.csr(index)
-            rows = torch.arange(graph.num_dst_nodes, dtype=index, device=ids.device)
+            rows = torch.arange(graph.num_dst_nodes, dtype=index, device=src.device)
             return [csr.indices, rows.repeat_interleave(csr.indptr.diff(), output_size=graph.num_edges), csr.edge_ids]
+        ids = graph.edge_order(order)  # the Hilbert order is kept in the graph's index type: shared, not copied
         return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
 
     return graph.cached(("edge_list", order, index), build)

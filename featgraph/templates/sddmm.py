@@ -58,7 +58,7 @@ def write_staging(graph: Graph, order: str, index: torch.dtype, buckets: int) ->
     def build() -> list[torch.Tensor]:
         ids = graph.edge_order(order)
         num_edges = ids.numel()
-        bucket = ids * buckets
+        bucket = ids.to(torch.int64) * buckets  # (int64: E x buckets can pass 2^31)
         bucket.floor_divide_(max(1, num_edges))
         visit = torch.sort(bucket, stable=True).indices  # staging row -> visit
         del bucket  # the index arrays are built in ``index`` directly: a few E-sized temporaries at a time

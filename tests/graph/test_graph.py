@@ -61,7 +61,7 @@ def test_edge_value_permutations_round_trip(graph_case):
     values = torch.arange(g.num_edges, dtype=torch.float64).unsqueeze(1).repeat(1, 3)
     for order in ("csr", "csc", "hilbert"):
         there = g.permute_edge_values(values, "user", order)
-        assert torch.equal(there[:, 0].long(), g.edge_order(order))
+        assert torch.equal(there[:, 0].long(), g.edge_order(order).long())
         assert torch.equal(g.permute_edge_values(there, order, "user"), values)
     via = g.permute_edge_values(g.permute_edge_values(values, "user", "csr"), "csr", "csc")
     assert torch.equal(via, g.permute_edge_values(values, "user", "csc"))
