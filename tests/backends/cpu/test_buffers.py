@@ -152,3 +152,20 @@ def test_contiguous_copies_an_expanded_tensor_and_keeps_a_contiguous_one(monkeyp
     assert buffers.contiguous(dense) is dense
     transposed = torch.randn(5, 3).t()
     torch.testing.assert_close(buffers.contiguous(transposed), transposed)
+
+
+def test_memory_freed_beyond_the_bound_goes_back_when_its_tensors_die() -> None:
+    """The bound holds as tensors die, not only at the next request: freed outputs beyond it are released
+    while the rest of the program allocates elsewhere, least recently used first."""
+    pool = BufferPool(max_free_bytes=5 * MIB, min_bytes=MIB)
+    tensors = [pool.empty((256, 1024), torch.float32) for _ in range(4)]  # 1 MiB each (+ alignment)
+    newest = tensors[-1].data_ptr()
+    del tensors
+    assert pool.free_bytes <= 5 * MIB and len(pool._buffers) == 4  # all four fit under the bound
+    more = [pool.empty((1024, 1024), torch.float32) for _ in range(2)]  # 4 MiB each: new buffers
+    del more
+    assert pool.free_bytes <= 5 * MIB
+    kept = [b.memory.ctypes.data for b in pool._buffers]
+    assert len(kept) == 1 and pool.free_bytes > 4 * MIB  # the most recently used 4 MiB buffer stayed
+    again = pool.empty((256, 1024), torch.float32)
+    assert again.data_ptr() != newest  # the 1 MiB buffers went back
