@@ -11,7 +11,7 @@ from featgraph.templates.kernel import default_target
 def test_gpu_benchmark_rows_cover_every_op_and_baseline(interpreted_gpu, tmp_path, capsys):
     out = tmp_path / "gpu.json"
     ops = [op for op in gpu.OPS if op not in gpu.HALF_OPS]  # the 16-bit rows have their own test below
-    main(["bench", "gpu", "--graphs", "rand100k", "--scale", "0.002", "--dims", "16", "--repeat", "1",
+    main(["bench", "gpu", "--graphs", "rand100k", "--scale", "0.001", "--dims", "8", "--repeat", "1",
           "--ops", *ops, "--json", str(out)])  # fmt: skip
     rows = json.loads(out.read_text())["rows"]
     assert {r["op"] for r in rows} == set(ops)
@@ -20,7 +20,7 @@ def test_gpu_benchmark_rows_cover_every_op_and_baseline(interpreted_gpu, tmp_pat
         assert mine[0]["impl"] == "featgraph" and mine[0]["ratio"] == 1.0
         assert all(r["ms"] is None or (r["ms"] > 0 and r["ratio"] > 0) for r in mine)
     assert any(r["impl"].startswith("torch.sparse.mm") and r["ms"] for r in rows)
-    assert "| gcn | rand100k | 16 | featgraph |" in capsys.readouterr().out
+    assert "| gcn | rand100k | 8 | featgraph |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("op", "reference"), [("gcn", "torch.sparse.mm"), ("attention", "gather + sum")])

@@ -44,8 +44,8 @@ def test_backward_applies_the_forward_mask_without_storing_it():
     g = torch.randn_like(y)
     y.backward(g)
     torch.testing.assert_close(x.grad, torch.where(y != 0, g / 0.6, torch.zeros_like(g)))
-    torch.manual_seed(3)
-    assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3))[1], (x.detach().requires_grad_(),))
+    small = (torch.rand(9, 13, dtype=torch.float64) + 0.5).requires_grad_()  # gradcheck: a pass per element
+    assert gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.3))[1], (small,))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
