@@ -211,7 +211,7 @@ def gradient_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tu
     key = (p.name, grad_dtype)
     if key not in kernel._gradients:
         parts = _derive_kernels(kernel, p, grad_dtype)
-        if kernel._graph is None:  # ``kernel`` is its graph's: so are these (``Kernel.owned_by_graph``)
+        if kernel.held_by_graph:  # so are the kernels of its gradient, over the same graph or its reverse
             for _, part in parts:
                 part.owned_by_graph()
         kernel._gradients[key] = parts

@@ -208,6 +208,11 @@ class Kernel:
             raise RuntimeError(f"kernel {self.key}: its graph was freed (a kernel kept by a graph lives with it)")
         return graph
 
+    @property
+    def held_by_graph(self) -> bool:
+        """Whether the graph keeps this kernel and the kernel holds the graph weakly (``owned_by_graph``)."""
+        return self._graph is None
+
     def owned_by_graph(self) -> None:
         """Hold the graph weakly from now on, as the graph (or a graph it keeps, such as its ``reverse()``)
         keeps this kernel: a strong reference both ways would be a cycle that only Python's cyclic collector
