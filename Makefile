@@ -16,11 +16,13 @@ $(VENV)/.ready: pyproject.toml
 demo: $(VENV)/.ready
 	$(PY) -m featgraph demo
 
-# The whole suite on every core (pytest-xdist; the kernel cache builds under locks and atomic renames).
+# The whole suite on every core (pytest-xdist; the kernel cache builds under locks and atomic renames); an
+# idle worker takes queued tests from a busy one (worksteal), so a long test late in one queue does not end
+# the run alone.
 test: $(VENV)/.ready
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 # The inner loop: everything but the slow marker (doc build, torchrun launches, fuzz searches, bench commands).
 test-fast: $(VENV)/.ready

@@ -37,7 +37,7 @@ from tests.conftest import random_edges
 from tests.templates.reference import reduce_messages
 
 EXAMPLES = int(os.environ.get("FEATGRAPH_FUZZ_EXAMPLES", "0"))
-CPU_EXAMPLES, GPU_EXAMPLES = (EXAMPLES, EXAMPLES) if EXAMPLES else (80, 40)
+CPU_EXAMPLES, GPU_EXAMPLES = (EXAMPLES, EXAMPLES) if EXAMPLES else (80, 30)
 TEMPLATES = ("spmm-sum", "spmm-mean", "spmm-max", "spmm-min", "spmm-logsumexp", "sddmm", "edge_sum")
 MAX_OPERATORS = 10  # operator nodes in one tree
 MAX_NESTING = 2  # reductions nested in one another
