@@ -135,6 +135,23 @@ def graph_of(gidx: Any) -> Graph:
     return relation_graph(gidx, 0)
 
 
+def degrees(gidx: Any, etype: int, direction: str) -> torch.Tensor:
+    """In-degrees (``direction="in"``) of edge type ``etype``'s destinations or out-degrees of its sources, in
+    DGL's id type, counted from its COO: built once per index object (for a relation slice, per index it was
+    cut from) and remembered while it lives."""
+    if direction not in ("in", "out"):
+        raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+    owner, etype = _cut_from(gidx, etype)
+
+    def count() -> torch.Tensor:
+        src, dst = _coo(owner, etype)
+        src_type, dst_type = owner.metagraph.find_edge(etype)
+        ids, node_type = (dst, dst_type) if direction == "in" else (src, src_type)
+        return torch.bincount(ids, minlength=owner.number_of_nodes(node_type)).to(ids.dtype)
+
+    return _remembered(owner, f"{direction}-degrees {etype}", count)
+
+
 def merged_graph(gidx: Any, by: str) -> Graph:
     """Every edge of ``gidx`` in one graph over all its vertices, as ``dgl.to_homogeneous`` numbers them (each
     node type's ids after those of the types before it; the edges relation after relation in DGL's edge-id

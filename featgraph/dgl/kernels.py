@@ -36,6 +36,11 @@ class Refused(Exception):
         self.reason = reason
 
 
+class Invalid(Exception):
+    """The call is wrong whoever serves it (where DGL's own kernel would read out of bounds and answer with
+    garbage): the caller gets DGL's ``DGLError`` with this message."""
+
+
 def _record(entry: str, served_by: str) -> None:
     with _COUNTS_LOCK:
         _COUNTS[entry][served_by] += 1
@@ -64,6 +69,11 @@ def routing(entry: str, serve: Callable[..., Any], original: Callable[..., Any])
         except Refused as refusal:
             _record(entry, refusal.reason)
             return original(*args, **kwargs)
+        except Invalid as invalid:
+            from dgl import DGLError
+
+            _record(entry, "invalid")
+            raise DGLError(str(invalid)) from None
         except Exception as error:  # noqa: BLE001 - never a featgraph crash where DGL can answer
             _record(entry, f"featgraph raised {type(error).__name__}: {error}")
             return original(*args, **kwargs)
@@ -243,6 +253,46 @@ def segment_mm(a: Any, b: Any, seglen_a: Any) -> torch.Tensor:
     return ops.segment_mm(a, b, seglen_a)
 
 
+# ---- degree queries ---------------------------------------------------------------------------------------
+# the format DGL's C++ core builds (where the graph allows it) to answer an in- or out-degree query
+DEGREE_FORMATS = {"in": "csc", "out": "csr"}
+
+
+def _degrees(direction: str, gidx: Any, etype: Any, v: Any) -> torch.Tensor:
+    """Degrees of the vertices ``v`` counted once from DGL's COO (``graphs.degrees``), where DGL would build a
+    whole int64 CSC or CSR to count them; refused where that format is built already or there is no COO. Ids
+    out of range are an error (DGL's COO path reads past its arrays and answers with garbage)."""
+    created = gidx.formats()["created"]
+    needed = DEGREE_FORMATS[direction]
+    if needed in created:
+        raise Refused(f"DGL's {needed.upper()} is built already")
+    if "coo" not in created:
+        raise Refused("no COO built")
+    if not isinstance(v, torch.Tensor) or v.dim() != 1 or v.is_floating_point() or v.dtype == torch.bool:
+        raise Refused("node ids are not a 1-D integer tensor")
+    counts = graphs.degrees(gidx, int(etype), direction)
+    if v.device != counts.device:
+        raise Refused(f"node ids on {v.device}, graph on {counts.device}")
+    if v.numel():
+        low, high = map(int, torch.aminmax(v))
+        if low < 0 or high >= counts.numel():
+            role = "destination" if direction == "in" else "source"
+            raise Invalid(
+                f"{direction}_degrees: v holds node ids {low}..{high}, outside the {counts.numel()} {role} nodes"
+            )
+    return counts.index_select(0, v)
+
+
+def in_degrees(gidx: Any, etype: Any, v: Any) -> torch.Tensor:
+    """``HeteroGraphIndex.in_degrees``: in-degrees of ``v`` from featgraph's count over DGL's COO."""
+    return _degrees("in", gidx, etype, v)
+
+
+def out_degrees(gidx: Any, etype: Any, v: Any) -> torch.Tensor:
+    """``HeteroGraphIndex.out_degrees``: out-degrees of ``v`` from featgraph's count over DGL's COO."""
+    return _degrees("out", gidx, etype, v)
+
+
 SERVERS: dict[str, Callable[..., Any]] = {
     "gspmm": gspmm,
     "gsddmm": gsddmm,
@@ -250,4 +300,6 @@ SERVERS: dict[str, Callable[..., Any]] = {
     "segment_reduce": segment_reduce,
     "gather_mm": gather_mm,
     "segment_mm": segment_mm,
+    "in_degrees": in_degrees,
+    "out_degrees": out_degrees,
 }

@@ -7,6 +7,8 @@ reach DGL's kernels through a handful of functions: ``dgl.backend.gspmm``/``gsdd
 ``edge_softmax_hetero`` (bound likewise, ``*_internal_hetero``/``edge_softmax_hetero_internal``; served by
 ``hetero``), and ``segment_reduce``/``gather_mm``/``segment_mm`` (looked up on ``dgl.backend`` at call time by
 ``dgl.ops.segment``/``gather_mm``, the readouts and ``TypedLinear``).
+DGL's degree queries (``HeteroGraphIndex.in_degrees``/``out_degrees``), for which DGL's core builds a whole
+int64 CSC or CSR, are counted from DGL's COO instead (``kernels.in_degrees``).
 ``use`` replaces each of them where it is bound, keeping the originals, and ``unuse`` puts the originals back;
 ``use`` also wraps ``HeteroGraphIndex.get_relation_graph`` so that a relation slice is served its parent's
 graph (``graphs.recording_slices``).
@@ -15,6 +17,7 @@ graph (``graphs.recording_slices``).
 from __future__ import annotations
 
 import importlib
+import inspect
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -97,6 +100,21 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         "shapes or dtypes",
     ),
     EntryPoint(
+        "in_degrees",
+        (("dgl.heterograph_index.HeteroGraphIndex", "in_degrees"),),
+        "featgraph.dgl.graphs.degrees",
+        "DGLGraph.in_degrees and every layer that normalises by it: counted once from DGL's COO instead of DGL "
+        "building an int64 CSC for the count; DGL's own where its CSC is built already or there is no COO, and "
+        "for ids out of range",
+    ),
+    EntryPoint(
+        "out_degrees",
+        (("dgl.heterograph_index.HeteroGraphIndex", "out_degrees"),),
+        "featgraph.dgl.graphs.degrees",
+        "DGLGraph.out_degrees (GraphConv's norm): counted once from DGL's COO instead of DGL building an int64 "
+        "CSR; DGL's own where its CSR is built already or there is no COO, and for ids out of range",
+    ),
+    EntryPoint(
         "scatter_add",
         (("dgl.backend", "scatter_add"),),
         None,
@@ -141,7 +159,7 @@ class Route:
 class _State:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.patches: list[tuple[Any, str, Any, Any]] = []  # (module, attribute, original, replacement)
+        self.patches: list[tuple[Any, str, Any, Any]] = []  # (module or class, attribute, original, replacement)
         self.active = False
 
 
@@ -183,16 +201,30 @@ def _require_dgl() -> Any:
     return dgl
 
 
+def owner_of(path: str) -> Any:
+    """The module or class a location names: ``"dgl.backend"``, ``"dgl.heterograph_index.HeteroGraphIndex"``."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+def _path(owner: Any) -> str:
+    """The location ``owner_of`` resolves to ``owner``."""
+    return owner.__name__ if inspect.ismodule(owner) else f"{owner.__module__}.{owner.__qualname__}"
+
+
 def bound_entry_points() -> list[tuple[EntryPoint, Any, str, Any]]:
-    """(entry point, module, attribute, function) for every place DGL binds one of ``ENTRY_POINTS`` now (DGL
-    imported)."""
+    """(entry point, module or class, attribute, function) for every place DGL binds one of ``ENTRY_POINTS``
+    now (DGL imported)."""
     bound = []
     for entry in ENTRY_POINTS:
-        for module_name, attribute in entry.locations:
-            module = importlib.import_module(module_name)
-            function = getattr(module, attribute, None)
+        for path, attribute in entry.locations:
+            owner = owner_of(path)
+            function = getattr(owner, attribute, None)
             if function is not None:
-                bound.append((entry, module, attribute, function))
+                bound.append((entry, owner, attribute, function))
     return bound
 
 
@@ -243,7 +275,7 @@ def routed() -> list[Route]:
     """Every DGL kernel entry point featgraph knows: which are routed to featgraph now (and when DGL's
     original still runs) and which stay DGL's own (and why). Needs no DGL."""
     with _STATE.lock:
-        patched = {(module.__name__, attribute) for module, attribute, _, _ in _STATE.patches}
+        patched = {(_path(owner), attribute) for owner, attribute, _, _ in _STATE.patches}
         active = _STATE.active
     out = []
     for entry in ENTRY_POINTS:

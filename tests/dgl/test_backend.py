@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import importlib
 import weakref
 from collections.abc import Callable, Sequence
 
@@ -271,7 +270,9 @@ def test_dgl_nn_layers(name):
     g = dgl.add_self_loop(random_graph(seed=6))
     counts = compare(_layer_run(layer, g, torch.float64))
     assert sum(served(counts, entry) for entry in ("gspmm", "gsddmm", "edge_softmax")) >= 1
-    assert not {reason for entry in counts.values() for reason in entry if reason != "featgraph"}
+    kernels = {name: entry for name, entry in counts.items() if name not in ("in_degrees", "out_degrees")}
+    assert not {reason for entry in kernels.values() for reason in entry if reason != "featgraph"}  # degrees: DGL
+    # answers from the formats its own run (``compare``'s reference) built on this graph
 
 
 @pytest.mark.parametrize("name", ["GraphConv", "SAGEConv-mean", "GATConv", "GINConv"])
@@ -414,12 +415,95 @@ def test_graph_converted_once_and_released():
     assert graphs.cached_count() <= before - 2
 
 
+# ---- degree queries ------------------------------------------------------------------------------------------
+def _typed_graph(int32: bool, seed: int) -> dgl.DGLGraph:
+    """Two node types, three relations (one of them empty), isolated nodes and duplicate edges."""
+    gen = torch.Generator().manual_seed(seed)
+    data = {
+        ("a", "x", "b"): (torch.randint(0, 5, (9,), generator=gen), torch.randint(0, 4, (9,), generator=gen)),
+        ("b", "y", "b"): (torch.randint(0, 4, (6,), generator=gen), torch.randint(0, 4, (6,), generator=gen)),
+        ("b", "z", "a"): (torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64)),
+    }
+    return dgl.heterograph(data, num_nodes_dict={"a": 6, "b": 5}, idtype=torch.int32 if int32 else torch.int64)
+
+
+def _degree_queries(g: dgl.DGLGraph, ids: Sequence[int]) -> list[torch.Tensor]:
+    """Every relation's in- and out-degrees, of all its vertices and of ``ids`` (clipped to each type's count)."""
+    out = []
+    for etype in g.canonical_etypes:
+        num_src, num_dst = g.num_src_nodes(etype[0]), g.num_dst_nodes(etype[2])
+        out += [g.in_degrees(etype=etype), g.out_degrees(etype=etype)]
+        out.append(g.in_degrees(torch.tensor([i % num_dst for i in ids if num_dst], dtype=g.idtype), etype=etype))
+        out.append(g.out_degrees(torch.tensor([i % num_src for i in ids if num_src], dtype=g.idtype), etype=etype))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(["random", "block", "typed", "no-edges"]),
+    seed=st.integers(0, 2**16),
+    int32=st.booleans(),
+    ids=st.lists(st.integers(0, 40), max_size=8),
+)
+def test_degree_queries_match_dgls_without_its_formats(kind, seed, int32, ids):
+    """Under ``use()`` DGL's degree queries give DGL's answers (values and id type) from featgraph's count, for
+    all vertices and for id lists with repeats, and DGL builds no CSC or CSR to answer them."""
+
+    def graph() -> dgl.DGLGraph:
+        g = {"random": lambda: random_graph(seed=seed), "typed": lambda: _typed_graph(int32, seed),
+             "block": lambda: to_block(random_graph(seed=seed), torch.arange(5)),
+             "no-edges": lambda: dgl.graph(([], []), num_nodes=4)}[kind]()  # fmt: skip
+        return g.int() if int32 and kind != "typed" else g
+
+    want = _degree_queries(graph(), ids)
+    g = graph()
+    fdgl.reset_calls()
+    with fdgl.use():
+        got = _degree_queries(g, ids)
+    for ours, theirs in zip(got, want, strict=True):
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs)
+    assert g.formats()["created"] == ["coo"]
+    assert served(fdgl.calls(), "in_degrees") == served(fdgl.calls(), "out_degrees") == 2 * len(g.canonical_etypes)
+
+
+def test_degree_queries_of_a_relation_slice_are_counted_once():
+    g = _typed_graph(False, seed=3)
+    with fdgl.use():
+        first = g["y"].in_degrees()
+        counts = graphs.degrees(g._graph, g.get_etype_id("y"), "in")
+        assert graphs.degrees(g["y"]._graph, 0, "in") is counts  # a slice is served its parent's count
+        first += 100  # the caller's copy: the count it came from is unchanged
+        assert torch.equal(g["y"].in_degrees(), counts)
+
+
+def test_degree_queries_dgl_serves_itself():
+    """DGL answers where its format is built already or the graph has no COO. Ids out of range, for which DGL's
+    own COO path reads past its arrays (a garbage count, no error), are DGL's error naming them."""
+    g = random_graph(seed=5)
+    built = random_graph(seed=5)
+    built.create_formats_()
+    csc_only = random_graph(seed=5).formats("csc")
+    with fdgl.use():
+        for h in (built, csc_only):
+            assert torch.equal(h.in_degrees(), g.in_degrees())
+        calls = fdgl.calls()["in_degrees"]
+        assert calls == {"featgraph": 2, "DGL's CSC is built already": 2}
+        for bad in (torch.tensor([0, N]), torch.tensor([-1])):
+            with pytest.raises(dgl.DGLError, match=r"in_degrees: v holds node ids .* outside the 12 destination"):
+                g.in_degrees(bad)
+        with pytest.raises(dgl.DGLError, match=r"in_degrees: v holds node ids 5\.\.8, outside the 5 destination"):
+            to_block(g, torch.arange(5)).in_degrees(torch.tensor([5, 8]))  # sources, not destinations
+        with pytest.raises(dgl.DGLError, match="invalid node IDs"):  # DGL checks these itself
+            g.out_degrees(torch.tensor([N]))
+        assert fdgl.calls()["in_degrees"]["invalid"] == 3
+
+
 # ---- use / unuse / routed -------------------------------------------------------------------------------------
 def _bound() -> dict[tuple[str, str], object]:
     return {
-        (module, attribute): getattr(importlib.import_module(module), attribute)
+        (path, attribute): getattr(routing.owner_of(path), attribute)
         for entry in fdgl.ENTRY_POINTS
-        for module, attribute in entry.locations
+        for path, attribute in entry.locations
     }
 
 
@@ -452,8 +536,9 @@ def test_routed_lists_entry_points():
         now = {route.name: route for route in fdgl.routed()}
     assert {name for name, route in now.items() if route.routed} == {
         "gspmm", "gsddmm", "edge_softmax", "segment_reduce", "gather_mm", "segment_mm", "gspmm_hetero",
-        "gsddmm_hetero", "edge_softmax_hetero"
+        "gsddmm_hetero", "edge_softmax_hetero", "in_degrees", "out_degrees"
     }  # fmt: skip
+    assert now["in_degrees"].locations == ("dgl.heterograph_index.HeteroGraphIndex.in_degrees",)
     assert now["gspmm"].locations == ("dgl.backend.gspmm", "dgl.ops.spmm.gspmm_internal")
     assert now["gspmm"].featgraph_op == "featgraph.ops.gspmm"
     assert all(route.reason for route in now.values())
