@@ -285,7 +285,7 @@ def operator(
     return lambda forward: Operator(name, forward, fake, gradient, saves, saves_outputs, autocast, holds)
 
 
-@operator("in_degrees", lambda ref: ref.edge_index.new_empty(ref.num_dst_nodes))
+@operator("in_degrees", lambda ref: ref.edge_index.new_empty(ref.num_dst_nodes, dtype=torch.int64))
 def in_degrees(g: Graph) -> torch.Tensor:
     """Each destination's in-degree (a copy of the graph's cached one): ``GraphRef.in_degrees`` in traced code."""
     return g.in_degrees().clone()

@@ -9,7 +9,8 @@ one over all of its edges (``merged_graph``). DGL's ``update_all`` and ``apply_e
 (``g[etype]._graph``), a new index on every call made by ``HeteroGraphIndex.get_relation_graph``; while
 ``featgraph.dgl.use()`` is in effect that method is wrapped (``recording_slices``) to note which index and
 relation each slice was cut from, so a slice is served the graph of its parent's relation, built once and
-forgotten with the parent.
+forgotten with the parent. A graph shares DGL's int64 COO arrays (``Graph.borrowed``: DGL never writes them)
+instead of copying them.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def relation_graph(gidx: Any, etype: int) -> Graph:
     """The graph of edge type ``etype`` of ``gidx`` (of the index it was cut from, for a relation slice),
     built once per index object."""
     owner, etype = _cut_from(gidx, etype)
-    return _remembered(owner, f"relation {etype}", lambda: Graph(*_edges(owner, etype)))
+    return _remembered(owner, f"relation {etype}", lambda: Graph.borrowed(*_edges(owner, etype)))
 
 
 def relation_graphs(gidx: Any) -> tuple[Graph, ...]:

@@ -59,8 +59,14 @@ def _index_vector(values: Any, what: str) -> torch.Tensor:
 
 # what a pickled or moved graph keeps of its cache: formats and degrees (tensors), not kernels or derived graphs
 _CARRIED_CACHE = ("csr", "csc", "in_deg", "out_deg")
-# (data pointer, edges, sources, destinations) of a graph's own (2, E) edge tensor -> the graph
-_OWNERS: weakref.WeakValueDictionary[tuple[int, int, int, int], Graph] = weakref.WeakValueDictionary()
+# a graph's own (2, E) edge tensors (the operators' token and ``edge_index``) by memory, layout and vertex
+# counts -> the graph
+_OWNERS: weakref.WeakValueDictionary[tuple, Graph] = weakref.WeakValueDictionary()
+
+
+def _owner_key(edges: torch.Tensor, num_src: int, num_dst: int) -> tuple:
+    """What finds a graph by one of its own edge tensors: the same memory read the same way, same vertex counts."""
+    return edges.data_ptr(), tuple(edges.shape), edges.stride(), edges.dtype, edges.device, num_src, num_dst
 
 
 class GraphRef(NamedTuple):
@@ -166,11 +172,11 @@ class Graph:
         edges = torch.stack([src_t.to(torch.int64), dst_t.to(torch.int64)])
         src_t, dst_t = edges[0], edges[1]
         sizes = _checked_sizes(src_t, dst_t, num_nodes)
-        self._src, self._dst, self._edges = src_t, dst_t, edges
+        self._src, self._dst = src_t, dst_t
         self._num_src, self._num_dst = sizes
         self._edge_weight = None if edge_weight is None else self._validated_weight(edge_weight)
         self._cache: dict[tuple, Any] = {}
-        self._own(edges)
+        self._edges = self._own(edges)
 
     @classmethod
     def _derived(
@@ -182,13 +188,35 @@ class Graph:
         graph._src, graph._dst, graph._edge_weight = src, dst, edge_weight
         graph._num_src, graph._num_dst = sizes
         graph._cache = {}
-        graph._edges = None  # made on first use of ``edge_index``
+        graph._edges = None  # the operators' token, made on first use (``_token``)
         return graph
 
-    def _own(self, edges: torch.Tensor) -> None:
-        """Make ``edges`` (2, E) this graph's edge tensor, which ``owning`` finds it by."""
-        self._edges = edges
-        _OWNERS[(edges.data_ptr(), edges.shape[1], self._num_src, self._num_dst)] = self
+    @classmethod
+    def borrowed(cls, src: torch.Tensor, dst: torch.Tensor, num_nodes: int | tuple[int, int]) -> Graph:
+        """A graph over int64 edge arrays that another library keeps and never writes (DGL's COO): shared, not
+        copied, and trusted to hold valid ids (only their shapes are checked). Its operator token is a (2, E)
+        copy in the graph's index type (half the int64 pair where ids fit int32), which edge templates read as
+        their COO too. Arrays of another type are copied as ``Graph(src, dst, num_nodes)`` copies them."""
+        _check_pair(src, dst)
+        if src.dtype != torch.int64 or dst.dtype != torch.int64:
+            return cls(src, dst, num_nodes)
+        return cls._derived(src, dst, _sizes(num_nodes), None)
+
+    def _own(self, edges: torch.Tensor) -> torch.Tensor:
+        """Make ``edges`` (2, E) one of this graph's own edge tensors, which ``owning`` finds it by."""
+        _OWNERS[_owner_key(edges, self._num_src, self._num_dst)] = self
+        return edges
+
+    def _token(self) -> torch.Tensor:
+        """The (2, E) edge tensor featgraph's operators carry for this graph (``GraphRef``): its ``edge_index`` for
+        a graph made from the caller's edges; for a graph made from others' arrays or derived from another
+        graph (reversed, looped, moved, borrowed), a copy in ``index_dtype``, made on first use."""
+        if self._edges is None:
+            token = torch.empty((2, self.num_edges), dtype=self.index_dtype, device=self.device)
+            token[0].copy_(self._src)
+            token[1].copy_(self._dst)
+            self._edges = self._own(token)
+        return self._edges
 
     def __getstate__(self) -> dict:
         """The graph with its formats and degrees (a copy in another process, e.g. a loader's worker, builds the
@@ -204,13 +232,9 @@ class Graph:
 
     @classmethod
     def owning(cls, edge_index: torch.Tensor, num_src: int, num_dst: int) -> Graph | None:
-        """The live graph whose own ``edge_index`` is this very tensor (same memory; a graph never writes
-        it, so its caches hold), else None."""
-        key = (edge_index.data_ptr(), edge_index.shape[1], num_src, num_dst)
-        graph = _OWNERS.get(key)
-        if graph is None or graph._edges.shape != edge_index.shape or graph._edges.stride() != edge_index.stride():
-            return None
-        return graph if graph._edges.dtype == edge_index.dtype and graph._edges.device == edge_index.device else None
+        """The live graph whose own edge tensor (its operator token or ``edge_index``) is this very tensor (same
+        memory read the same way; a graph never writes it, so its caches hold), else None."""
+        return _OWNERS.get(_owner_key(edge_index, num_src, num_dst))
 
     def _validated_weight(self, edge_weight: Any) -> torch.Tensor:
         weight = torch.as_tensor(edge_weight)
@@ -292,7 +316,7 @@ class Graph:
         else:
             edges = torch.stack([indices, dst]) if edge_index is None else edge_index
             graph = cls._derived(edges[0], edges[1], (num_src, num_dst), edge_weight)
-            graph._own(edges)
+            graph._edges = graph._own(edges)
         ids = torch.arange(indices.numel(), device=indptr.device)
         graph._cache[("csr",)] = Compressed(indptr.to(torch.int64).contiguous(), graph._src, ids)
         graph._cache[("in_deg",)] = counts.to(torch.int64)
@@ -392,14 +416,16 @@ class Graph:
 
     @property
     def edge_index(self) -> torch.Tensor:
-        """PyG's (2, E) ``edge_index`` in the user's edge order: the graph's own tensor (read, never write)."""
-        if self._edges is None:
-            self._own(torch.stack(self.coo()))
-        return self._edges
+        """PyG's (2, E) int64 ``edge_index`` in the user's edge order: the graph's own tensor (read, never write),
+        made once where the operators' token is in a narrower type."""
+        token = self._token()
+        if token.dtype == torch.int64:
+            return token
+        return self.cached(("edge_index",), lambda: self._own(torch.stack(self.coo())))
 
     def ref(self) -> GraphRef:
         """This graph as compiled code carries it into featgraph's operators (see ``GraphRef``)."""
-        return GraphRef(self.edge_index, self._num_src, self._num_dst, self._edge_weight)
+        return GraphRef(self._token(), self._num_src, self._num_dst, self._edge_weight)
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -424,6 +450,18 @@ class Graph:
     def coo(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(src, dst) in the user's edge order."""
         return self._src, self._dst
+
+    def coo_row(self, row: int, index_dtype: torch.dtype) -> torch.Tensor:
+        """The sources (``row`` 0) or destinations (1) in the user's edge order as ``index_dtype``: the graph's own
+        array where it has one of that type (its COO, or its operator token's row), else a converted copy."""
+        own = self._src if row == 0 else self._dst
+        if own.dtype == index_dtype:
+            return own
+        if self._edges is None and index_dtype == self.index_dtype:
+            self._token()  # made in this type: its rows serve
+        if self._edges is not None and self._edges.dtype == index_dtype:
+            return self._edges[row]
+        return own.to(index_dtype).contiguous()
 
     def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""

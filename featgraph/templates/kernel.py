@@ -123,7 +123,7 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
         src, dst = graph.coo()
         if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
             ids = torch.arange(graph.num_edges, dtype=index, device=src.device)
-            return [edge_sources(graph, index), dst.to(index).contiguous(), ids]
+            return [edge_sources(graph, index), graph.coo_row(1, index), ids]
         if order == "csr":  # the CSR's own sources and edge ids, beside each edge's row
             csr = graph.csr(index)
             rows = torch.arange(graph.num_dst_nodes, dtype=index, device=src.device)
@@ -135,9 +135,9 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
 
 
 def edge_sources(graph: Graph, index: torch.dtype) -> torch.Tensor:
-    """The source vertex of each user edge id (the COO's own, no copy for int64 indices), cached on the
-    graph."""
-    return graph.cached(("edge-sources", index), lambda: graph.coo()[0].to(index).contiguous())
+    """The source vertex of each user edge id (the graph's own array where it has one of that type,
+    ``Graph.coo_row``), cached on the graph."""
+    return graph.cached(("edge-sources", index), lambda: graph.coo_row(0, index))
 
 
 def divide_by_in_degree(graph: Graph, values: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph, ops
 from tests.conftest import adjacency, random_edges
@@ -394,3 +396,59 @@ def test_a_graph_moved_to_the_gpu_carries_its_formats_equal(gpu):
     _, built, moved = _moved_by(lambda graph: graph.to(gpu))
     carried = (*moved.csr(torch.int32), moved.in_degrees(), *moved.with_self_loops().csc(torch.int32))
     assert all(torch.equal(m.cpu(), b) for m, b in zip(carried, built, strict=True))
+
+
+# ---- graphs over borrowed arrays and the operators' token ----------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(num_src=st.integers(1, 30), num_dst=st.integers(1, 30), num_edges=st.integers(0, 90), seed=st.integers(0, 999))
+def test_a_borrowed_graph_shares_the_arrays_and_aggregates_as_scipy(num_src, num_dst, num_edges, seed):
+    """``Graph.borrowed`` keeps the given int64 arrays (no copy) and its kernels and formats are a copied graph's,
+    bipartite included; its token is a copy in the index type, its ``edge_index`` an int64 one made once."""
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = (
+        torch.randint(0, num_src, (num_edges,), generator=gen),
+        torch.randint(0, num_dst, (num_edges,), generator=gen),
+    )
+    sizes = num_src if num_src == num_dst else (num_src, num_dst)
+    g = Graph.borrowed(src, dst, sizes)
+    assert g.coo()[0].data_ptr() == src.data_ptr() and g.coo()[1].data_ptr() == dst.data_ptr()
+    x = torch.randn(num_src, 5, dtype=torch.float64, generator=gen)
+    reference = sp.coo_matrix((np.ones(num_edges), (dst.numpy(), src.numpy())), shape=(num_dst, num_src)) @ x.numpy()
+    np.testing.assert_allclose(ops.gspmm(g, "copy_lhs", "sum", x, None).numpy(), reference, atol=1e-12)
+    token = g.ref().edge_index
+    assert token.dtype == g.index_dtype == torch.int32 and torch.equal(token.long(), torch.stack([src, dst]))
+    assert g.coo_row(0, torch.int32).data_ptr() == token.data_ptr()  # the edge templates' COO is the token
+    edge_index = g.edge_index
+    assert edge_index.dtype == torch.int64 and torch.equal(edge_index, torch.stack([src, dst]))
+    assert g.edge_index is edge_index
+    assert Graph.owning(token, num_src, num_dst) is g and Graph.owning(edge_index, num_src, num_dst) is g
+    assert torch.equal(src, torch.randint(0, num_src, (num_edges,), generator=torch.Generator().manual_seed(seed)))
+
+
+def test_a_borrowed_graph_of_other_id_types_owns_a_copy():
+    src, dst = torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([1, 2, 0], dtype=torch.int32)
+    g = Graph.borrowed(src, dst, 3)
+    assert g.coo()[0].dtype == torch.int64 and g.edge_index.data_ptr() == g.ref().edge_index.data_ptr()
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "message"),
+    [
+        (torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.int64), "1-D of equal length"),
+        (torch.zeros(2, 2, dtype=torch.int64), torch.zeros(2, 2, dtype=torch.int64), "1-D of equal length"),
+    ],
+)
+def test_bad_borrowed_arrays(src, dst, message):
+    with pytest.raises(ValueError, match=message):
+        Graph.borrowed(src, dst, 3)
+
+
+def test_derived_graphs_carry_a_narrow_token_and_an_int64_edge_index_made_once():
+    src, dst = random_edges(40, 200, seed=3)
+    g = Graph(src, dst, 40)
+    assert g.ref().edge_index is g.edge_index  # the caller's edges: one int64 tensor for both
+    for derived in (g.reverse(), g.with_self_loops()):
+        token = derived.ref().edge_index
+        assert token.dtype == torch.int32 and torch.equal(token.long(), torch.stack(derived.coo()))
+        assert derived.edge_index.dtype == torch.int64 and derived.edge_index is derived.edge_index
+        assert Graph.owning(token, 40, 40) is derived and Graph.owning(derived.edge_index, 40, 40) is derived
