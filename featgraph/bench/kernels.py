@@ -406,6 +406,9 @@ TABLE = Table({
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_table_arguments(parser, GRAPHS, OPS, [32, 64, 128, 256, 512], repeat=5)
     parser.add_argument("--ablation", action="store_true", help="also run the partition/tiling ablation")
+    parser.add_argument(
+        "--ablation-dims", type=int, nargs="+", default=[32, 128, 512], help="feature widths of the ablation rows"
+    )
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -417,7 +420,8 @@ def run(args: argparse.Namespace) -> list[Row]:
             partial(run_rows, graph_name, g, op, d, args.threads, args.repeat) for op in args.ops for d in args.dims
         ]
         if args.ablation:
-            jobs += [partial(ablation_rows, graph_name, g, d, args.threads, args.repeat, 2, 2) for d in (32, 128, 512)]
+            ablate = partial(ablation_rows, graph_name, g, threads=args.threads, repeat=args.repeat, parts=2, tiles=2)
+            jobs += [partial(ablate, d=d) for d in args.ablation_dims]
         for job in jobs:
             batch = job()
             print(TABLE.rows(batch), flush=True)  # each batch as soon as it is measured

@@ -121,16 +121,20 @@ class SDDMMParams:
 
 
 GATHER_PER_STREAM = 8  # CPU edge templates visit in the user's order up to this many gathered bytes per streamed
+HILBERT_MIN_GATHER_BYTES = 512  # and only where an edge gathers this much (two rows of 64 float32 values)
 
 
 def cpu_edge_order(gathered_bytes: int, streamed_bytes: int) -> str:
     """The CPU's edge order for an edge template that gathers ``gathered_bytes`` per edge from its endpoints'
     rows and streams ``streamed_bytes`` (its output row and edge-data rows). Visited in the user's order, the
-    output is written and the edge data read front to back, with no staging pass; the Hilbert order keeps the
-    endpoint rows in cache but scatters the edge-data reads and stages the writes, which pays only where the
-    gathered rows dominate the traffic, as in dot-product attention (``featgraph bench kernels --ops attention
-    --ablation``: the ``attention-order`` and ``edge-add-order`` rows)."""
-    return "user" if gathered_bytes <= GATHER_PER_STREAM * streamed_bytes else "hilbert"
+    output is written and the edge data read front to back, with no staging pass and no Hilbert edge list kept;
+    the Hilbert order keeps the endpoint rows in cache but scatters the edge-data reads and stages the writes,
+    which pays only where the gathered rows dominate the traffic and are long enough that their cache misses
+    outweigh the visit's own per-edge cost, as in dot-product attention from d = 64 (``featgraph bench kernels
+    --ops attention --ablation --ablation-dims 16 32 64 128``: the ``attention-order`` and ``edge-add-order``
+    rows)."""
+    dominant = gathered_bytes > GATHER_PER_STREAM * streamed_bytes
+    return "hilbert" if dominant and gathered_bytes >= HILBERT_MIN_GATHER_BYTES else "user"
 
 
 def gpu_edge_order(input_bytes: int, l2_bytes: int) -> str:

@@ -56,7 +56,7 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
     path = tmp_path / "rows.json"
     args = kernels.argparse.Namespace(
         graphs=["uniform", "rand100k"], dims=[4], ops=list(kernels.OPS), threads=1, repeat=1, scale=0.002,
-        ablation=True, json=str(path),
+        ablation=True, ablation_dims=[3, 8], json=str(path),
     )  # fmt: skip
     rows = kernels.run(args)
     data = json.loads(path.read_text())
@@ -72,4 +72,5 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
         "gcn-strategy",
         "csr-build",
     }
+    assert {r.d for r in rows if r.op == "attention-order"} == {3, 8}
     assert "| op | graph | d |" in capsys.readouterr().out

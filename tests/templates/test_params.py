@@ -64,9 +64,10 @@ def test_segments_are_half_a_small_last_level_cache(monkeypatch):
 
 
 @pytest.mark.parametrize(("gathered", "streamed", "order"), [
-    (32, 16, "user"), (8 * 12, 12, "user"), (8 * 12 + 1, 12, "hilbert"), (512, 4, "hilbert"), (0, 0, "user"),
+    (32, 16, "user"), (8 * 64, 64, "user"), (8 * 64 + 1, 64, "hilbert"), (512, 4, "hilbert"), (0, 0, "user"),
+    (511, 4, "user"), (8 * 12 + 1, 12, "user"),  # the gathered rows dominate, but are too short to pay
 ])  # fmt: skip
-def test_cpu_edges_in_user_order_unless_the_gathered_rows_dominate(gathered, streamed, order):
+def test_cpu_edges_in_user_order_unless_long_gathered_rows_dominate(gathered, streamed, order):
     assert params.cpu_edge_order(gathered, streamed) == order
 
 

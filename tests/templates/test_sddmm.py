@@ -137,7 +137,7 @@ def test_default_stages_scattered_writes_only(monkeypatch):
     assert sddmm_module.median_write_jump(shuffled, "hilbert") > 1000
     assert sddmm_module.median_write_jump(coalesced, "hilbert") < 200
     assert sddmm_module.median_write_jump(shuffled, "user") == 1
-    dot = dot_udf(n, 16)  # gathers 32x what it writes: visited in Hilbert order (``params.cpu_edge_order``)
+    dot = dot_udf(n, 64)  # gathers 128x what it writes: visited in Hilbert order (``params.cpu_edge_order``)
     assert fg.sddmm(shuffled, dot).spec.params.edge_order == "hilbert"
     assert fg.sddmm(shuffled, dot).spec.params.write_buckets == 7
     assert fg.sddmm(coalesced, dot).spec.params.write_buckets == 0
@@ -147,7 +147,8 @@ def test_default_stages_scattered_writes_only(monkeypatch):
 
 def test_default_cpu_edge_order_follows_the_traffic():
     """The user's order where an edge streams (writes its output row, reads its edge data) at least an eighth
-    of what it gathers from its endpoints; Hilbert order where the gathered rows dominate."""
+    of what it gathers from its endpoints, or gathers under 512 bytes; Hilbert order where long gathered rows
+    dominate."""
     n = 50
     g = fg.Graph(*random_edges(n, 400, seed=2), n)
     A, B = te.placeholder((n, 4), name="A"), te.placeholder((n, 4), name="B")
@@ -158,7 +159,7 @@ def test_default_cpu_edge_order_follows_the_traffic():
     scaled = fg.sddmm(g, lambda s, t, e: te.compute((4,), lambda i: A[s, i] * E[e, i]))
     assert sddmm_module.edge_traffic(scaled.spec.op) == (16, 32)
     assert scaled.spec.params.edge_order == "user"
-    for d, order in ((4, "user"), (5, "hilbert"), (64, "hilbert")):  # a dot gathers 8d bytes, writes 4
+    for d, order in ((4, "user"), (63, "user"), (64, "hilbert"), (128, "hilbert")):  # a dot gathers 8d bytes
         assert fg.sddmm(g, dot_udf(n, d)).spec.params.edge_order == order
     assert fg.sddmm(g, dot_udf(n, 64), edge_order="user").spec.params.edge_order == "user"  # asked for
 
@@ -214,15 +215,15 @@ def test_a_bipartite_graph_is_visited_in_its_own_edge_order():
     """A sampled block serves one step: the Hilbert sort of its edges would cost more than it saves, even for
     a UDF that a square graph visits in Hilbert order (``params.cpu_edge_order``)."""
     g = fg.Graph(torch.tensor([0, 5, 3, 2]), torch.tensor([1, 0, 2, 1]), (6, 3))
-    X = te.placeholder((6, 16), name="X")
+    X = te.placeholder((6, 128), name="X")
 
     def norm(s, d, e):
-        k = te.reduce_axis((0, 16), name="k")
+        k = te.reduce_axis((0, 128), name="k")
         return te.compute((1,), lambda i: te.sum(X[s, k] * X[s, k], axis=k))
 
     kernel = fg.sddmm(g, norm)
     assert kernel.spec.params.edge_order == "user" and not g.has_csr()
-    x = torch.randn(6, 16)
+    x = torch.randn(6, 128)
     torch.testing.assert_close(kernel(X=x), (x * x).sum(1, keepdim=True)[g.coo()[0]])
     square = fg.Graph(*g.coo(), 6)
     assert fg.sddmm(square, norm).spec.params.edge_order == "hilbert"
