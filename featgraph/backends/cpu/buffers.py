@@ -93,7 +93,9 @@ class BufferPool:
 
     def _take(self, size: int) -> _Buffer:
         """The smallest free buffer of ``size`` to ``size * (1 + FIT_SLACK)`` usable bytes (mini-batches ask for
-        a slightly different size each step), moved to the most recently used end, else a new one."""
+        a slightly different size each step), moved to the most recently used end, else a new one. A new one
+        replaces the free buffers just too small for it (``size / (1 + FIT_SLACK)`` to ``size``): the same
+        request's earlier, smaller steps, which it now serves, so they are not kept beside it."""
         fits = [
             (buffer.memory.nbytes, n)
             for n, buffer in enumerate(self._buffers)
@@ -103,6 +105,11 @@ class BufferPool:
             buffer = self._buffers.pop(min(fits)[1])
             self._buffers.append(buffer)
             return buffer
+        self._buffers = [
+            buffer
+            for buffer in self._buffers
+            if not (buffer.free and size / (1 + FIT_SLACK) <= buffer.memory.nbytes - ALIGNMENT < size)
+        ]
         self._trim(self.max_free_bytes - size)
         buffer = _Buffer(np.empty(size + ALIGNMENT, dtype=np.uint8))
         self._buffers.append(buffer)

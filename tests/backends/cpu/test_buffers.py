@@ -169,3 +169,21 @@ def test_memory_freed_beyond_the_bound_goes_back_when_its_tensors_die() -> None:
     assert len(kept) == 1 and pool.free_bytes > 4 * MIB  # the most recently used 4 MiB buffer stayed
     again = pool.empty((256, 1024), torch.float32)
     assert again.data_ptr() != newest  # the 1 MiB buffers went back
+
+
+def test_a_growing_request_replaces_the_free_buffers_just_too_small_for_it() -> None:
+    """A request that changes a little from step to step (a mini-batch's outputs) keeps one buffer, not one per
+    size: a new buffer for a larger step replaces the free ones within the fit slack below it, and serves the
+    smaller steps after it; a much smaller free buffer stays."""
+    pool = BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB)
+    small = pool.empty((MIB,), torch.float32)  # 4 MiB: far below the rest, kept
+    rows = [4096, 4300, 4500, 4200, 4600, 4150]  # 16 to 18 MiB: within the slack of each other
+    for n in rows:
+        out = pool.empty((n, 1024), torch.float32)
+        del out
+        gc.collect()
+    del small
+    gc.collect()
+    sizes = sorted(buffer.memory.nbytes for buffer in pool._buffers)
+    assert len(sizes) == 2 and 4 * MIB <= sizes[0] < 5 * MIB and 18 * MIB <= sizes[1] < 19 * MIB
+    assert pool.free_bytes == sum(sizes)
