@@ -127,7 +127,7 @@ def test_typed_task_trains_rgat_and_hgt_like_pyg(model):
     here); alone, featgraph's learns the planted labels (4 classes: chance is 0.25)."""
     pytest.importorskip("torch_geometric")
     task = node_task("aifb-like-0.2")
-    ours, theirs, got, ref = trained_like_pyg(model, task, epochs=10)
+    ours, theirs, got, ref = trained_like_pyg(model, task, epochs=6)
     assert got.best_epoch == ref.best_epoch and abs(got.test_acc - ref.test_acc) <= 0.02, (got, ref)
     ours.eval(), theirs.eval()
     torch.testing.assert_close(ours(task.x, *task.graph), theirs(task.x, *task.graph), rtol=1e-3, atol=1e-3)
