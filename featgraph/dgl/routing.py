@@ -104,15 +104,15 @@ ENTRY_POINTS: tuple[EntryPoint, ...] = (
         (("dgl.heterograph_index.HeteroGraphIndex", "in_degrees"),),
         "featgraph.dgl.graphs.degrees",
         "DGLGraph.in_degrees and every layer that normalises by it: counted once from DGL's COO instead of DGL "
-        "building an int64 CSC for the count; DGL's own where its CSC is built already or there is no COO, and "
-        "for ids out of range",
+        "building an int64 CSC for the count; DGL's own where its CSC is built already or there is no COO; ids "
+        "out of range a DGLError naming them (DGL's COO path reads past its arrays there)",
     ),
     EntryPoint(
         "out_degrees",
         (("dgl.heterograph_index.HeteroGraphIndex", "out_degrees"),),
         "featgraph.dgl.graphs.degrees",
         "DGLGraph.out_degrees (GraphConv's norm): counted once from DGL's COO instead of DGL building an int64 "
-        "CSR; DGL's own where its CSR is built already or there is no COO, and for ids out of range",
+        "CSR; DGL's own where its CSR is built already or there is no COO; ids out of range a DGLError",
     ),
     EntryPoint(
         "scatter_add",
