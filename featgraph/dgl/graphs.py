@@ -145,10 +145,10 @@ def degrees(gidx: Any, etype: int, direction: str) -> torch.Tensor:
     owner, etype = _cut_from(gidx, etype)
 
     def count() -> torch.Tensor:
-        src, dst = _coo(owner, etype)
-        src_type, dst_type = owner.metagraph.find_edge(etype)
-        ids, node_type = (dst, dst_type) if direction == "in" else (src, src_type)
-        return torch.bincount(ids, minlength=owner.number_of_nodes(node_type)).to(ids.dtype)
+        src, dst, sizes = _edges(owner, etype)
+        num_src, num_dst = sizes if isinstance(sizes, tuple) else (sizes, sizes)
+        ids, num_nodes = (dst, num_dst) if direction == "in" else (src, num_src)
+        return torch.bincount(ids, minlength=num_nodes).to(ids.dtype)
 
     return _remembered(owner, f"{direction}-degrees {etype}", count)
 
