@@ -16,7 +16,7 @@ FORMS = {"dropout": 0, "relu": 1, "relu_grad": 2}
 BLOCK = 1024
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "seed", "threshold"])  # per call: not a compile per value class
 def _masked(
     x, out, gate, n, seed, threshold, scale,
     FORM: tl.constexpr, COMPUTE: tl.constexpr, BLOCK: tl.constexpr,

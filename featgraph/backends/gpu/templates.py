@@ -37,6 +37,14 @@ EDGE_SUM_PROGRAMS = 256  # partial sums of an edge sum
 TRITON_TYPES = {"float32": "tl.float32", "float64": "tl.float64"}
 IDENTITY = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "logsumexp": 'float("-inf")'}
 INDENT = "        "
+# Triton compiles a kernel once per class of its arguments' values (an integer divisible by 16, or 1; a pointer
+# aligned to 16 bytes). The edge and row counts and the graph's index arrays change class from one graph to the
+# next, every mini-batch block a new one, so a kernel is not specialised on them: it compiles once per
+# configuration instead of again whenever a block's sizes fall in a class not seen before.
+PER_GRAPH_COUNTS = ("num_rows", "num_edges", "num_pairs", "num_programs")
+INDEX_ARRAYS = (
+    "indptr", "indices", "eids", "rows", "argidx", "srcs", "dsts", "sources", "winners", "hub_slot", "hub_ids",
+)  # fmt: skip
 
 HEADER = """import torch
 import triton
@@ -106,6 +114,15 @@ def _check_gpu_params(spec: KernelSpec) -> None:
         )
     if spec.kind == "spmm" and spec.params.strategy == "gas" and spec.params.hub_threshold:
         raise ValueError("hub_threshold stages hubs for the vertex-centric template; strategy='gas' takes 0")
+
+
+def jit_decorator(signature: str) -> str:
+    """``@triton.jit`` for a kernel of parameters ``signature`` (its ``def`` line's): not specialised on the
+    per-graph counts and index arrays among them."""
+    names = [param.split(":")[0].strip() for param in signature.split(",")]
+    counts = [name for name in names if name in PER_GRAPH_COUNTS]
+    arrays = [name for name in names if name in INDEX_ARRAYS]
+    return f"@triton.jit(do_not_specialize={counts!r}, do_not_specialize_on_alignment={arrays!r})"
 
 
 def _placeholders(spec: KernelSpec) -> str:
@@ -206,15 +223,18 @@ def spmm_source(spec: KernelSpec) -> str:
     update, finish = _row_update(reducer, t)
     hubs = ["    hv = tl.load(hub_ids + tl.arange(0, NUM_HUBS))", "    mH = hv >= 0", "    hv = tl.maximum(hv, 0)"]
     slot = [f"{INDENT}slot = tl.load(hub_slot + s, mask=mE, other=-1)"]
+    signature = (
+        f"indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}{'hub_slot, hub_ids, ' if stage else ''}"
+        "num_rows, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, ROWS: tl.constexpr, HAS_ROWS: tl.constexpr, "
+        "STORE_ARG: tl.constexpr, NUM_HUBS: tl.constexpr"
+    )
     lines = [
         HEADER,
         "NO_EDGE = tl.constexpr(1 << 62)",
         "",
         "",
-        "@triton.jit",
-        f"def spmm_kernel(indptr, indices, eids, rows, out, argidx, {_placeholders(spec)}"
-        f"{'hub_slot, hub_ids, ' if stage else ''}num_rows, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, "
-        "ROWS: tl.constexpr, HAS_ROWS: tl.constexpr, STORE_ARG: tl.constexpr, NUM_HUBS: tl.constexpr):",
+        jit_decorator(signature),
+        f"def spmm_kernel({signature}):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {size}",
         *(hubs if stage else []),
@@ -272,11 +292,14 @@ def _edge_kernel(spec: KernelSpec, name: str, extra_args: str, head: list[str], 
     indent = INDENT[: len(head[-1]) - len(head[-1].lstrip())]
     prologue, lines = _body(spec, sizes)
     body = [indent + line[len(INDENT) :] for line in lines]
+    signature = (
+        f"srcs, dsts, eids, out, {_placeholders(spec)}num_edges, {extra_args}BLOCK_E: tl.constexpr, "
+        "BLOCK_F: tl.constexpr"
+    )
     return [
         HEADER,
-        "@triton.jit",
-        f"def {name}(srcs, dsts, eids, out, {_placeholders(spec)}num_edges, {extra_args}"
-        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):",
+        jit_decorator(signature),
+        f"def {name}({signature}):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {feature_size(spec)}",
         *prologue,
@@ -372,11 +395,11 @@ def winner_source(spec: KernelSpec) -> str:
         lambda var: f"_{var.name}" + ("[:, None]" if any(var is a for a in params.outer) else "[None, :]"),
         lambda row: f"{row}[:, None]",
     )
+    signature = f"sources, winners, out, {_placeholders(spec)}num_pairs, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr"
     lines = [
         HEADER,
-        "@triton.jit",
-        f"def winner_kernel(sources, winners, out, {_placeholders(spec)}num_pairs, "
-        "BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):",
+        jit_decorator(signature),
+        f"def winner_kernel({signature}):",
         "    of = tl.program_id(1) * BLOCK_F + tl.arange(0, BLOCK_F)",
         f"    mF = of < {size}",
         *prologue,

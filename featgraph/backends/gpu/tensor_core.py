@@ -28,7 +28,7 @@ def _accumulator(dtype: torch.dtype) -> tl.dtype:
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_nodes"])  # per graph: one compile for all
 def _block_spmm(
     block_ptr, columns, tiles, x, out, num_nodes, width,
     BLOCK_D: tl.constexpr, BW: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr,
@@ -51,7 +51,7 @@ def _block_spmm(
     tl.store(out + rows.to(tl.int64)[:, None] * width + of[None, :], acc.to(out.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_nodes"])  # per graph: one compile for all
 def _block_sddmm(
     block_window, columns, left, right, out, num_nodes, width,
     BLOCK_D: tl.constexpr, BW: tl.constexpr, PRECISION: tl.constexpr, ACC: tl.constexpr,

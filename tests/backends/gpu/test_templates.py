@@ -4,6 +4,9 @@ graphs (empty, isolated vertices, duplicates, self loops, a hub), and gradients.
 
 from __future__ import annotations
 
+import inspect
+from collections import defaultdict
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +15,7 @@ import featgraph as fg
 from featgraph import te
 from featgraph.backends import gpu as gpu_backend
 from featgraph.backends.gpu.templates import hub_capacity
+from featgraph.templates.kernel import default_target
 from tests.conftest import adjacency, random_edges
 from tests.templates.reference import reduce_messages
 
@@ -455,3 +459,59 @@ def test_target_follows_the_graph_and_default_target(gpu):
         assert fg.spmm(g, copy_u(n, 3), "sum").target == "gpu"
     with pytest.raises(ValueError, match="target must be one of"), fg.default_target("tpu"):
         pass
+
+
+def _launch_classes(monkeypatch) -> dict[str, set]:
+    """Records, per kernel and constants, the class Triton compiles each launch for: every integer argument's
+    divisibility by 16 (or being 1) and every tensor's 16-byte alignment, less what the kernel declares
+    unspecialised (``do_not_specialize``, ``do_not_specialize_on_alignment``), on CUDA or the interpreter."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    classes: dict[str, set] = defaultdict(set)
+
+    def declared(fn, option: str) -> set:
+        return set((getattr(fn, "kwargs", None) or vars(fn)).get(option) or ())
+
+    def recording(original):
+        def run(self, *args, grid, warmup, **kwargs):
+            names = list(inspect.signature(self.fn).parameters)
+            free, unaligned = declared(self, "do_not_specialize"), declared(self, "do_not_specialize_on_alignment")
+            key = []
+            for name, value in zip(names, args, strict=False):
+                if name in free or (name in unaligned and isinstance(value, torch.Tensor)):
+                    continue
+                if isinstance(value, torch.Tensor):
+                    key.append((name, value.data_ptr() % 16 == 0))
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    key.append((name, value == 1, value % 16 == 0))
+            constants = sorted((k, str(v)) for k, v in kwargs.items())
+            classes[f"{self.fn.__code__.co_filename}: {self.fn.__name__} {constants}"].add(tuple(key))
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        return run
+
+    for kind in (InterpretedFunction, JITFunction):
+        monkeypatch.setattr(kind, "run", recording(kind.run))
+    return classes
+
+
+def test_a_kernel_compiles_once_for_graphs_of_every_size(gpu, monkeypatch):
+    """Mini-batch blocks differ in their edge and vertex counts, and a derived graph's index rows (the reversed
+    graph's, in GAT's backward) start wherever the count puts them: none of that may change the class Triton
+    compiles a launch for, or each new class compiles the kernel again in the middle of training."""
+    classes = _launch_classes(monkeypatch)
+    heads, d = 2, 3
+    for n, e in [(5, 1), (16, 16), (17, 33), (40, 47), (41, 200), (33, 81)]:
+        src, dst = random_edges(n, e, seed=n + e)
+        g = graph_on(gpu, src, dst, n)
+        feat = torch.randn(n, heads, d, device=gpu, requires_grad=True)
+        attn = torch.randn(heads, d, device=gpu)
+        x = torch.randn(n, 7, device=gpu, requires_grad=True)
+        with default_target("gpu"):  # CPU tensors through the Triton kernels under the interpreter
+            out = fg.ops.gat_attention(g, feat, attn, attn, dropout=0.3, training=True)
+            pooled = fg.ops.gspmm(g, "copy_lhs", "max", fg.ops.dropout(x, 0.4), None)
+            (out.sum() + pooled.sum()).backward()
+        assert feat.grad is not None and x.grad is not None
+    assert classes, "no kernel launch was recorded"
+    assert {name: len(seen) for name, seen in classes.items() if len(seen) > 1} == {}
