@@ -5,8 +5,8 @@ from the working tree with nothing installed::
     PYTHONPATH=. python3 -m featgraph bench gpu-check --run second --out $OUT  # the second (and third)
 
 Steps, each in its own process (a step of several commands, each command in its own) under a time limit
-within ``--budget``, in planned runs of under 8 minutes each (``--run``), what the device has not run yet
-first; the third reruns the steps an H100 has measured:
+within ``--budget``, in planned runs of under 8 minutes each (``--run``), what the device has not run yet, or
+has to run again after a fix, first; the third reruns the steps an H100 has measured:
 
 - ``facts`` (every run): the device, its SMs, L2 and memory, the measured copy bandwidth, versions of python,
   torch, triton, PyG, numpy, the C++ and CUDA compilers;
@@ -15,12 +15,12 @@ first; the third reruns the steps an H100 has measured:
 - ``minibatch``: ``featgraph bench minibatch --device cuda``: GraphSAGE and GAT on products-like, featgraph's
   ``BlockLoader`` sampling on every CPU core into pinned memory, featgraph's and PyG's layers on the GPU, with
   the share of each step the GPU waits for its batch and the host operators behind the format share;
-- ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
-  ``bench train --bf16``'s autocast epochs against float32;
+- ``linkpred``: ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
 - ``hetero`` (second run): RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a
   ``to_hetero``-style sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against
   PyG's layers, peak memory;
-- ``linkpred``: ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
+- ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
+  ``bench train --bf16``'s autocast epochs against float32;
 - ``tc``: ``bench gpu --orders community``: GCN aggregation and dot attention at d = 32 and 64 on tensor cores
   and the other rows, on graphs with communities (the reddit-sized community graph, products-like), as given
   and renumbered in the community order (``Graph.reordered``);
@@ -62,21 +62,25 @@ import torch
 from ..native import toolchain
 from .measure import copy_gbps
 
-# Planned runs of under 8 minutes each, what the device has not run yet first; facts opens each. The caps
-# come from an H200's run of these steps (the mini-batch rows take about 25 s each, R-GCN on the AM shape and
-# R-GAT about 90 s together). The third holds the steps an H100 has run before.
+# Planned runs of under 8 minutes each, what the device has not run yet, or has to run again, first; facts opens
+# each. The caps come from an H200's runs of these steps (tests 102 s, the mini-batch rows about 25 s each,
+# link prediction at scale 0.1 61 s, R-GCN on the AM shape with R-GAT, HGT and a per-relation sum 134 s, bf16
+# 87 s, tensor cores 44 s, the profile 80 s). The third holds the steps an H100 has run before.
 RUNS = {
-    "first": ("facts", "smoke", "tests", "minibatch", "bf16"),
-    "second": ("facts", "hetero", "linkpred", "tc", "profile"),
+    "first": ("facts", "smoke", "tests", "minibatch", "linkpred"),
+    "second": ("facts", "hetero", "bf16", "tc", "profile"),
     "third": ("facts", "kernels", "layers", "tune", "train", "compile"),
 }
 STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 120, "hetero": 150, "linkpred": 60, "tc": 100,
-    "profile": 150, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
+    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 100, "hetero": 150, "linkpred": 90, "tc": 70,
+    "profile": 110, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
+# products-like at 0.1 (245k vertices, 4.7M message-passing edges): at 0.25 the step's minute ran out before its
+# first row
+LINKPRED_SIZES = ["--scale", "0.1", "--batches", "10", "--warmup", "2"]
 # PyG's RGATConv holds an (E, in, heads x out) weight: 8 GB on mag-like at 0.1 with 16 channels
 HETERO_SIZES = ["--mag-scale", "0.1", "--channels", "16", "--fast-max-gb", "16", "--repeat", "3"]
 LOG = "steps.log"  # every step's whole output, one after another: the device sends back few files
@@ -217,7 +221,7 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
         return [[*featgraph, "minibatch", *device, *threads, "--models", "sage", "gat", "--frameworks", "featgraph",
                  "featgraph-pyg", *sizes, "--format-ops", "12", *json_at("epochs")]]  # fmt: skip
     if name == "linkpred":
-        sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else MINIBATCH_SIZES
+        sizes = ["--scale", "0.002", "--batches", "1", "--warmup", "0"] if dry else LINKPRED_SIZES
         return [[*featgraph, "linkpred", *device, *threads, "--frameworks", "featgraph", "featgraph-blocks",
                  "featgraph-pyg", *sizes, *json_at("batches")]]  # fmt: skip
     if name == "hetero":  # RGCN on the AM shape; RGAT, HGT and a to_hetero model's sum on the mag-like graph
