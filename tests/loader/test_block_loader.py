@@ -114,6 +114,25 @@ def test_pinned_batches_copy_to_the_gpu_without_blocking(cora, cuda):
     assert torch.equal(on_gpu.x.cpu(), reference.x) and on_gpu.blocks[0].graph.device == cuda
 
 
+def test_pinned_batches_gather_their_features_into_page_locked_memory(cora, cuda, monkeypatch):
+    """The features are gathered straight into pinned memory: pinning the batch copies only the rest (the
+    single-threaded copy of a batch's largest tensor is what ``pin_memory`` would otherwise add per batch)."""
+    copied = []
+    original = torch.Tensor.pin_memory
+
+    def recording(tensor, *args, **kwargs):
+        if not tensor.is_pinned():
+            copied.append(tuple(tensor.shape))
+        return original(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", recording)
+    batch = next(iter(BlockLoader(cora, [4, 3], 32, seed=0, pin_memory=True, prefetch=0)))
+    reference = next(iter(BlockLoader(cora, [4, 3], 32, seed=0)))
+    assert batch.x.is_pinned() and torch.equal(batch.x, reference.x) and torch.equal(batch.y, reference.y)
+    assert copied and all(shape[1:] != batch.x.shape[1:] for shape in copied)
+    assert not cora.features.is_pinned()  # the caller's features are left as they were
+
+
 def test_batches_move_every_field_tensors_dicts_lists_and_blocks():
     """``MovableBatch.to`` moves each field by kind (checked with a recording move, as a GPU is not at hand)."""
     from featgraph.loader.block_loader import MovableBatch
