@@ -17,12 +17,16 @@ from ..graph.graph import GraphRef
 from ..kernel_spec import TORCH_DTYPES
 from ..operator import operator
 from ..templates.gradients import placeholder_gradients
-from ..templates.kernel import Kernel, cached_kernel
+from ..templates.kernel import Kernel, cached_kernel, resolve_target
+from ..timing import interleaved_best_ms
 from ..tuning import sddmm, spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, precision
 from .checks import check_graph, check_tensor, vertex_rows
 from .dropout import dropout_with_seed
+from .tensor_core import tc_spmm, tensor_core_precision
 from .udfs import TORCH_TO_TE
+
+TENSOR_CORE_TIMINGS = 5  # timed runs of each side when the tuned GCN aggregation weighs tensor cores
 
 
 def factor_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -60,7 +64,11 @@ def gcn_aggregate(
     One fused SpMM whose message is ``norm[u] * norm[v] * w[e] * x[u]``: the normalisation never exists
     per edge and no n x d temporary besides the output is made, forward or backward. The loops are n edges
     of a cached looped graph (n indices, against the three n x d scalings applying them arithmetically
-    would cost). ``tune=True`` tunes the kernels for this graph and width on first use."""
+    would cost). ``tune=True`` tunes the kernels for this graph and width on first use; on the GPU it also
+    times the aggregation on tensor cores (TC-GNN's tiles, kept with the graph) against the tuned kernel and
+    keeps the faster, for graphs without edge weights in a dtype tensor cores take at torch's precision
+    (``ops.tensor_core.tensor_core_precision``): a graph whose neighbourhoods fill the tiles (one renumbered
+    by ``Graph.reordered("community")``) gains, a random graph keeps the kernel."""
     x, edge_weight = precision.autocast_inputs("gcn_aggregate", x, edge_weight)
     check_tensor("x", x, dims=2, rows=check_graph(g).num_nodes, rows_are="the graph's nodes", device=g.device)
     if edge_weight is not None:
@@ -81,6 +89,8 @@ def _gcn_gradient(
     kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
     records nothing inside a registered operator)."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
+    if weight is None and _on_tensor_cores(base, x, norm, tune):  # the same aggregation over the reversed graph
+        return [_scaled_tensor_core_spmm(base.reverse(), grads[0], norm) if wants[0] else None, None]
     kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
     learn = wants[1] and edge_weight is not None
     grads = placeholder_gradients(kernel, inputs, grads[0], None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
@@ -99,10 +109,42 @@ def _gcn_gradient(
 def _gcn_aggregate(
     g: Graph, x: torch.Tensor, edge_weight: torch.Tensor | None, add_self_loops: bool, fill_value: float, tune: bool
 ) -> torch.Tensor:
-    """``gcn_aggregate`` normalised, its inputs checked: the fused kernel."""
+    """``gcn_aggregate`` normalised, its inputs checked: the fused kernel, or tensor cores where tuning chose
+    them."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
+    if weight is None and _on_tensor_cores(base, x, norm, tune):
+        return _scaled_tensor_core_spmm(base, x, norm)
     kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
     return kernel.evaluate(inputs, want_arg=False)[0]
+
+
+def _scaled_tensor_core_spmm(g: Graph, x: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    """``norm[v] * sum over in-edges u -> v of norm[u] * x[u]`` with the sum on tensor cores (``tc_spmm``, its
+    tiles kept with the graph; differentiable, so a gradient of the gradient is recorded too)."""
+    scale = norm.unsqueeze(1)
+    return (scale * tc_spmm(g, (scale * x).to(x.dtype))).to(x.dtype)
+
+
+def _on_tensor_cores(base: Graph, x: torch.Tensor, norm: torch.Tensor, tune: bool) -> bool:
+    """Whether the tuned unweighted aggregation over ``base`` of ``x``'s width and dtype runs on tensor cores:
+    where tensor cores take the dtype at torch's precision and, timed once on this graph and width (decided
+    with the graph), they beat the tuned kernel."""
+    if not tune or resolve_target(base, None) != "gpu" or not tensor_core_precision(x.dtype):
+        return False
+    key = ("gcn-tensor-cores", x.shape[1], x.dtype, torch.get_float32_matmul_precision())
+
+    def timed() -> bool:
+        kernel, inputs = normalised_aggregation(base, x, None, norm, tune)
+        times = interleaved_best_ms(
+            {
+                "kernel": lambda: kernel.evaluate(inputs, want_arg=False),
+                "tensor cores": lambda: _scaled_tensor_core_spmm(base, x, norm),
+            },
+            repeat=TENSOR_CORE_TIMINGS,
+        )
+        return times["tensor cores"] < times["kernel"]
+
+    return base.cached(key, timed)
 
 
 def _weights_and_norm(

@@ -45,6 +45,15 @@ def _spmm(g: Graph, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tenso
     return block_spmm(tr.window_block_ptr, tr.block_columns, tiles, x)
 
 
+def tensor_core_precision(dtype: torch.dtype) -> bool:
+    """Whether tensor cores compute in ``dtype`` at the precision torch is asked for: float16 and bfloat16
+    (accumulated in float32), float32 only where torch allows TF32 matrix products
+    (``torch.set_float32_matmul_precision("high")`` or ``"medium"``)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return True
+    return dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest"
+
+
 def _sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
     from ..backends.gpu.tensor_core import block_sddmm
 

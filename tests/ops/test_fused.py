@@ -4,6 +4,7 @@ from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import ops
+from featgraph.templates.kernel import default_target
 from tests.conftest import assert_gpu_target_agrees, random_edges
 
 N, E = 15, 70
@@ -327,3 +328,61 @@ def dense_gcn_on(g, x, w):
     deg = a.sum(1)
     dinv = deg.pow(-0.5).masked_fill(deg == 0, 0)
     return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))
+
+
+@pytest.mark.parametrize("tensor_cores_faster", [True, False])
+def test_tuned_gcn_aggregate_runs_on_tensor_cores_only_where_timed_faster(gpu, graph, monkeypatch, tensor_cores_faster):
+    """``tune=True`` on the GPU times tensor cores against the tuned kernel once per graph and width (the times
+    stubbed here: the interpreter's say nothing) and keeps the faster: either way the aggregation and its
+    gradient are the dense reference's, to TF32's precision."""
+    from featgraph.ops import fused
+
+    timings, used = [], []
+    times = {"kernel": 2.0, "tensor cores": 1.0 if tensor_cores_faster else 3.0}
+    monkeypatch.setattr(fused, "interleaved_best_ms", lambda fns, repeat: timings.append(sorted(fns)) or times)
+    original = fused.tc_spmm
+    monkeypatch.setattr(fused, "tc_spmm", lambda g, x: used.append(g.num_edges) or original(g, x))
+    src, dst = graph.coo()
+    g = fg.Graph(src.to(gpu), dst.to(gpu), N)
+    x = torch.randn(N, 5)
+    grad = torch.randn(N, 5)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 allowed: tensor cores take float32
+    try:
+        with default_target("gpu"):
+            for _ in range(2):  # the second call reuses the decision
+                leaf = x.clone().to(gpu).requires_grad_()
+                out = ops.gcn_aggregate(g, leaf, tune=True)
+                out.backward(grad.to(gpu))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    reference_leaf = x.double().requires_grad_()
+    reference = dense_gcn(graph, reference_leaf, torch.ones(E, dtype=torch.float64))
+    reference.backward(grad.double())
+    torch.testing.assert_close(out.detach().cpu().double(), reference.detach(), rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(leaf.grad.cpu().double(), reference_leaf.grad, rtol=1e-2, atol=1e-2)
+    assert timings == [["kernel", "tensor cores"]]
+    assert bool(used) == tensor_cores_faster
+
+
+@pytest.mark.parametrize("case", ["highest precision", "float64", "weighted", "untuned"])
+def test_tuned_gcn_aggregate_keeps_the_kernel_where_tensor_cores_would_change_the_result(gpu, graph, monkeypatch, case):
+    """No tensor cores (nor their timing) where they would round float32 to TF32 against torch's setting,
+    cannot take the dtype, would rebuild tiles for the given weights every call, or tuning was not asked for."""
+    from featgraph.ops import fused
+
+    monkeypatch.setattr(fused, "interleaved_best_ms", lambda *_: pytest.fail("tensor cores were timed"))
+    src, dst = graph.coo()
+    g = fg.Graph(src.to(gpu), dst.to(gpu), N)
+    dtype = torch.float64 if case == "float64" else torch.float32
+    x = torch.randn(N, 5, dtype=dtype, device=gpu)
+    weight = torch.rand(E, dtype=dtype, device=gpu) + 0.1 if case == "weighted" else None
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest" if case == "highest precision" else "high")
+    try:
+        with default_target("gpu"):
+            out = ops.gcn_aggregate(g, x, weight, tune=case != "untuned")
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    w = torch.ones(E, dtype=torch.float64) if weight is None else weight.cpu().double()
+    torch.testing.assert_close(out.cpu().double(), dense_gcn(graph, x.cpu().double(), w), rtol=1e-4, atol=1e-4)
