@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..backends.cpu import buffers
 from ..graph import Graph
 from ..native import toolchain
 from ..sampling import MiniBatch, NeighborSampler
@@ -274,14 +275,17 @@ def checked_workers(num_workers: Any) -> int | None:
 
 
 def gathered(values: Any, index: torch.Tensor) -> Any:
-    """``values[index]`` along the first dimension: of a tensor (on its device; into page-locked memory while a
-    loader with ``pin_memory`` makes its batch), a numpy array (as a tensor, as PyG gives it), a feature store's
-    column or a list."""
+    """``values[index]`` along the first dimension: of a tensor (on its device; on the CPU into recycled memory,
+    ``backends.cpu.buffers``, whose pages are already mapped, or page-locked memory while a loader with
+    ``pin_memory`` makes its batch), a numpy array (as a tensor, as PyG gives it), a feature store's column or a
+    list."""
     if isinstance(values, torch.Tensor):
         index = index.to(values.device)
-        if values.device.type != "cpu" or not _PINNED_GATHERS.get():
+        if values.device.type != "cpu":
             return values.index_select(0, index)
-        out = torch.empty((index.numel(), *values.shape[1:]), dtype=values.dtype, pin_memory=True)
+        shape = (index.numel(), *values.shape[1:])
+        pinned = _PINNED_GATHERS.get()
+        out = torch.empty(shape, dtype=values.dtype, pin_memory=True) if pinned else buffers.empty(shape, values.dtype)
         return torch.index_select(values, 0, index, out=out)
     if isinstance(values, np.ndarray):  # a memory-mapped array too: only the rows asked for are read
         return torch.from_numpy(np.ascontiguousarray(values[index.numpy()]))

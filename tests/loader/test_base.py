@@ -12,7 +12,7 @@ import featgraph.graph.graph as graph_module
 from featgraph import datasets
 from featgraph.graph.interop import import_dgl
 from featgraph.loader import BlockLoader, NeighborLoader
-from featgraph.loader.base import ddp_share
+from featgraph.loader.base import ddp_share, gathered
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +170,34 @@ def test_use_ddp_with_one_process_takes_every_seed():
 def test_bad_use_ddp_is_named(cora, use_ddp, error, message):
     with pytest.raises(error, match=message):
         BlockLoader(cora, [2], use_ddp=use_ddp)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(0, 3000),
+    width=st.integers(1, 300),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.int64, torch.bfloat16, torch.bool]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_gathered_rows_are_index_select_s_and_large_ones_reuse_freed_memory(rows, width, dtype, seed):
+    """``gathered`` against ``index_select`` (any row count, width and dtype, repeated and unsorted indices), the
+    caller's tensor untouched; a gather of a megabyte or more takes the memory a dead one left (its pages
+    already mapped), so a loader's batches do not page-fault their features in afresh each step."""
+    from featgraph.backends.cpu import buffers
+
+    buffers.release()  # no free buffer from an earlier example competes for the request
+    gen = torch.Generator().manual_seed(seed)
+    values = (torch.randn(257, width, generator=gen) * 10).to(dtype)
+    before = values.clone()
+    index = torch.randint(0, 257, (rows,), generator=gen)
+    out = gathered(values, index)
+    assert out.dtype == dtype and torch.equal(out, values.index_select(0, index)) and torch.equal(values, before)
+    pooled = rows * width * dtype.itemsize >= buffers.MIN_POOLED_BYTES and dtype in buffers.NUMPY_DTYPES
+    pooled = pooled and buffers.POOL.max_free_bytes > 0
+    address = out.data_ptr()
+    del out
+    again = gathered(values, index)
+    assert torch.equal(again, values.index_select(0, index))
+    held = [(b.memory.ctypes.data, b.memory.ctypes.data + b.memory.nbytes) for b in buffers.POOL._buffers]
+    assert any(start <= again.data_ptr() < end for start, end in held) == pooled
+    assert again.data_ptr() == address or not pooled
