@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from .schedule import Schedule
-from .te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, structure
+from .te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, per_op, structure
 
 REDUCERS = ("sum", "mean", "max", "min", "logsumexp")
 TORCH_DTYPES = {
@@ -31,8 +31,10 @@ class Roles:
     dense: tuple[Placeholder, ...]
 
 
+@per_op
 def placeholder_roles(op: ComputeOp) -> Roles:
-    """Classify placeholders by their first index; graph variables may only appear there."""
+    """Classify placeholders by their first index; graph variables may only appear there, and a placeholder
+    without a row count (``None``) must be indexed by one there."""
     role: dict[str, str] = {}
     for node in op.nodes:
         if not isinstance(node, Load):
@@ -48,9 +50,45 @@ def placeholder_roles(op: ComputeOp) -> Roles:
                 f"placeholder {node.tensor.name!r} is indexed both as {role[node.tensor.name]} and {kind} data"
             )
     by = {k: tuple(p for p in op.placeholders if role[p.name] == k) for k in ("vertex", "edge", "dense")}
+    for p in by["dense"]:
+        if p.shape[0] is None:
+            raise ValueError(
+                f"placeholder {p.name!r} has no row count (None), so its first index must be src, dst or eid "
+                "(one row per vertex or edge of the graph); give a dense placeholder its shape"
+            )
     return Roles(**by)
 
 
+# (source vertices, destination vertices, edges) of the graph a kernel binds: the rows of placeholders whose
+# first dimension is None
+GraphRows = tuple[int, int, int]
+
+
+def placeholder_shape(op: ComputeOp, p: Placeholder, rows: GraphRows) -> tuple[int, ...]:
+    """``p``'s shape on a graph of ``rows``: its own where it has a row count, else the count of the graph
+    variable indexing its first dimension (a ValueError where src and dst both do on a bipartite graph)."""
+    if p.shape[0] is not None:
+        return p.shape  # type: ignore[return-value]
+    counts = {rows[k] for k in row_variables(op)[p.name]}
+    if not counts:
+        raise ValueError(f"placeholder {p.name!r} has no row count (None) and no src, dst or eid indexes its rows")
+    if len(counts) > 1:
+        raise ValueError(
+            f"placeholder {p.name!r} (no row count) is indexed by both src and dst, which number "
+            f"{rows[0]} and {rows[1]} on this bipartite graph: give it its rows"
+        )
+    return (counts.pop(), *p.shape[1:])  # type: ignore[misc]
+
+
+@per_op
+def row_variables(op: ComputeOp) -> dict[str, tuple[int, ...]]:
+    """Per placeholder, the positions in ``GRAPH_KINDS`` of the graph variables indexing its rows."""
+    return {
+        p.name: tuple(k for k, kind in enumerate(GRAPH_KINDS) if p in indexed_by(op, kind)) for p in op.placeholders
+    }
+
+
+@per_op
 def indexed_by(op: ComputeOp, kind: str) -> tuple[Placeholder, ...]:
     """Placeholders whose first index is the graph variable ``kind`` (``src``, ``dst`` or ``eid``)."""
     found: dict[str, Placeholder] = {}
@@ -69,13 +107,18 @@ class KernelSpec:
     params: object  # SpMMParams or SDDMMParams
     dtype: str  # compute type: "float32" or "float64"
     index_dtype: str  # "int32" or "int64"
+    rows: GraphRows  # the bound graph's, which placeholders without a row count take
+
+    def placeholder_shape(self, p: Placeholder) -> tuple[int, ...]:
+        """``p``'s shape on the bound graph (``placeholder_shape``)."""
+        return placeholder_shape(self.op, p, self.rows)
 
 
 def spec_key(spec: KernelSpec) -> tuple:
     """A hashable description of everything in ``spec`` that a backend's source depends on, except the
     placeholders' row counts (``te.expr.structure``): equal for one UDF traced again on another graph with
     the same parameters, so its source need not be generated again."""
-    body, names = structure(spec.op)
+    _, names = structure(spec.op)
 
     def canonical(value: object) -> object:
         if isinstance(value, Var):
@@ -88,9 +131,21 @@ def spec_key(spec: KernelSpec) -> tuple:
     plans = tuple(sorted((names[name], tuple(vars(plan).values())) for name, plan in spec.schedule.plans.items()))
     order = None if spec.schedule.order is None else tuple(names[v.name] for v in spec.schedule.order)
     kind = (spec.kind, spec.reducer, type(spec.params).__name__, spec.dtype, spec.index_dtype)
-    return (*kind, params, body, plans, order)
+    return (*kind, params, structure_number(spec.op), plans, order)
 
 
+_STRUCTURES: dict[tuple, int] = {}
+
+
+@per_op
+def structure_number(op: ComputeOp) -> int:
+    """A number standing for ``structure(op)``, equal for equal structures: a key holding it hashes at once,
+    where the description itself is a tuple of the whole expression, hashed again on every lookup."""
+    body, _ = structure(op)
+    return _STRUCTURES.setdefault(body, len(_STRUCTURES))
+
+
+@per_op
 def output_dtype(op: ComputeOp) -> str:
     """The dtype of a kernel's result: the compute's own where it names one, else its floating placeholders'
     dtypes promoted as torch promotes them (bfloat16 with float32 gives float32, bfloat16 with float16 gives

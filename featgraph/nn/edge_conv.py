@@ -23,7 +23,7 @@ from ..ops.kernel_operator import kernel_operator
 from ..ops.precision import with_bias
 from ..ops.udfs import TORCH_TO_TE
 from ..templates import spmm
-from ..templates.kernel import cached_kernel
+from ..templates.kernel import cached_kernel, shared_op
 from .graph_input import PairTensor
 from .pyg_layer import FusedLayer
 
@@ -105,8 +105,8 @@ def _message_sum(
     key = ("edge-conv", d, dtype, aggr, activation, slope)
 
     def build():
-        A = te.placeholder((g.num_src_nodes, d), dtype, "A")
-        B = te.placeholder((g.num_dst_nodes, d), dtype, "B")
-        return spmm(g, lambda s, t, e: te.compute((d,), lambda i: act(A[s, i] + B[t, i])), aggr)
+        A = te.placeholder((None, d), dtype, "A")
+        B = te.placeholder((None, d), dtype, "B")
+        return spmm(g, shared_op(key, lambda s, t, e: te.compute((d,), lambda i: act(A[s, i] + B[t, i]))), aggr)
 
     return cached_kernel(g, key, build), {"A": per_source, "B": per_dest}

@@ -16,7 +16,7 @@ from .. import te
 from ..graph import Graph
 from ..graph.graph import GraphRef
 from ..operator import fake_edges, operator
-from ..templates.kernel import cached_kernel
+from ..templates.kernel import cached_kernel, shared_op
 from ..tuning import sddmm, spmm
 from . import precision
 from .checks import check_graph, check_tensor, vertex_rows
@@ -104,10 +104,10 @@ def _gatv2_scores(
     key = ("gatv2-scores", heads, channels, edged, dtype, float(negative_slope))
 
     def build():
-        xl = te.placeholder((g.num_src_nodes, heads, channels), dtype, "XL")
-        xr = te.placeholder((g.num_dst_nodes, heads, channels), dtype, "XR")
+        xl = te.placeholder((None, heads, channels), dtype, "XL")
+        xr = te.placeholder((None, heads, channels), dtype, "XR")
         a = te.placeholder((heads, channels), dtype, "ATT")
-        ef = te.placeholder((g.num_edges, heads, channels), dtype, "EF")
+        ef = te.placeholder((None, heads, channels), dtype, "EF")
 
         def udf(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
             def score(h: te.Var) -> te.Expr:
@@ -117,7 +117,7 @@ def _gatv2_scores(
 
             return te.compute((heads,), score)
 
-        return sddmm(g, udf)
+        return sddmm(g, shared_op(key, udf))
 
     inputs = {"XL": feat_src, "XR": feat_dst, "ATT": att}
     if edged:
@@ -164,10 +164,10 @@ def _dot_scores(
     cache_key = ("dot-scores", heads, channels, k, dtype, float(scale))
 
     def build():
-        q = te.placeholder((g.num_dst_nodes, heads, channels), dtype, "Q")
-        kk = te.placeholder((g.num_src_nodes, heads, channels), dtype, "K")
-        qe = te.placeholder((g.num_dst_nodes, heads, k or 1), dtype, "QE")
-        ea = te.placeholder((g.num_edges, k or 1), dtype, "EA")
+        q = te.placeholder((None, heads, channels), dtype, "Q")
+        kk = te.placeholder((None, heads, channels), dtype, "K")
+        qe = te.placeholder((None, heads, k or 1), dtype, "QE")
+        ea = te.placeholder((None, k or 1), dtype, "EA")
 
         def udf(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
             def score(h: te.Var) -> te.Expr:
@@ -180,7 +180,7 @@ def _dot_scores(
 
             return te.compute((heads,), score)
 
-        return sddmm(g, udf)
+        return sddmm(g, shared_op(cache_key, udf))
 
     inputs = {"Q": query, "K": key}
     if edge_attr is not None:
@@ -217,13 +217,15 @@ def _weighted_edge_sum(g: Graph, weights: torch.Tensor, edge_attr: torch.Tensor)
     """``weighted_edge_sum``'s kernel and its placeholders (arguments checked)."""
     heads, k = weights.shape[1], edge_attr.shape[1]
     dtype = TORCH_TO_TE[weights.dtype]
+    key = ("weighted-edge-sum", heads, k, dtype)
 
     def build():
-        a = te.placeholder((g.num_edges, heads), dtype, "A")
-        ea = te.placeholder((g.num_edges, k), dtype, "EA")
-        return spmm(g, lambda s, t, e: te.compute((heads, k), lambda h, j: a[e, h] * ea[e, j]), "sum")
+        a = te.placeholder((None, heads), dtype, "A")
+        ea = te.placeholder((None, k), dtype, "EA")
+        udf = shared_op(key, lambda s, t, e: te.compute((heads, k), lambda h, j: a[e, h] * ea[e, j]))
+        return spmm(g, udf, "sum")
 
-    return cached_kernel(g, ("weighted-edge-sum", heads, k, dtype), build), {"A": weights, "EA": edge_attr}
+    return cached_kernel(g, key, build), {"A": weights, "EA": edge_attr}
 
 
 def relu_edge_sum(
@@ -277,14 +279,15 @@ class _ReluEdgeKernels:
 
     def __getitem__(self, name: str):
         key = ("relu-edge", name, self.features, self.k, self.dtype, self.projected)
-        return cached_kernel(self.g, key, lambda: self._build(name))
+        return cached_kernel(self.g, key, lambda: self._build(key))
 
-    def _build(self, name: str):
+    def _build(self, key: tuple):
+        name = key[1]
         g, features, k, dtype = self.g, self.features, self.k, self.dtype
-        xs = te.placeholder((g.num_src_nodes, features), dtype, "X")
-        ea = te.placeholder((g.num_edges, k), dtype, "EA")
+        xs = te.placeholder((None, features), dtype, "X")
+        ea = te.placeholder((None, k), dtype, "EA")
         wt, b = te.placeholder((k, features), dtype, "WT"), te.placeholder((features,), dtype, "B")
-        grad = te.placeholder((g.num_dst_nodes, features), dtype, "G")
+        grad = te.placeholder((None, features), dtype, "G")
 
         def pre(s: te.Var, e: te.Var, i: te.Var) -> te.Expr:
             if self.projected is None:
@@ -294,8 +297,12 @@ class _ReluEdgeKernels:
             return xs[s, i] + (edge + b[i] if self.projected else edge)
 
         if name == "sum":
-            return spmm(g, lambda s, t, e: te.compute((features,), lambda i: te.max(pre(s, e, i), 0.0)), "sum")
-        return sddmm(g, lambda s, t, e: te.compute((features,), lambda i: te.where(pre(s, e, i) > 0, grad[t, i], 0.0)))
+            udf = shared_op(key, lambda s, t, e: te.compute((features,), lambda i: te.max(pre(s, e, i), 0.0)))
+            return spmm(g, udf, "sum")
+        mask = shared_op(
+            key, lambda s, t, e: te.compute((features,), lambda i: te.where(pre(s, e, i) > 0, grad[t, i], 0.0))
+        )
+        return sddmm(g, mask)
 
 
 @kernel_operator("relu_edge_sum", fake=_per_destination)

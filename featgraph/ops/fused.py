@@ -17,7 +17,7 @@ from ..graph.graph import GraphRef
 from ..kernel_spec import TORCH_DTYPES
 from ..operator import operator
 from ..templates.gradients import placeholder_gradients
-from ..templates.kernel import Kernel, cached_kernel, resolve_target
+from ..templates.kernel import Kernel, Udf, cached_kernel, resolve_target, shared_op
 from ..timing import interleaved_best_ms
 from ..tuning import sddmm, spmm
 from . import SHORTCUTS, edge_softmax, gsddmm, gspmm, precision
@@ -221,14 +221,14 @@ def _gcn_kernel(g: Graph, shape: torch.Size, dtype: str, weighted: bool, tune: b
 
     def build():
         factor = TORCH_TO_TE[factor_dtype(TORCH_DTYPES[dtype])]
-        norm, feat = te.placeholder((n, 1), factor, "NORM"), te.placeholder((n, d), dtype, "X")
-        weight = te.placeholder((g.num_edges, 1), factor, "W")
+        norm, feat = te.placeholder((None, 1), factor, "NORM"), te.placeholder((None, d), dtype, "X")
+        weight = te.placeholder((None, 1), factor, "W")
 
         def message(s: te.Var, t: te.Var, e: te.Var) -> te.ComputeOp:
             scale = norm[s, 0] * norm[t, 0] * weight[e, 0] if weighted else norm[s, 0] * norm[t, 0]
             return te.compute((d,), lambda i: scale * feat[s, i], dtype=dtype)
 
-        return spmm(g, message, "sum", tune=tune)
+        return spmm(g, shared_op(("gcn", d, dtype, weighted), message), "sum", tune=tune)
 
     return cached_kernel(g, ("gcn-kernel", n, d, dtype, weighted, tune), build)
 
@@ -422,57 +422,59 @@ class _GatKernels:
         return self[name].evaluate(inputs, want_arg=False)[0]
 
     def _build(self, name: str):
-        g, slope, dropout, dtype = self.g, self.slope, self.dropout, self.dtype
-        (_, heads, d), ns, nd = self.shape, g.num_src_nodes, g.num_dst_nodes
-        factor = TORCH_TO_TE[factor_dtype(TORCH_DTYPES[dtype])]  # logits, log-sum-exp, row sums
-        EL, ER = te.placeholder((ns, heads), factor, "EL"), te.placeholder((nd, heads), factor, "ER")
-        L = te.placeholder((nd, heads), factor, "L")
-        S = te.placeholder((nd, heads), factor, "S")
-        feat, grad = te.placeholder((ns, heads, d), dtype, "F"), te.placeholder((nd, heads, d), dtype, "G")
-        seed = te.placeholder((1,), "int64", "SEED")
+        _, heads, d = self.shape
+        udfs = (heads, d, self.dtype, self.slope, self.dropout)
+        op = shared_op(("gat", name, *udfs), lambda s, t, e: _gat_udfs(*udfs)[name](s, t, e))
+        if name == "score_grad":
+            return sddmm(self.g, op)
+        if name == "feat_grad":  # over the reversed graph
+            return spmm(self.g.reverse(), op, "sum")
+        return spmm(self.g, op, "logsumexp" if name == "log_total" else "sum")
 
-        def logit(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
-            return EL[s, h] + ER[t, h]
 
-        def score(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
-            x = logit(s, t, h)
-            return te.where(x > 0, x, x * slope)
+def _gat_udfs(heads: int, d: int, dtype: str, slope: float, dropout: float) -> dict[str, Udf]:
+    """The fused attention kernels' UDFs (``_GatKernels``), their vertex data without row counts: one traced
+    op serves every graph."""
+    factor = TORCH_TO_TE[factor_dtype(TORCH_DTYPES[dtype])]  # logits, log-sum-exp, row sums
+    EL, ER = te.placeholder((None, heads), factor, "EL"), te.placeholder((None, heads), factor, "ER")
+    L = te.placeholder((None, heads), factor, "L")
+    S = te.placeholder((None, heads), factor, "S")
+    feat, grad = te.placeholder((None, heads, d), dtype, "F"), te.placeholder((None, heads, d), dtype, "G")
+    seed = te.placeholder((1,), "int64", "SEED")
 
-        def softmax(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
-            return te.exp(score(s, t, h) - L[t, h])
+    def logit(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+        return EL[s, h] + ER[t, h]
 
-        def kept(e: te.Var, h: te.Var, x: te.Expr) -> te.Expr:
-            return x * te.keep(seed[0], e * heads + h, dropout) if dropout > 0 else x
+    def score(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+        x = logit(s, t, h)
+        return te.where(x > 0, x, x * slope)
 
-        def grad_weight(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:  # dA = k <G[t], F[s]>
-            k = te.reduce_axis((0, d))
-            return kept(e, h, te.sum(grad[t, h, k] * feat[s, h, k], axis=k))
+    def softmax(s: te.Var, t: te.Var, h: te.Var) -> te.Expr:
+        return te.exp(score(s, t, h) - L[t, h])
 
-        def per_head(body):
-            return lambda s, t, e: te.compute((heads,), lambda h: body(s, t, e, h))
+    def kept(e: te.Var, h: te.Var, x: te.Expr) -> te.Expr:
+        return x * te.keep(seed[0], e * heads + h, dropout) if dropout > 0 else x
 
-        def score_grad(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:
-            slope_at = te.where(logit(s, t, h) > 0, 1.0, slope)
-            return softmax(s, t, h) * (grad_weight(s, t, e, h) - S[t, h]) * slope_at
+    def grad_weight(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:  # dA = k <G[t], F[s]>
+        k = te.reduce_axis((0, d))
+        return kept(e, h, te.sum(grad[t, h, k] * feat[s, h, k], axis=k))
 
-        builders = {
-            "log_total": lambda: spmm(g, per_head(lambda s, t, e, h: score(s, t, h)), "logsumexp"),
-            "aggregate": lambda: spmm(
-                g,
-                lambda s, t, e: te.compute(
-                    (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i], dtype=dtype
-                ),
-                "sum",
-            ),
-            "row_sum": lambda: spmm(g, per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)), "sum"),
-            "score_grad": lambda: sddmm(g, per_head(score_grad)),
-            # over the reversed graph the first variable is the original destination
-            "feat_grad": lambda: spmm(
-                g.reverse(),
-                lambda t, s, e: te.compute(
-                    (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i], dtype=dtype
-                ),
-                "sum",
-            ),
-        }
-        return builders[name]()
+    def per_head(body):
+        return lambda s, t, e: te.compute((heads,), lambda h: body(s, t, e, h))
+
+    def score_grad(s: te.Var, t: te.Var, e: te.Var, h: te.Var) -> te.Expr:
+        slope_at = te.where(logit(s, t, h) > 0, 1.0, slope)
+        return softmax(s, t, h) * (grad_weight(s, t, e, h) - S[t, h]) * slope_at
+
+    return {
+        "log_total": per_head(lambda s, t, e, h: score(s, t, h)),
+        "aggregate": lambda s, t, e: te.compute(
+            (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * feat[s, h, i], dtype=dtype
+        ),
+        "row_sum": per_head(lambda s, t, e, h: softmax(s, t, h) * grad_weight(s, t, e, h)),
+        "score_grad": per_head(score_grad),
+        # over the reversed graph the first variable is the original destination
+        "feat_grad": lambda t, s, e: te.compute(
+            (heads, d), lambda h, i: kept(e, h, softmax(s, t, h)) * grad[t, h, i], dtype=dtype
+        ),
+    }

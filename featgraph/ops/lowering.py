@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from ..graph import Graph
-from ..templates.kernel import Kernel, cached_kernel
+from ..templates.kernel import Kernel, cached_kernel, shared_op
 from ..tuning import sddmm, spmm
 from .checks import vertex_rows
 from .udfs import Combine, Operand, elementwise_udf, operand, udf_shapes
@@ -61,8 +61,9 @@ def bind(
         strategy = choose_strategy(g, reducer, math.prod(shape), strategy)
     signature = (key, target, reducer, tuple(operands), reduce_last, strategy, tune)
 
-    def build():  # the UDF is made only where the kernel is not cached yet
-        udf, _ = elementwise_udf(operands, combine, reduce_last)
+    def build():  # the UDF is traced once per signature, whatever the graph (``shared_op``)
+        row_free = ("elementwise", key, target, tuple(o.row_free for o in operands), reduce_last)
+        udf = shared_op(row_free, lambda *variables: elementwise_udf(operands, combine, reduce_last)[0](*variables))
         if target == "e":
             return sddmm(g, udf, tune=tune)
         return spmm(g, udf, reducer, tune=tune, strategy=strategy)

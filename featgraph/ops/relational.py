@@ -32,7 +32,7 @@ from ..graph.conversion import same_values
 from ..graph.graph import GraphRef
 from ..operator import operator
 from ..templates.gradients import placeholder_gradients
-from ..templates.kernel import Kernel, cached_kernel
+from ..templates.kernel import Kernel, cached_kernel, shared_op
 from ..tuning import spmm
 from . import binary
 from .checks import check_graph, check_tensor
@@ -175,12 +175,13 @@ def _fused_kernel(g: Graph, x: torch.Tensor, weight: torch.Tensor, weighted: boo
     """The SpMM reading ``W[ET[e], k, j]``: one kernel per graph, shapes, dtype and weighting."""
     relations, rows, cols = weight.shape  # block-diagonal weights arrive as full matrices
     dtype = TORCH_TO_TE[x.dtype]
+    key = ("relational-fused", relations, rows, cols, dtype, weighted)
 
     def build() -> Kernel:
-        X = te.placeholder((g.num_src_nodes, rows), dtype=dtype, name="X")
+        X = te.placeholder((None, rows), dtype=dtype, name="X")
         W = te.placeholder((relations, rows, cols), dtype=dtype, name="W")
-        ET = te.placeholder((g.num_edges,), dtype="int64", name="ET")
-        C = te.placeholder((g.num_edges, 1), dtype=dtype, name="C")
+        ET = te.placeholder((None,), dtype="int64", name="ET")
+        C = te.placeholder((None, 1), dtype=dtype, name="C")
 
         def udf(src, dst, eid):
             k = te.reduce_axis((0, rows), name="k")
@@ -188,9 +189,8 @@ def _fused_kernel(g: Graph, x: torch.Tensor, weight: torch.Tensor, weighted: boo
                 return te.compute((cols,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k) * C[eid, 0])
             return te.compute((cols,), lambda j: te.sum(X[src, k] * W[ET[eid], k, j], axis=k))
 
-        return spmm(g, udf, "sum")
+        return spmm(g, shared_op(key, udf), "sum")
 
-    key = ("relational-fused", relations, rows, cols, dtype, weighted)
     return cached_kernel(g, key, build)
 
 

@@ -29,8 +29,14 @@ class Operand:
     features: tuple[int, ...]
     dtype: str
 
+    @property
+    def row_free(self) -> tuple:
+        """Everything of the operand a UDF reads but its rows, which each graph decides."""
+        return (self.name, self.target, self.features, self.dtype)
+
     def placeholder(self) -> Placeholder:
-        return te.placeholder((self.rows, *self.features), dtype=self.dtype, name=self.name)
+        """Its placeholder, one row per vertex or edge of whichever graph binds it (no row count)."""
+        return te.placeholder((None, *self.features), dtype=self.dtype, name=self.name)
 
 
 def operand(name: str, target: str, tensor: torch.Tensor) -> Operand:

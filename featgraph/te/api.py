@@ -8,12 +8,22 @@ from collections.abc import Callable
 from .expr import FLOAT_DTYPES, Call, ComputeOp, Const, Expr, ExprLike, Placeholder, Reduce, Var, as_expr
 
 
-def placeholder(shape: tuple[int, ...] | list[int], dtype: str = "float32", name: str = "X") -> Placeholder:
+def placeholder(
+    shape: tuple[int | None, ...] | list[int | None], dtype: str = "float32", name: str = "X"
+) -> Placeholder:
     """An input tensor of ``shape``. Its first dimension is indexed by ``src``/``dst`` (vertex data),
     ``eid`` (edge data) or by constants and axes (dense parameters such as a weight matrix). int64
-    placeholders hold ids (e.g. winning edges) and may be compared with ``te.equal`` or used as indices."""
-    dims = tuple(int(s) for s in shape)
-    if not dims or any(s < 0 for s in dims):
+    placeholders hold ids (e.g. winning edges) and may be compared with ``te.equal`` or used as indices.
+
+    A first dimension of ``None`` (vertex or edge data only) has as many rows as the graph a kernel binds
+    has vertices or edges: the traced UDF then describes the same kernel on every graph, so the ops trace
+    it once for all of a loader's blocks (``templates.kernel.shared_op``)."""
+    if not isinstance(shape, (tuple, list)) or not shape:
+        raise ValueError(f"placeholder {name!r} needs a non-empty shape, got {shape!r}")
+    if any(s is None for s in shape[1:]):
+        raise ValueError(f"placeholder {name!r}: only the first dimension (the rows) may be None, got {shape}")
+    dims = tuple(None if s is None else int(s) for s in shape)
+    if any(s is not None and s < 0 for s in dims):
         raise ValueError(f"placeholder {name!r} needs a non-empty, non-negative shape, got {shape}")
     if dtype not in (*FLOAT_DTYPES, "int64"):
         raise TypeError(f"placeholder {name!r}: dtype must be one of {(*FLOAT_DTYPES, 'int64')}, got {dtype!r}")

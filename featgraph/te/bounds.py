@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .expr import GRAPH_KINDS, BinOp, ComputeOp, Const, Expr, Load, Var, is_integer
+from .expr import GRAPH_KINDS, BinOp, ComputeOp, Const, Expr, Load, Var, is_integer, per_op
 
 Range = tuple[int, int]  # inclusive bounds
 VariableRange = Callable[[Var], Range | None]
@@ -110,6 +110,20 @@ def divisions(op: ComputeOp) -> Iterator[BinOp]:
             yield node
 
 
+@per_op
+def checked_items(op: ComputeOp) -> tuple[Subscript | BinOp, ...]:
+    """The divisions and subscripts whose ranges a graph's sizes (and int64 data) decide, each subscript
+    checked to be integer arithmetic."""
+    items = (*divisions(op), *subscripts(op))
+    for item in items:
+        if isinstance(item, Subscript) and not is_integer(item.expr):
+            raise TypeError(
+                f"{item.describe()}: the subscript {describe(item.expr)} is not integer arithmetic "
+                "(integer constants, axes, src/dst/eid, int64 loads and + - * // %)"
+            )
+    return items
+
+
 class SubscriptCheck:
     """The subscript and divisor checks of one UDF on a graph of ``num_src`` / ``num_dst`` vertices and
     ``num_edges`` edges: those known from shapes run on construction, ``check_data`` runs the rest (the
@@ -119,12 +133,7 @@ class SubscriptCheck:
         # a UDF is evaluated per edge: without edges its graph variables take no value at all
         self._sizes = {"src": num_src, "dst": num_dst, "eid": num_edges} if num_edges else {}
         self.deferred: list[Subscript | BinOp] = []
-        for item in [*divisions(op), *subscripts(op)]:
-            if isinstance(item, Subscript) and not is_integer(item.expr):
-                raise TypeError(
-                    f"{item.describe()}: the subscript {describe(item.expr)} is not integer arithmetic "
-                    "(integer constants, axes, src/dst/eid, int64 loads and + - * // %)"
-                )
+        for item in checked_items(op):
             try:
                 self._check(item, _unknown_data)
             except DataDependent:

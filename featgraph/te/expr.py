@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Union
+from functools import cached_property, wraps
+from typing import Any, TypeVar, Union
 
 ExprLike = Union["Expr", int, float]
 
@@ -128,9 +128,10 @@ class Call(Expr):
 
 @dataclass(eq=False)
 class Placeholder:
-    """A named input tensor; indexing it with expressions yields a ``Load``."""
+    """A named input tensor; indexing it with expressions yields a ``Load``. A first dimension of ``None``:
+    one row per vertex or edge of the graph a kernel binds (``te.placeholder``)."""
 
-    shape: tuple[int, ...]
+    shape: tuple[int | None, ...]
     dtype: str
     name: str
 
@@ -211,6 +212,26 @@ class ComputeOp:
         return tuple(axes)
 
 
+Result = TypeVar("Result")
+
+
+def per_op(analysis: Callable[..., Result]) -> Callable[..., Result]:
+    """``analysis(op, *args)`` computed once per op and arguments and kept on the op: an op traced once and
+    bound to many graphs (each mini-batch's block) is checked, described and differentiated once. An op is
+    not changed after ``te.compute`` builds it, so neither is what is derived from it."""
+
+    @wraps(analysis)
+    def remembered(op: ComputeOp, *args: Any) -> Result:
+        memo = op.__dict__.setdefault("_analyses", {})
+        key = (analysis, *args)
+        found = memo.get(key, memo)  # the memo itself stands for "not computed yet"
+        if found is memo:
+            found = memo[key] = analysis(op, *args)
+        return found
+
+    return remembered
+
+
 def free_vars(e: Expr) -> list[Var]:
     """Iteration variables (output or reduce axes) that ``e`` depends on and does not bind itself, in order of
     first use (one walk, each node with the reduce variables bound above it)."""
@@ -241,6 +262,7 @@ def is_integer(e: Expr) -> bool:
     return isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%") and is_integer(e.a) and is_integer(e.b)
 
 
+@per_op
 def structure(op: ComputeOp) -> tuple[tuple, dict[str, str]]:
     """A hashable description of ``op``'s expression graph, and the name it gives each loop variable.
 

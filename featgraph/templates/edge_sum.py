@@ -12,7 +12,7 @@ import torch
 
 from ..graph import Graph
 from ..te.expr import ComputeOp
-from .kernel import Fds, Tuner, Udf, in_dtype, template_kernel
+from .kernel import Fds, Tuner, UdfOrOp, in_dtype, template_kernel
 from .params import SDDMMParams
 from .sddmm import SDDMMKernel, gpu_edge_order_for
 
@@ -30,7 +30,7 @@ class EdgeSumKernel(SDDMMKernel):
 
 def edge_sum(
     graph: Graph,
-    edgefunc: Udf,
+    edgefunc: UdfOrOp,
     target: str | None = None,
     fds: Fds = None,
     tuner: Tuner | None = None,

@@ -30,10 +30,10 @@ from ..backends.cpu import buffers
 from ..graph import Graph
 from ..kernel_spec import TORCH_DTYPES
 from ..operator import operator
-from ..te.expr import GRAPH_KINDS, BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var
+from ..te.expr import GRAPH_KINDS, BinOp, Call, ComputeOp, Const, Expr, Load, Placeholder, Reduce, Var, per_op
 from ..te.grad import ZERO, add, diff, is_zero, mul, substitute, where
 from .edge_sum import edge_sum
-from .kernel import Kernel, compute_dtype, divide_by_in_degree, registered
+from .kernel import Kernel, compute_dtype, divide_by_in_degree, registered, trace_udf
 from .sddmm import sddmm
 from .spmm import spmm
 from .winner import ARG, PRIVATE_COPY_BUDGET, WinnerParams, private_copy_bytes, winner_scatter
@@ -123,18 +123,20 @@ def _gradient_axes(p: Placeholder, role: str) -> tuple[Var, ...]:
     return _with_unit_axis(tuple(Var(f"gj{t}", "axis", extent) for t, extent in enumerate(dims)))
 
 
-def gradient_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, tuple[tuple[Var, ...], Expr]]:
-    """Per role (src/dst/eid/dense): P's gradient axes and the expression summed into them per edge."""
-    spec, graph = kernel.spec, kernel.graph
-    op = spec.op
-    row_kind = {"spmm": "dst", "sddmm": "eid"}.get(spec.kind)  # an edge sum's output has no rows
-    rows = () if row_kind is None else (graph.num_dst_nodes if row_kind == "dst" else graph.num_edges,)
+def gradient_terms(
+    op: ComputeOp, kind: str, reducer: str | None, p: Placeholder, grad_dtype: str
+) -> dict[str, tuple[tuple[Var, ...], Expr]]:
+    """Per role (src/dst/eid/dense): P's gradient axes and the expression summed into them per edge, for
+    ``op`` in a template of ``kind`` with ``reducer``. The output's gradient (and logsumexp's output,
+    max/min's winners) are read per row without a row count: the terms hold on any graph."""
+    row_kind = {"spmm": "dst", "sddmm": "eid"}.get(kind)  # an edge sum's output has no rows
+    rows = () if row_kind is None else (None,)
     out_index = () if row_kind is None else (Var(row_kind, row_kind),)
     grad = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=GRAD)
     # logsumexp weighs each edge's term by its softmax share exp(msg - out[dst])
-    out = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=OUT) if spec.reducer == "logsumexp" else None
+    out = te.placeholder((*rows, *op.shape), dtype=grad_dtype, name=OUT) if reducer == "logsumexp" else None
     # max/min: only the winning edge of each output element contributes
-    arg = te.placeholder((*rows, *op.shape), dtype="int64", name=ARG) if spec.reducer in ("max", "min") else None
+    arg = te.placeholder((*rows, *op.shape), dtype="int64", name=ARG) if reducer in ("max", "min") else None
     terms: dict[str, tuple[tuple[Var, ...], Expr]] = {}
     for site in _sites(op, p):
         role = _role(site)
@@ -162,9 +164,8 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
     """Per role, the winner-scatter form of P's max/min gradient: the term of one output element at its
     winning edge, computed over P's axes that no output axis pins. None when two sites of one role pin
     P's axes differently (the masked form handles that)."""
-    spec, graph = kernel.spec, kernel.graph
-    op = spec.op
-    grad = te.placeholder((graph.num_dst_nodes, *op.shape), dtype=grad_dtype, name=GRAD)
+    op = kernel.spec.op
+    grad = te.placeholder((None, *op.shape), dtype=grad_dtype, name=GRAD)
     outer = tuple(Var(f"fo{n}", "outer", a.extent) for n, a in enumerate(op.axis))
     to_outer = {id(a): o for a, o in zip(op.axis, outer, strict=True)}
     axes_of: dict[str, tuple[Var, ...]] = {}
@@ -185,7 +186,8 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
             continue
         free = _with_unit_axis(tuple(v for v in write if v.kind == "axis"))
         compute = ComputeOp(tuple(v.extent for v in free), free, body, "grad")
-        params = WinnerParams(role, outer, write, p.shape, kernel.spec.params.num_threads)
+        shape = kernel.placeholder_shape(p.name)
+        params = WinnerParams(role, outer, write, shape, kernel.spec.params.num_threads)
         result[role] = (compute, params)
     return result
 
@@ -231,23 +233,35 @@ def _derive_kernels(kernel: Kernel, p: Placeholder, grad_dtype: str) -> list[tup
     options = {"num_threads": kernel.spec.params.num_threads, "tuner": kernel.tuner, "target": kernel.target}
     # an edge-centric (GAS) aggregation's gradient aggregations are edge-centric too: no CSR is built for them
     gas = {"strategy": "gas"} if getattr(kernel.spec.params, "strategy", "gar") == "gas" else {}
+    spec = kernel.spec
+    kernels = []
+    for role, udf in gradient_udfs(spec.op, spec.kind, spec.reducer, p.name, grad_dtype):
+        if role == "src":
+            built = spmm(graph.reverse(), udf, "sum", **options, **gas)
+        elif role == "dst":
+            built = spmm(graph, udf, "sum", **options, **gas)
+        elif role == "eid":
+            built = sddmm(graph, udf, **options)
+        else:
+            built = edge_sum(graph, udf, **options)
+        kernels.append((role, built))
+    return kernels
+
+
+@per_op
+def gradient_udfs(
+    op: ComputeOp, kind: str, reducer: str | None, name: str, grad_dtype: str
+) -> tuple[tuple[str, ComputeOp], ...]:
+    """Per role, the traced UDF of placeholder ``name``'s gradient (over the reversed graph for "src"):
+    derived once per op, so a UDF shared across graphs (``kernel.shared_op``) is differentiated once."""
+    p = next(q for q in op.placeholders if q.name == name)
     # P does not influence the output through the sites whose term is zero
-    terms = {role: term for role, term in gradient_terms(kernel, p, grad_dtype).items() if not is_zero(term[1])}
+    terms = gradient_terms(op, kind, reducer, p, grad_dtype)
+    terms = {role: term for role, term in terms.items() if not is_zero(term[1])}
     # one kernel makes the whole gradient: stored in P's dtype at once (e.g. 16-bit features weighted by float32
     # factors), not in a wider promoted dtype and cast after
     dtype = p.dtype if len(terms) == 1 else None
-    kernels = []
-    for role, (axes, body) in terms.items():
-        if role == "src":
-            built = spmm(graph.reverse(), _udf(axes, body, True, dtype), "sum", **options, **gas)
-        elif role == "dst":
-            built = spmm(graph, _udf(axes, body, False, dtype), "sum", **options, **gas)
-        elif role == "eid":
-            built = sddmm(graph, _udf(axes, body, False, dtype), **options)
-        else:
-            built = edge_sum(graph, _udf(axes, body, False, dtype), **options)
-        kernels.append((role, built))
-    return kernels
+    return tuple((role, trace_udf(_udf(axes, body, role == "src", dtype))) for role, (axes, body) in terms.items())
 
 
 def gradient_reads(kernel: Kernel, wanted: list[str], grad_dtype: str) -> set[str]:
@@ -294,7 +308,7 @@ def placeholder_gradients(
         if total is None:
             grads[name] = torch.zeros(x.shape, dtype=x.dtype, device=grad.device)
         else:
-            grads[name] = total.view(p.shape).to(x.dtype)
+            grads[name] = total.view(kernel.placeholder_shape(name)).to(x.dtype)
     return grads
 
 

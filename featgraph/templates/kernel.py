@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from ..graph import Graph
 from ..kernel_spec import (
     HALF_DTYPES,
     TORCH_DTYPES,
+    GraphRows,
     KernelSpec,
     indexed_by,
     output_dtype,
@@ -29,7 +31,7 @@ from ..kernel_spec import (
 from ..native import toolchain
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
-from ..te.expr import ComputeOp, Var
+from ..te.expr import ComputeOp, Var, per_op
 
 TARGETS = ("cpu", "gpu")
 
@@ -80,6 +82,7 @@ def cached_kernel(graph: Graph, key: tuple, build: Callable[[], Kernel]) -> Kern
 
 
 Udf = Callable[[Var, Var, Var], ComputeOp]
+UdfOrOp = Udf | ComputeOp  # what the templates take: a UDF, or one traced already (``shared_op``'s)
 Fds = Callable[[Schedule, ComputeOp], None] | Schedule | None
 # a search returning the fastest configuration of a kernel (``featgraph.tuning.tune``), handed in from above
 Tuner = Callable[["Kernel"], "Kernel"]
@@ -93,22 +96,58 @@ def trace_udf(udf: Udf) -> ComputeOp:
     return op
 
 
+SHARED_OPS_KEPT = 1024  # traced UDFs ``shared_op`` keeps (a few kB each)
+_shared_ops: OrderedDict[tuple, ComputeOp] = OrderedDict()
+
+
+def shared_op(key: tuple, udf: Udf) -> ComputeOp:
+    """``trace_udf(udf)``, kept process-wide under ``key`` for the ``SHARED_OPS_KEPT`` most recent keys.
+
+    Its vertex and edge placeholders must have no row count (``te.placeholder((None, ...))``): the op then
+    describes the same kernel on every graph, and each mini-batch's fresh block binds the op traced for the
+    first block, whose checks, description and gradients are derived once and kept on it (``te.expr.per_op``)
+    instead of costing every block's kernels again (``featgraph bench minibatch``'s format share). ``key``
+    must name everything the UDF depends on but the graph."""
+    op = _shared_ops.get(key)
+    if op is not None:
+        _shared_ops.move_to_end(key)
+        return op
+    op = trace_udf(udf)
+    roles = placeholder_roles(op)
+    counted = [p.name for p in (*roles.vertex, *roles.edge) if p.shape[0] is not None]
+    if counted:
+        raise ValueError(
+            f"shared_op: placeholders {counted} have a row count, which would bind one graph's rows to every "
+            "graph: give vertex and edge placeholders None as their first dimension"
+        )
+    _shared_ops[key] = op
+    if len(_shared_ops) > SHARED_OPS_KEPT:
+        _shared_ops.popitem(last=False)
+    return op
+
+
+@per_op
 def compute_dtype(op: ComputeOp) -> str:
     """float64 if any input is float64, else float32: float16/bfloat16 inputs are read in their own dtype
     and accumulate in float32 registers."""
     return "float64" if op.dtype == "float64" or any(p.dtype == "float64" for p in op.placeholders) else "float32"
 
 
+def graph_rows(graph: Graph) -> GraphRows:
+    """(source vertices, destination vertices, edges): the rows of placeholders without a row count."""
+    return (graph.num_src_nodes, graph.num_dst_nodes, graph.num_edges)
+
+
 def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
     """Source data must have one row per source vertex, destination data one per destination vertex,
-    edge data one per edge."""
+    edge data one per edge (a placeholder without a row count has them by definition)."""
     for kind, rows, what in (
         ("src", graph.num_src_nodes, "source vertices" if graph.is_bipartite else "nodes"),
         ("dst", graph.num_dst_nodes, "destination vertices" if graph.is_bipartite else "nodes"),
         ("eid", graph.num_edges, "edges"),
     ):
         for p in indexed_by(op, kind):
-            if p.shape[0] != rows:
+            if p.shape[0] is not None and p.shape[0] != rows:
                 raise ValueError(
                     f"placeholder {p.name!r} is indexed by {kind} so needs {rows} rows (the graph's {what}), "
                     f"but its shape is {p.shape}"
@@ -181,6 +220,8 @@ class Kernel:
             raise ValueError(f"target='cpu' needs a graph on the CPU, this one is on {graph.device}")
         placeholder_roles(spec.op)  # validates how placeholders are indexed
         check_placeholder_rows(spec.op, graph)
+        # each placeholder's shape on this graph (the graph's rows where the placeholder has no row count)
+        self._shapes = {p.name: spec.placeholder_shape(p) for p in spec.op.placeholders}
         self._subscripts = SubscriptCheck(spec.op, graph.num_src_nodes, graph.num_dst_nodes, graph.num_edges)
         self._graph: Graph | None = graph
         self._graph_ref = weakref.ref(graph)
@@ -232,6 +273,10 @@ class Kernel:
     def placeholder_names(self) -> tuple[str, ...]:
         return self._names
 
+    def placeholder_shape(self, name: str) -> tuple[int, ...]:
+        """The shape placeholder ``name`` takes on this kernel's graph."""
+        return self._shapes[name]
+
     def output_shape(self) -> tuple[int, ...]:
         """The output's shape: per destination (SpMM), per edge (SDDMM), or the dense shape of an edge sum
         or a winner scatter."""
@@ -265,8 +310,8 @@ class Kernel:
             t = tensors[p.name]
             if t.dtype != TORCH_DTYPES[p.dtype]:
                 raise TypeError(f"{p.name}: placeholder dtype is {p.dtype}, got a tensor of {t.dtype}")
-            if tuple(t.shape) != p.shape:
-                raise ValueError(f"{p.name}: expected shape {p.shape}, got {tuple(t.shape)}")
+            if tuple(t.shape) != self._shapes[p.name]:
+                raise ValueError(f"{p.name}: expected shape {self._shapes[p.name]}, got {tuple(t.shape)}")
             keep = p.dtype == "int64" or p.dtype in HALF_DTYPES
             bound.append(buffers.contiguous(t.detach() if keep else in_dtype(t.detach(), self._compute)))
         if self._subscripts.deferred:  # only the ids the deferred checks read are scanned
@@ -318,7 +363,7 @@ class Kernel:
 def template_kernel(
     kind: str,
     graph: Graph,
-    udf: Udf,
+    udf: UdfOrOp,
     reducer: str | None,
     target: str,
     fds: Fds,
@@ -327,12 +372,13 @@ def template_kernel(
     fixed_params: frozenset[str] = frozenset(),
     tuner: Tuner | None = None,
 ) -> Kernel:
-    """Shared front half of ``spmm``/``sddmm``: trace the UDF, build its schedule and parameters; with
+    """Shared front half of ``spmm``/``sddmm``: trace the UDF (an op traced already is taken as it is), build
+    its schedule and parameters; with
     ``tuner`` the kernel it returns, its search free in the parameters the caller did not fix."""
     if not isinstance(graph, Graph):
         raise TypeError(f"expected a featgraph.Graph, got {type(graph).__name__}")
     target = resolve_target(graph, target)
-    op = trace_udf(udf)
+    op = udf if isinstance(udf, ComputeOp) else trace_udf(udf)
     spec = KernelSpec(
         kind=kind,
         op=op,
@@ -341,6 +387,7 @@ def template_kernel(
         params=make_params(op, target),
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
+        rows=graph_rows(graph),
     )
     kernel = kernel_class(graph, spec, target, fixed_params, tuner)
     return kernel if tuner is None else tuner(kernel)

@@ -10,9 +10,9 @@ import torch
 
 from ..backends import gpu as gpu_backend
 from ..graph import Graph
-from ..kernel_spec import indexed_by, output_dtype
+from ..kernel_spec import indexed_by, output_dtype, placeholder_shape
 from ..te.expr import ComputeOp, Placeholder
-from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, Udf, edge_list, in_dtype, template_kernel
+from .kernel import TORCH_DTYPES, Fds, Kernel, Tuner, UdfOrOp, edge_list, graph_rows, in_dtype, template_kernel
 from .params import SDDMMParams, cpu_edge_order, default_write_buckets, gpu_edge_order
 
 JUMP_SAMPLES = 1 << 20  # consecutive pairs the write-jump median looks at
@@ -46,7 +46,9 @@ def edge_traffic(op: ComputeOp) -> tuple[int, int]:
 
 def gpu_edge_order_for(graph: Graph, op: ComputeOp) -> str:
     """The GPU's default edge order for a kernel over ``graph`` reading ``op``'s placeholders."""
-    input_bytes = sum(math.prod(p.shape) * TORCH_DTYPES[p.dtype].itemsize for p in op.placeholders)
+    rows = graph_rows(graph)
+    sizes = (math.prod(placeholder_shape(op, p, rows)) * TORCH_DTYPES[p.dtype].itemsize for p in op.placeholders)
+    input_bytes = sum(sizes)
     return gpu_edge_order(input_bytes, gpu_backend.l2_cache_bytes(graph.device))
 
 
@@ -94,7 +96,7 @@ class SDDMMKernel(Kernel):
 
 def sddmm(
     graph: Graph,
-    edgefunc: Udf,
+    edgefunc: UdfOrOp,
     target: str | None = None,
     fds: Fds = None,
     tuner: Tuner | None = None,

@@ -17,7 +17,7 @@ from .kernel import (
     Fds,
     Kernel,
     Tuner,
-    Udf,
+    UdfOrOp,
     divide_by_in_degree,
     edge_list,
     in_dtype,
@@ -82,7 +82,7 @@ class SpMMKernel(Kernel):
 
 def spmm(
     graph: Graph,
-    msgfunc: Udf,
+    msgfunc: UdfOrOp,
     reducer: str,
     target: str | None = None,
     fds: Fds = None,
@@ -112,8 +112,8 @@ def spmm(
             params.setdefault("num_partitions", 1)  # source partitions are a CPU cache technique
             params.setdefault("rows_per_program", default_rows_per_program(avg_degree, math.prod(op.shape)))
         elif "num_partitions" not in params:
-            sources = indexed_by(op, "src")
-            source_bytes = sum(p.shape[0] * row_stride(p) * TORCH_DTYPES[p.dtype].itemsize for p in sources)
+            rows = graph.num_src_nodes  # a source placeholder's rows, given or not
+            source_bytes = sum(rows * row_stride(p) * TORCH_DTYPES[p.dtype].itemsize for p in indexed_by(op, "src"))
             params["num_partitions"] = default_num_partitions(source_bytes, avg_degree)
         return SpMMParams(**params)
 

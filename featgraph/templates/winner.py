@@ -28,7 +28,7 @@ from ..graph import Graph
 from ..kernel_spec import KernelSpec
 from ..schedule import build_schedule
 from ..te.expr import ComputeOp, Var
-from .kernel import Kernel, compute_dtype, edge_sources, in_dtype
+from .kernel import Kernel, compute_dtype, edge_sources, graph_rows, in_dtype
 
 ARG = "fg_arg"  # the forward pass's winners: (num_dst_nodes, *output shape) int64, -1 for vertices without in-edges
 ROLES = ("src", "dst", "eid", "dense")
@@ -128,5 +128,6 @@ def winner_scatter(graph: Graph, op: ComputeOp, params: WinnerParams, target: st
         params=params,
         dtype=compute_dtype(op),
         index_dtype="int32" if graph.index_dtype == torch.int32 else "int64",
+        rows=graph_rows(graph),
     )
     return WinnerKernel(graph, spec, target)

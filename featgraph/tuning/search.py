@@ -46,11 +46,11 @@ def synthetic_inputs(kernel: Kernel, seed: int = 0) -> dict[str, torch.Tensor]:
     device = kernel.graph.device
     inputs = {}
     for p in kernel.spec.op.placeholders:
-        dtype = TORCH_DTYPES[p.dtype]
+        dtype, shape = TORCH_DTYPES[p.dtype], kernel.placeholder_shape(p.name)
         if dtype == torch.int64:
-            inputs[p.name] = torch.zeros(p.shape, dtype=dtype, device=device)
+            inputs[p.name] = torch.zeros(shape, dtype=dtype, device=device)
         else:
-            inputs[p.name] = torch.randn(p.shape, generator=generator).to(device, dtype)
+            inputs[p.name] = torch.randn(shape, generator=generator).to(device, dtype)
     return inputs
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..graph import Graph
 from ..templates import sddmm as sddmm_template
 from ..templates import spmm as spmm_template
-from ..templates.kernel import Fds, Tuner, Udf
+from ..templates.kernel import Fds, Tuner, UdfOrOp
 from ..templates.sddmm import SDDMMKernel
 from ..templates.spmm import SpMMKernel
 from .search import tune as search
@@ -23,7 +23,7 @@ def _tuner(tune: bool) -> Tuner | None:
 
 def spmm(
     graph: Graph,
-    msgfunc: Udf,
+    msgfunc: UdfOrOp,
     reducer: str,
     target: str | None = None,
     fds: Fds = None,
@@ -41,7 +41,12 @@ def spmm(
 
 
 def sddmm(
-    graph: Graph, edgefunc: Udf, target: str | None = None, fds: Fds = None, tune: bool = False, **template_params: Any
+    graph: Graph,
+    edgefunc: UdfOrOp,
+    target: str | None = None,
+    fds: Fds = None,
+    tune: bool = False,
+    **template_params: Any,
 ) -> SDDMMKernel:
     """Compile a generalized SDDMM: ``out[e] = edgefunc(src[e], dst[e], e)`` for every edge
     (``featgraph.templates.sddmm``, which describes ``template_params``).

@@ -2,17 +2,23 @@
 ``featgraph::kernel_backward``) and a compiled function agreeing with the eager kernel, for every template."""
 
 import gc
+import itertools
 import weakref
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.autograd import gradcheck
 
 import featgraph as fg
 from featgraph import te
+from featgraph.te.expr import per_op
 from featgraph.templates import edge_sum
-from featgraph.templates.kernel import registered
+from featgraph.templates.gradients import gradient_kernels, gradient_udfs
+from featgraph.templates.kernel import registered, shared_op
 from tests.conftest import random_edges
+from tests.templates.reference import reduce_messages
 
 N, E, D = 12, 50, 4
 
@@ -93,3 +99,130 @@ def test_a_graph_and_the_kernels_it_keeps_go_with_its_last_reference():
     held = fg.spmm(fg.Graph(src, dst, 30), lambda s, d, e: te.compute((5,), lambda i: X[s, i]), "sum")
     gc.collect()
     torch.testing.assert_close(held(X=x.detach()), torch.zeros(30, 5).index_add_(0, dst, x.detach()[src]))
+
+
+# ---- one traced op on every graph: placeholders without a row count (``shared_op``) ----------------------
+D_SHARED = 3
+TRACES: list[int] = []  # one entry per trace of ``counted_message``
+KEYS = itertools.count()
+
+
+def counted_message(s, t, e):
+    """A weighted message and the destination's own row (vertex data of both kinds, edge data), its
+    placeholders without row counts; each trace is counted."""
+    TRACES.append(1)
+    x, y = te.placeholder((None, D_SHARED), "float64", "X"), te.placeholder((None, D_SHARED), "float64", "Y")
+    w = te.placeholder((None,), "float64", "W")
+    return te.compute((D_SHARED,), lambda i: x[s, i] * w[e] + te.exp(y[t, (i + 1) % D_SHARED]))
+
+
+@st.composite
+def bipartite_graphs(draw) -> fg.Graph:
+    """Graphs of 0-9 sources and destinations (equal counts: self loops), duplicate edges, isolated vertices."""
+    num_src = draw(st.integers(0, 9))
+    num_dst = num_src if draw(st.booleans()) else draw(st.integers(0, 9))
+    count = draw(st.integers(0, 30)) if num_src and num_dst else 0
+    src = draw(st.lists(st.integers(0, max(num_src - 1, 0)), min_size=count, max_size=count))
+    dst = draw(st.lists(st.integers(0, max(num_dst - 1, 0)), min_size=count, max_size=count))
+    return fg.Graph(torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64), (num_src, num_dst))
+
+
+@given(st.lists(bipartite_graphs(), min_size=1, max_size=4), st.sampled_from(["sum", "max", "logsumexp"]))
+@settings(max_examples=25, deadline=None)
+def test_a_shared_op_is_traced_once_and_agrees_on_every_graph(graphs, reducer):
+    key = ("test-shared", next(KEYS))  # a key of its own: the op is traced for this example's first graph
+    TRACES.clear()
+    for g in graphs:
+        op = shared_op(key, counted_message)
+        x = torch.randn(g.num_src_nodes, D_SHARED, dtype=torch.float64, requires_grad=True)
+        y = torch.randn(g.num_dst_nodes, D_SHARED, dtype=torch.float64)
+        w = torch.randn(g.num_edges, dtype=torch.float64, requires_grad=True)
+        x_before, w_before = x.detach().clone(), w.detach().clone()
+        out = fg.spmm(g, op, reducer)(X=x, Y=y, W=w)
+        src, dst = g.coo()
+        messages = x[src] * w[:, None] + torch.exp(y[dst][:, [(i + 1) % D_SHARED for i in range(D_SHARED)]])
+        expected = reduce_messages(messages, dst, g.num_dst_nodes, reducer)
+        torch.testing.assert_close(out, expected)
+        if g.num_edges:
+            grads = torch.autograd.grad(out.sum(), (x, w))
+            wanted = torch.autograd.grad(expected.sum(), (x, w))
+            for got, want in zip(grads, wanted, strict=True):
+                torch.testing.assert_close(got, want)
+        assert torch.equal(x.detach(), x_before) and torch.equal(w.detach(), w_before)
+    assert len(TRACES) == 1
+
+
+def test_a_shared_op_gradchecks_on_a_bipartite_graph():
+    g = fg.Graph(torch.tensor([0, 4, 4, 2, 2]), torch.tensor([1, 0, 1, 2, 2]), (5, 3))
+    op = shared_op(("test-gradcheck",), counted_message)
+    x = torch.randn(5, D_SHARED, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, D_SHARED, dtype=torch.float64)  # read at a shifted feature: no gradient is derived
+    w = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    for reducer in ("sum", "mean", "max"):
+        kernel = fg.spmm(g, op, reducer)
+        assert gradcheck(lambda x, w, k=kernel: k(X=x, Y=y, W=w), (x, w))
+    edge_kernel = fg.sddmm(g, op)
+    assert gradcheck(lambda x, w: edge_kernel(X=x, Y=y, W=w), (x, w))
+
+
+def _indexed_densely(s, t, e):
+    x = te.placeholder((None, 2), "float64", "X")
+    return te.compute((2,), lambda i: x[0, i])
+
+
+def _indexed_by_both(s, t, e):
+    x = te.placeholder((None, 2), "float64", "X")
+    return te.compute((2,), lambda i: x[s, i] + x[t, i])
+
+
+X_COUNTED = te.placeholder((6, 2), "float64", "X")
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda g: fg.spmm(g, _indexed_densely, "sum"), ValueError, "'X' has no row count .*src, dst or eid"),
+        (lambda g: fg.spmm(g, _indexed_by_both, "sum"), ValueError, "'X' .*both src and dst.* 6 and 3"),
+        (
+            lambda g: shared_op(("test-counted",), lambda s, t, e: te.compute((2,), lambda i: X_COUNTED[s, i])),
+            ValueError,
+            r"\['X'\] have a row count",
+        ),
+        (
+            lambda g: fg.spmm(g, counted_message, "sum")(
+                X=torch.zeros(5, D_SHARED, dtype=torch.float64),
+                Y=torch.zeros(3, D_SHARED, dtype=torch.float64),
+                W=torch.zeros(4, dtype=torch.float64),
+            ),
+            ValueError,
+            r"X: expected shape \(6, 3\), got \(5, 3\)",
+        ),
+        (lambda g: te.placeholder((4, None), "float64", "X"), ValueError, "only the first dimension"),
+        (lambda g: te.placeholder((), "float64", "X"), ValueError, "non-empty shape"),
+        (lambda g: te.placeholder(None, "float64", "X"), ValueError, "non-empty shape"),
+    ],
+    ids=["dense-index", "src-and-dst-on-bipartite", "shared-with-rows", "wrong-rows", "none-later", "empty", "none"],
+)
+def test_placeholders_without_rows_refuse_bad_input(make, error, match):
+    g = fg.Graph(torch.tensor([0, 5, 1, 1]), torch.tensor([0, 2, 2, 1]), (6, 3))
+    with pytest.raises(error, match=match):
+        make(g)
+
+
+def test_an_op_is_analysed_once_however_many_graphs_bind_it():
+    op = shared_op(("test-analysed",), counted_message)
+    calls = []
+
+    @per_op
+    def analysis(op, flag):
+        calls.append(flag)
+        return object()
+
+    assert analysis(op, 1) is analysis(op, 1)
+    assert analysis(op, 2) is not analysis(op, 1)
+    assert calls == [1, 2]
+    for n in (3, 5, 8):  # the derived gradient UDFs too: one derivation, one trace each
+        g = fg.Graph(*random_edges(n, 3 * n, seed=n), n)
+        kernel = fg.spmm(g, op, "sum")
+        derived = [part.spec.op for _, part in gradient_kernels(kernel, op.placeholders[0], "float64")]
+        assert derived == [part for _, part in gradient_udfs(op, "spmm", "sum", "W", "float64")]

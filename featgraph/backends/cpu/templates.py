@@ -366,7 +366,7 @@ def _prefetch_rows(
 
 def stays_cached(spec: KernelSpec, p: Placeholder) -> bool:
     """Whether ``p`` is small enough (``CACHED_ARRAY_BYTES``) to stay in the L2, so is not prefetched."""
-    return p.shape[0] * row_stride(p) * _stored_bytes(spec, p.dtype) <= CACHED_ARRAY_BYTES
+    return spec.placeholder_shape(p)[0] * row_stride(p) * _stored_bytes(spec, p.dtype) <= CACHED_ARRAY_BYTES
 
 
 def size_key(spec: KernelSpec) -> tuple[bool, ...]:
