@@ -5,11 +5,14 @@ the graph and kernel lookups, the operator dispatch, autograd) decides an epoch.
 this times one call of featgraph's ops and layers (forward and, for training, backward) against PyG's doing
 the same, and splits featgraph's time into its compiled kernels' work (every native launch timed as it runs)
 and the rest: Python, dispatch, autograd and torch's own ops in the call (the loss's sum and its backward,
-dense products), which on the smallest graphs is the fixed cost of a call."""
+dense products), which on the smallest graphs is the fixed cost of a call. The layers' "fresh" cases take
+another graph each call, as a mini-batch step does: what binding a new graph costs (its conversion, formats
+and kernels) against PyG's layers on the same edges."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +30,11 @@ from .report import Table, add_common_arguments, cell, machine, write_json
 EDGES = (1_000, 10_000, 100_000)
 AVERAGE_DEGREE = 4  # Cora's is 3.9
 LAYERS = ("GCNConv", "SAGEConv", "GATConv")
-CASES = ("copy_u_sum", "copy_u_sum+grad", *LAYERS)
+FRESH = " fresh"  # a layer's case on another graph every call, as a mini-batch loader hands each step one
+CASES = ("copy_u_sum", "copy_u_sum+grad", *LAYERS, *(name + FRESH for name in LAYERS))
+# graphs of one size the fresh cases take in turn: more than featgraph remembers by tensor
+# (``graph.conversion``), so each call builds its graph, formats and kernel bindings, as a new block does
+FRESH_GRAPHS = 24
 
 
 @dataclass
@@ -87,6 +94,7 @@ def cases(edges: int, d: int) -> Iterator[tuple[str, Callable[[], object], Calla
 
     num_nodes = max(1, edges // AVERAGE_DEGREE)
     edge_index = torch.randint(0, num_nodes, (2, edges))
+    fresh = [torch.randint(0, num_nodes, (2, edges)) for _ in range(FRESH_GRAPHS)]
     g = Graph.from_edge_index(edge_index, num_nodes=num_nodes)
     x = torch.randn(num_nodes, d)
     src, dst = edge_index
@@ -101,14 +109,23 @@ def cases(edges: int, d: int) -> Iterator[tuple[str, Callable[[], object], Calla
         training_step(lambda: ops.copy_u_sum(g, xg), xg),
         training_step(lambda: pyg_sum(xg), xg),
     )
+    layers = {}
     for name in LAYERS:
         theirs = getattr(pyg_nn, name)(d, d)
         ours = getattr(featgraph_nn, name)(d, d)
         ours.load_state_dict(theirs.state_dict())
+        layers[name] = ours, theirs
         yield (
             name,
             training_step(lambda ours=ours: ours(xg, edge_index), xg),
             training_step(lambda theirs=theirs: theirs(xg, edge_index), xg),
+        )
+    for name, (ours, theirs) in layers.items():
+        ours_next, theirs_next = itertools.cycle(fresh).__next__, itertools.cycle(fresh).__next__
+        yield (
+            name + FRESH,
+            training_step(lambda ours=ours, n=ours_next: ours(xg, n()), xg),
+            training_step(lambda theirs=theirs, n=theirs_next: theirs(xg, n()), xg),
         )
 
 
