@@ -16,7 +16,8 @@ has to run again after a fix, first; the third reruns the steps an H100 has meas
   ``BlockLoader`` sampling on every CPU core into pinned memory, featgraph's and PyG's layers on the GPU, with
   the share of each step the GPU waits for its batch and the host operators behind the format share;
 - ``linkpred``: ``featgraph bench linkpred --device cuda``, edge-prediction batches on the GPU;
-- ``hetero`` (second run): RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a
+- ``hetero`` (second run): the grouped segment products against a ``torch.mm`` per segment (``bench
+  grouped-mm``), RGCN epochs on the AM-shaped graph (``bench rgcn-train``), RGAT, HGT and a
   ``to_hetero``-style sum of ``SAGEConv`` per edge type on the mag-like graph (``bench hetero``), against
   PyG's layers, peak memory;
 - ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
@@ -74,7 +75,7 @@ RUNS = {
 STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 100, "hetero": 150, "linkpred": 90, "tc": 70,
+    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 100, "hetero": 165, "linkpred": 90, "tc": 70,
     "profile": 110, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges
@@ -229,7 +230,9 @@ def step_commands(name: str, check: Check) -> list[list[str]]:
         frameworks = ["featgraph", "pyg"] if dry else ["featgraph", "pyg", "pyg-fast"]
         tiny = ["--mag-scale", "0.001", "--scale", "0.01", "--channels", "8", "--repeat", "1"]
         layers = tiny if dry else HETERO_SIZES
+        grouped = ["--scale", "0.0003", "--repeat", "1", "--cases", "4 node types"] if dry else ["--repeat", "3"]
         return [
+            [*featgraph, "grouped-mm", *device, *grouped, *json_at("grouped")],
             [*featgraph, "rgcn-train", *device, "--frameworks", *frameworks, "--shapes", *rgcn, *json_at("rgcn")],
             *([*featgraph, "hetero", *device, "--layer", layer, *layers, *json_at(layer)]
               for layer in ("rgat", "hgt", "heteroconv")),

@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..bench import distributed as distributed_bench
     from ..bench import dropout as dropout_bench
     from ..bench import gpu as gpu_bench
+    from ..bench import grouped_mm as grouped_mm_bench
     from ..bench import hetero_minibatch as hetero_minibatch_bench
     from ..bench import linkpred as linkpred_bench
     from ..bench import minibatch as minibatch_bench
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         ("feasibility", feasibility, "the gather-bound speed targets against this machine's random-row gather rate"),
         ("dense-floor", dense_floor, "GraphConv's epoch with the aggregation taken out, against PyG's epoch"),
         ("dropout", dropout_bench, "featgraph's hashed-mask dropout against torch's, forward + backward"),
+        ("grouped-mm", grouped_mm_bench, "segment_mm on the GPU in one launch against torch.mm per segment"),
         ("sparse-features", sparse_features, "ops.linear over bag-of-words features' nonzeros against F.linear"),
         ("hetero", hetero, "RGCNConv, RGATConv or HGTConv forward + backward on typed graphs: featgraph against PyG's"),
         ("hetero-minibatch", hetero_minibatch_bench, "typed sampling and to_hetero training steps on mag-like"),

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from ..backends import gpu
 from ..operator import operator
+from ..templates.kernel import device_target
 from .udfs import TORCH_TO_TE
+
+GROUPED_SEGMENTS = 16  # from this many segments a grouped launch on the GPU, whatever their widths
+GROUPED_WIDTH = 128  # products at most this wide (in and out) take the grouped launch from two segments
 
 
 def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -49,14 +54,30 @@ def _segment(a: torch.Tensor, rows: torch.Tensor | None, start: int, stop: int) 
     return a[start:stop] if rows is None else a.index_select(0, rows[start:stop])
 
 
+def grouped_on_gpu(a: torch.Tensor, b_dims: int, lengths: list[int], inner: int, cols: int) -> bool:
+    """Whether the segment products run as one grouped launch (``backends.gpu.grouped_mm``): on the GPU
+    target, for a 3-D weight, with several segments, and either many of them (``GROUPED_SEGMENTS``: a launch
+    per relation costs more than its product) or narrow products (``GROUPED_WIDTH``: at those widths the
+    tiles are as fast as a library GEMM), where few wide segments keep ``torch.mm``."""
+    if b_dims != 3 or len(lengths) < 2 or device_target(a.device) != "gpu":
+        return False
+    gpu.check_device(a.device)
+    return len(lengths) >= GROUPED_SEGMENTS or max(inner, cols) <= GROUPED_WIDTH
+
+
 def segment_products(
     a: torch.Tensor, b: torch.Tensor, lengths: list[int], a_rows: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``a``'s consecutive segments of ``lengths`` rows, segment ``k`` times ``b[k]``, each one ``torch.mm``
-    into its slice of the output. ``a_rows``: the segments are of ``a[a_rows]``, gathered a segment at a
-    time (R-GCN's pairs read their vertices' rows so, holding one relation's rows at once rather than all).
-    A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal: column block ``j`` of the result is
-    ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per segment)."""
+    into its slice of the output (on the GPU one grouped launch, ``grouped_on_gpu``). ``a_rows``: the segments
+    are of ``a[a_rows]``, gathered a segment at a time (R-GCN's pairs read their vertices' rows so, holding one
+    relation's rows at once rather than all). A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal:
+    column block ``j`` of the result is ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per
+    segment)."""
+    if grouped_on_gpu(a, b.dim(), lengths, b.shape[-2], b.shape[-1]):
+        from ..backends.gpu.grouped_mm import segment_products as grouped  # imports triton: the GPU's alone
+
+        return grouped(a, b, lengths, a_rows)
     count = a.shape[0] if a_rows is None else a_rows.numel()
     if b.dim() == 4:
         blocks, rows_in, cols = b.shape[1:]
@@ -89,7 +110,12 @@ def segment_weight_gradient(
 ) -> torch.Tensor:
     """``sum over segment k's rows of a_i^T grad_i`` per type (zero for empty segments): ``b``'s gradient; with
     ``blocks``, only the diagonal blocks (a 4-D ``b``'s gradient). ``a_rows``, ``grad_rows``: the segments are
-    of ``a[a_rows]`` (``grad[grad_rows]``), gathered a segment at a time."""
+    of ``a[a_rows]`` (``grad[grad_rows]``), gathered a segment at a time. On the GPU one grouped launch
+    (``grouped_on_gpu``)."""
+    if grouped_on_gpu(a, 4 if blocks is not None else 3, lengths, a.shape[1], grad.shape[1]):
+        from ..backends.gpu.grouped_mm import segment_weight_gradient as grouped
+
+        return grouped(a, grad, lengths, num_types, a_rows, grad_rows)
     if blocks is not None:
         rows_in, cols = a.shape[1] // blocks, grad.shape[1] // blocks
         out = a.new_zeros((num_types, blocks, rows_in, cols))

@@ -35,7 +35,8 @@ def test_the_new_steps_train_on_the_device_with_every_core_sampling(tmp_path):
         [command] = gpu_check.step_commands(name, check)
         assert command[3:5] == ["bench", bench] and command[command.index("--device") + 1] == "cuda"
         assert command[command.index("--threads") + 1] == str(os.cpu_count())
-    rgcn, *layers = gpu_check.step_commands("hetero", check)
+    grouped, rgcn, *layers = gpu_check.step_commands("hetero", check)
+    assert grouped[4] == "grouped-mm" and grouped[grouped.index("--device") + 1] == "cuda"
     assert rgcn[4] == "rgcn-train" and rgcn[rgcn.index("--shapes") + 1] == "am" and "pyg" in rgcn
     assert [command[command.index("--layer") + 1] for command in layers] == ["rgat", "hgt", "heteroconv"]
     kernels, epochs = gpu_check.step_commands("bf16", check)

@@ -188,10 +188,10 @@ def _recording(namespace: dict[str, Any], requests: list[_Request]) -> Iterator[
 
 @contextmanager
 def compiling(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
-    """Within the block, every launch of a featgraph GPU kernel (generated templates, tensor cores) is
-    recorded instead of run; on leaving, the recorded kernels are compiled for ``arch`` (90: Hopper) and
-    the list the block got fills with the results."""
-    from . import tensor_core  # imports triton, which only compiling needs
+    """Within the block, every launch of a featgraph GPU kernel (generated templates, tensor cores, grouped
+    products) is recorded instead of run; on leaving, the recorded kernels are compiled for ``arch`` (90:
+    Hopper) and the list the block got fills with the results."""
+    from . import grouped_mm, tensor_core  # import triton, which only compiling needs
 
     launches: list[CompiledLaunch] = []
     requests: list[_Request] = []
@@ -203,7 +203,7 @@ def compiling(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
 
     backend.launch = record
     try:
-        with _recording(vars(tensor_core), requests):
+        with _recording(vars(tensor_core), requests), _recording(vars(grouped_mm), requests):
             yield launches
     finally:
         backend.launch = launch

@@ -97,3 +97,16 @@ def test_tensor_core_kernels_compile_for_hopper(interpreted_gpu, graph, dtype):
         ops.tc_sddmm(graph, x, x).sum().backward()
     assert {launch.kernel for launch in launches} == {"_block_spmm", "_block_sddmm"}
     check(launches, len(launches))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_grouped_product_kernels_compile_for_hopper(interpreted_gpu, dtype):
+    lengths = torch.tensor([5, 0, 40, 3])
+    a = torch.randn(48, 20, dtype=dtype, requires_grad=True)
+    b = torch.randn(4, 20, 9, dtype=dtype, requires_grad=True)
+    with aot.compiling() as launches, fg.default_target("gpu"):
+        ops.segment_mm(a, b, lengths).sum().backward()
+    assert sorted(launch.kernel for launch in launches) == [
+        "_segment_products", "_segment_products", "_segment_weight_gradient"
+    ]  # fmt: skip
+    check(launches, len(launches))
