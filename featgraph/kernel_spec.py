@@ -4,6 +4,8 @@ templates, which both read it."""
 
 from __future__ import annotations
 
+import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, fields
 
 import torch
@@ -134,15 +136,25 @@ def spec_key(spec: KernelSpec) -> tuple:
     return (*kind, params, structure_number(spec.op), plans, order)
 
 
-_STRUCTURES: dict[tuple, int] = {}
+STRUCTURES_KEPT = 4096  # structures ``structure_number`` remembers; one seen again after eviction gets a new number
+_structures: OrderedDict[tuple, int] = OrderedDict()
+_numbers = itertools.count()  # never reused, so an op holding an evicted structure's number meets no other
 
 
 @per_op
 def structure_number(op: ComputeOp) -> int:
-    """A number standing for ``structure(op)``, equal for equal structures: a key holding it hashes at once,
-    where the description itself is a tuple of the whole expression, hashed again on every lookup."""
+    """A number standing for ``structure(op)``, equal for equal structures while remembered: a key holding it
+    hashes at once, where the description itself is a tuple of the whole expression, hashed again on every
+    lookup."""
     body, _ = structure(op)
-    return _STRUCTURES.setdefault(body, len(_STRUCTURES))
+    number = _structures.get(body)
+    if number is None:
+        number = _structures[body] = next(_numbers)
+        while len(_structures) > STRUCTURES_KEPT:
+            _structures.popitem(last=False)
+    else:
+        _structures.move_to_end(body)
+    return number
 
 
 @per_op
