@@ -5,11 +5,11 @@ templates, which both read it."""
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass, fields
 
 import torch
 
+from .recent import Recent
 from .schedule import Schedule
 from .te.expr import GRAPH_KINDS, ComputeOp, Load, Placeholder, Var, per_op, structure
 
@@ -136,8 +136,8 @@ def spec_key(spec: KernelSpec) -> tuple:
     return (*kind, params, structure_number(spec.op), plans, order)
 
 
-STRUCTURES_KEPT = 4096  # structures ``structure_number`` remembers; one seen again after eviction gets a new number
-_structures: OrderedDict[tuple, int] = OrderedDict()
+# the structures ``structure_number`` remembers; one seen again after eviction gets a new number
+_structures: Recent[int] = Recent(4096)
 _numbers = itertools.count()  # never reused, so an op holding an evicted structure's number meets no other
 
 
@@ -147,14 +147,7 @@ def structure_number(op: ComputeOp) -> int:
     hashes at once, where the description itself is a tuple of the whole expression, hashed again on every
     lookup."""
     body, _ = structure(op)
-    number = _structures.get(body)
-    if number is None:
-        number = _structures[body] = next(_numbers)
-        while len(_structures) > STRUCTURES_KEPT:
-            _structures.popitem(last=False)
-    else:
-        _structures.move_to_end(body)
-    return number
+    return _structures.get(body, lambda: next(_numbers))
 
 
 @per_op

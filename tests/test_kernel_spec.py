@@ -23,7 +23,7 @@ def test_one_udf_traced_again_keeps_its_number_and_another_gets_its_own():
 
 
 def test_an_evicted_structure_comes_back_under_a_number_never_given_before(monkeypatch):
-    monkeypatch.setattr(kernel_spec, "STRUCTURES_KEPT", 1)
+    monkeypatch.setattr(kernel_spec._structures, "size", 1)
     given = [kernel_spec.structure_number(trace_udf(_udf(width))) for width in (6, 7, 6)]
     assert len(set(given)) == 3  # width 6 was evicted by 7: a fresh number, not 7's nor its old one
 

@@ -3,14 +3,13 @@ traced, and remembered so that a UDF traced again (for every mini-batch's graph)
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from types import ModuleType
 
 from ..kernel_spec import KernelSpec, spec_key
+from ..recent import Recent
 from .expression import number_reduce_variables
 
-SOURCES_KEPT = 512  # generated sources remembered by ``template_source`` (a few kB each)
-_sources: OrderedDict[tuple, str] = OrderedDict()
+_sources: Recent[str] = Recent(512)  # generated sources remembered by ``template_source`` (a few kB each)
 
 
 def lower(spec: KernelSpec, templates: ModuleType) -> str:
@@ -25,16 +24,9 @@ def lower(spec: KernelSpec, templates: ModuleType) -> str:
 
 
 def template_source(spec: KernelSpec, templates: ModuleType) -> str:
-    """``lower(spec, templates)``, remembered for the ``SOURCES_KEPT`` most recent specs by
+    """``lower(spec, templates)``, remembered for the 512 most recent specs by
     ``kernel_spec.spec_key`` and what the backend's source reads of the placeholders' row counts (its
     templates' ``size_key``): lowering a GAT layer's kernels again would cost each fresh mini-batch step about
     4 ms (format share: ``featgraph bench minibatch``)."""
     key = (templates.__name__, spec_key(spec), templates.size_key(spec))
-    text = _sources.get(key)
-    if text is None:
-        text = _sources[key] = lower(spec, templates)
-        if len(_sources) > SOURCES_KEPT:
-            _sources.popitem(last=False)
-    else:
-        _sources.move_to_end(key)
-    return text
+    return _sources.get(key, lambda: lower(spec, templates))

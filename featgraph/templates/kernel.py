@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,6 +28,7 @@ from ..kernel_spec import (
     stored_dtype,
 )
 from ..native import toolchain
+from ..recent import Recent
 from ..schedule import Schedule, build_schedule
 from ..te.bounds import SubscriptCheck
 from ..te.expr import ComputeOp, Var, per_op
@@ -96,34 +96,30 @@ def trace_udf(udf: Udf) -> ComputeOp:
     return op
 
 
-SHARED_OPS_KEPT = 1024  # traced UDFs ``shared_op`` keeps (a few kB each)
-_shared_ops: OrderedDict[tuple, ComputeOp] = OrderedDict()
+_shared_ops: Recent[ComputeOp] = Recent(1024)  # traced UDFs ``shared_op`` keeps (a few kB each)
 
 
 def shared_op(key: tuple, udf: Udf) -> ComputeOp:
-    """``trace_udf(udf)``, kept process-wide under ``key`` for the ``SHARED_OPS_KEPT`` most recent keys.
+    """``trace_udf(udf)``, kept process-wide under ``key`` for the 1,024 most recent keys.
 
     Its vertex and edge placeholders must have no row count (``te.placeholder((None, ...))``): the op then
     describes the same kernel on every graph, and each mini-batch's fresh block binds the op traced for the
     first block, whose checks, description and gradients are derived once and kept on it (``te.expr.per_op``)
     instead of costing every block's kernels again (``featgraph bench minibatch``'s format share). ``key``
     must name everything the UDF depends on but the graph."""
-    op = _shared_ops.get(key)
-    if op is not None:
-        _shared_ops.move_to_end(key)
+
+    def trace() -> ComputeOp:
+        op = trace_udf(udf)
+        roles = placeholder_roles(op)
+        counted = [p.name for p in (*roles.vertex, *roles.edge) if p.shape[0] is not None]
+        if counted:
+            raise ValueError(
+                f"shared_op: placeholders {counted} have a row count, which would bind one graph's rows to "
+                "every graph: give vertex and edge placeholders None as their first dimension"
+            )
         return op
-    op = trace_udf(udf)
-    roles = placeholder_roles(op)
-    counted = [p.name for p in (*roles.vertex, *roles.edge) if p.shape[0] is not None]
-    if counted:
-        raise ValueError(
-            f"shared_op: placeholders {counted} have a row count, which would bind one graph's rows to every "
-            "graph: give vertex and edge placeholders None as their first dimension"
-        )
-    _shared_ops[key] = op
-    if len(_shared_ops) > SHARED_OPS_KEPT:
-        _shared_ops.popitem(last=False)
-    return op
+
+    return _shared_ops.get(key, trace)
 
 
 @per_op

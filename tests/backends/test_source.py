@@ -20,7 +20,7 @@ LOWER = source.lower  # the reference: lowering without the memo
 @pytest.fixture
 def served(monkeypatch):
     """Every (spec, templates, text) ``template_source`` serves from an empty memo, and each fresh lowering."""
-    monkeypatch.setattr(source, "_sources", type(source._sources)())
+    monkeypatch.setattr(source, "_sources", type(source._sources)(source._sources.size))
     record: dict[str, list] = {"served": [], "lowered": []}
     remembered = source.template_source
 

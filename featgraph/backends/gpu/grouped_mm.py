@@ -18,12 +18,11 @@ otherwise; float16/bfloat16 accumulate in float32, float64 in float64.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
 import triton
 import triton.language as tl
 
+from ...recent import Recent
 from .loader import interpreter_scalar_index, interpreting
 
 if interpreting():
@@ -31,8 +30,8 @@ if interpreting():
 
 BLOCK_ROWS = 64  # rows of a product tile
 CHUNK_ROWS = 1024  # rows one weight-gradient program sums
-TILES_KEPT = 64  # tile lists remembered per segment lengths (a layer's relations repeat every call)
-_tiles: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = OrderedDict()
+# tile lists remembered per segment lengths (a layer's relations repeat every call)
+_tiles: Recent[tuple[torch.Tensor, ...]] = Recent(64)
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -104,12 +103,11 @@ def _segment_weight_gradient(
 
 def segment_tiles(lengths: list[int], rows: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """(segment, first row, end row) of each tile of at most ``rows`` rows of each segment, on ``device``;
-    empty segments have none. Remembered for the ``TILES_KEPT`` most recent lengths."""
-    key = (tuple(lengths), rows, device)
-    kept = _tiles.get(key)
-    if kept is not None:
-        _tiles.move_to_end(key)
-        return kept
+    empty segments have none. Remembered for the 64 most recent lengths."""
+    return _tiles.get((tuple(lengths), rows, device), lambda: _tiles_of(lengths, rows, device))
+
+
+def _tiles_of(lengths: list[int], rows: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     counts = torch.tensor(lengths, dtype=torch.int64)
     ends = counts.cumsum(0)
     per_segment = (counts + rows - 1) // rows
@@ -118,11 +116,7 @@ def segment_tiles(lengths: list[int], rows: int, device: torch.device) -> tuple[
     start = ends[segment] - counts[segment] + (torch.arange(segment.numel()) - first_tile[segment]) * rows
     end = torch.minimum(start + rows, ends[segment])
     index = torch.int32 if sum(lengths) < 2**31 else torch.int64
-    kept = tuple(t.to(device=device, dtype=index) for t in (segment, start, end))
-    _tiles[key] = kept
-    if len(_tiles) > TILES_KEPT:
-        _tiles.popitem(last=False)
-    return kept
+    return tuple(t.to(device=device, dtype=index) for t in (segment, start, end))
 
 
 def segment_products(
