@@ -1,14 +1,14 @@
 """GPU kernel benchmark: featgraph's Triton kernels against cuSPARSE (torch.sparse), the PyG-style
 materialised path, PyG and DGL, on the paper's graphs at full size, with peak GPU memory.
 
-Ops: GCN aggregation (featgraph GAR, with hubs staged, on tensor cores; cuSPARSE CSR SpMM; gather + index_add_),
-fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph SDDMM, ``sampled_addmm``, gather +
-sum), forward + backward of GCN aggregation and of GAT attention (4 heads) against torch.sparse and
-PyG's ``GATConv``, and the GCN aggregation and attention on bfloat16 and float16 features (``gcn-bf16`` ...:
-featgraph's 16-bit kernel against its own float32 kernel on the same values, cuSPARSE and DGL in the same dtype
-where they take it). ``ratio`` is baseline time over featgraph time (for the 16-bit ops, the float32 row's ratio
-is the 16-bit speed-up); GB/s is the op's least traffic over its time, in the op's element size, read against the
-device's copy bandwidth measured first; the peak column is GPU memory.
+Ops: GCN aggregation (featgraph GAR, with hubs staged, on tensor cores in 16 x 16 tiles and in 8 x 1 vectors;
+cuSPARSE CSR SpMM; gather + index_add_), fused MLP aggregation (d1 = 8, max), dot-product attention (featgraph
+SDDMM, on tensor cores, ``sampled_addmm``, gather + sum), forward + backward of GCN aggregation and of GAT
+attention (4 heads) against torch.sparse and PyG's ``GATConv``, and the GCN aggregation and attention on bfloat16
+and float16 features (``gcn-bf16`` ...: featgraph's 16-bit kernel against its own float32 kernel on the same
+values, cuSPARSE and DGL in the same dtype where they take it). ``ratio`` is baseline time over featgraph time (for
+the 16-bit ops, the float32 row's ratio is the 16-bit speed-up); GB/s is the op's least traffic over its time, in
+the op's element size, read against the device's copy bandwidth measured first; the peak column is GPU memory.
 Without a GPU it runs on CPU tensors through Triton's interpreter (``TRITON_INTERPRET=1``; tiny
 ``--scale`` only, for tests).
 """
@@ -81,6 +81,7 @@ def bench_gcn(g: Graph, d: int) -> Impls:
         "featgraph": lambda: kernel(XV=x),
         "featgraph hybrid (hubs staged)": (lambda: hybrid(XV=x)) if hybrid else "skipped: no hub vertices",
         "featgraph tensor cores (TF32)": lambda: ops.tc_spmm(g, x),
+        "featgraph tensor cores 8x1 (TF32)": lambda: ops.tc_spmm(g, x, tile_rows=8),
         "torch.sparse.mm (cuSPARSE CSR)": lambda: torch.sparse.mm(adj, x),
     }
     ok = _fits(g, d)
@@ -116,6 +117,7 @@ def bench_attention(g: Graph, d: int) -> Impls:
     return {
         "featgraph": lambda: kernel(XV=x),
         "featgraph tensor cores (TF32)": lambda: ops.tc_sddmm(g, x, x),
+        "featgraph tensor cores 8x1 (TF32)": lambda: ops.tc_sddmm(g, x, x, tile_rows=8),
         "torch.sparse.sampled_addmm": lambda: torch.sparse.sampled_addmm(pattern, x, x.t(), beta=0.0),
         "gather + sum (PyG-style)": (
             (lambda: (x[src] * x[dst]).sum(1, keepdim=True)) if _fits(g, 2 * d) else "skipped: E x d too large"

@@ -23,8 +23,8 @@ has to run again after a fix, first; the third reruns the steps an H100 has meas
 - ``bf16``: ``bench gpu``'s 16-bit GCN aggregation and dot attention against float32 and cuSPARSE, and
   ``bench train --bf16``'s autocast epochs against float32;
 - ``tc``: ``bench gpu --orders community``: GCN aggregation and dot attention at d = 32 and 64 on tensor cores
-  and the other rows, on graphs with communities (the reddit-sized community graph, products-like), as given
-  and renumbered in the community order (``Graph.reordered``);
+  (16 x 16 tiles and 8 x 1 vectors) and the other rows, on graphs with communities (the reddit-sized community
+  graph, products-like), as given and renumbered in the community order (``Graph.reordered``);
 - ``profile``: featgraph's GCN epoch eager and compiled under ``torch.profiler``, the kernels and host
   operators with the most self time and the kernel launches per epoch;
 - ``kernels`` (third run): ``featgraph bench gpu`` at the paper's sizes, GCN aggregation and dot attention at
@@ -66,7 +66,8 @@ from .measure import copy_gbps
 # Planned runs of under 8 minutes each, what the device has not run yet, or has to run again, first; facts opens
 # each. The caps come from an H200's runs of these steps (tests 102 s, the mini-batch rows about 25 s each,
 # link prediction at scale 0.1 61 s, R-GCN on the AM shape with R-GAT, HGT and a per-relation sum 134 s, bf16
-# 87 s, tensor cores 44 s, the profile 80 s). The third holds the steps an H100 has run before.
+# 87 s, tensor cores 44 s before their 8 x 1 rows, the profile 80 s). The third holds the steps an H100 has run
+# before.
 RUNS = {
     "first": ("facts", "smoke", "tests", "minibatch", "linkpred"),
     "second": ("facts", "hetero", "bf16", "tc", "profile"),
@@ -75,7 +76,7 @@ RUNS = {
 STEPS = tuple(dict.fromkeys(RUNS["first"] + RUNS["second"] + RUNS["third"]))
 # seconds each step may take: the first three, which find what is broken, come first and get the most
 CAPS = {
-    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 100, "hetero": 165, "linkpred": 90, "tc": 70,
+    "smoke": 50, "tests": 170, "minibatch": 110, "bf16": 100, "hetero": 165, "linkpred": 90, "tc": 85,
     "profile": 110, "kernels": 120, "layers": 60, "tune": 150, "train": 180, "compile": 200,
 }  # fmt: skip
 MINIBATCH_SIZES = ["--scale", "0.25", "--batches", "20", "--warmup", "3"]  # products-like: 600k vertices, 15M edges

@@ -613,10 +613,12 @@ class Graph:
             ("hubs", threshold, capacity), lambda: partition_hubs(self.out_degrees(), threshold, capacity)
         )
 
-    def tc_translation(self, block_width: int = 8) -> TCTranslation:
-        """TC-GNN's 16-row-window translation with condensed column blocks (cached per width)."""
+    def tc_translation(self, block_width: int = 8, window_rows: int = 16) -> TCTranslation:
+        """TC-GNN's translation with condensed column blocks, windows of 16 destination rows (8: FlashSparse's
+        8 x 1 vectors); cached per shape."""
         return self.cached(
-            ("tc", block_width), lambda: translate(self._src, self._dst, self._num_src, self._num_dst, block_width)
+            ("tc", block_width, window_rows),
+            lambda: translate(self._src, self._dst, self._num_src, self._num_dst, block_width, window_rows),
         )
 
     def reordered(self, method: str = "rcm") -> tuple[Graph, torch.Tensor]:

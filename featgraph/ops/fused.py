@@ -27,6 +27,8 @@ from .tensor_core import tc_spmm, tensor_core_precision
 from .udfs import TORCH_TO_TE
 
 TENSOR_CORE_TIMINGS = 5  # timed runs of each side when the tuned GCN aggregation weighs tensor cores
+# the tensor-core formats it weighs, by tile rows: TC-GNN's 16 x 16 tiles and FlashSparse's 8 x 1 vectors
+TENSOR_CORE_TILES = {"tensor cores 16x16": 16, "tensor cores 8x1": 8}
 
 
 def factor_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -89,8 +91,9 @@ def _gcn_gradient(
     kernel's own in X, NORM and W, then NORM's and the loops' dependence on the weights by hand (autograd
     records nothing inside a registered operator)."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
-    if weight is None and _on_tensor_cores(base, x, norm, tune):  # the same aggregation over the reversed graph
-        return [_scaled_tensor_core_spmm(base.reverse(), grads[0], norm) if wants[0] else None, None]
+    rows = _tensor_core_rows(base, x, norm, tune) if weight is None else None
+    if rows is not None:  # the same aggregation over the reversed graph
+        return [_scaled_tensor_core_spmm(base.reverse(), grads[0], norm, rows) if wants[0] else None, None]
     kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
     learn = wants[1] and edge_weight is not None
     grads = placeholder_gradients(kernel, inputs, grads[0], None, None, ["X"] * wants[0] + ["NORM", "W"] * learn)
@@ -112,37 +115,35 @@ def _gcn_aggregate(
     """``gcn_aggregate`` normalised, its inputs checked: the fused kernel, or tensor cores where tuning chose
     them."""
     base, weight, norm = _weights_and_norm(g, x.dtype, edge_weight, add_self_loops, True, fill_value)
-    if weight is None and _on_tensor_cores(base, x, norm, tune):
-        return _scaled_tensor_core_spmm(base, x, norm)
+    rows = _tensor_core_rows(base, x, norm, tune) if weight is None else None
+    if rows is not None:
+        return _scaled_tensor_core_spmm(base, x, norm, rows)
     kernel, inputs = normalised_aggregation(base, x, weight, norm, tune)
     return kernel.evaluate(inputs, want_arg=False)[0]
 
 
-def _scaled_tensor_core_spmm(g: Graph, x: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
-    """``norm[v] * sum over in-edges u -> v of norm[u] * x[u]`` with the sum on tensor cores (``tc_spmm``, its
-    tiles kept with the graph; differentiable, so a gradient of the gradient is recorded too)."""
+def _scaled_tensor_core_spmm(g: Graph, x: torch.Tensor, norm: torch.Tensor, rows: int) -> torch.Tensor:
+    """``norm[v] * sum over in-edges u -> v of norm[u] * x[u]`` with the sum on tensor cores (``tc_spmm`` with
+    ``rows``-row tiles, kept with the graph; differentiable, so a gradient of the gradient is recorded too)."""
     scale = norm.unsqueeze(1)
-    return (scale * tc_spmm(g, (scale * x).to(x.dtype))).to(x.dtype)
+    return (scale * tc_spmm(g, (scale * x).to(x.dtype), tile_rows=rows)).to(x.dtype)
 
 
-def _on_tensor_cores(base: Graph, x: torch.Tensor, norm: torch.Tensor, tune: bool) -> bool:
-    """Whether the tuned unweighted aggregation over ``base`` of ``x``'s width and dtype runs on tensor cores:
-    where tensor cores take the dtype at torch's precision and, timed once on this graph and width (decided
-    with the graph), they beat the tuned kernel."""
+def _tensor_core_rows(base: Graph, x: torch.Tensor, norm: torch.Tensor, tune: bool) -> int | None:
+    """The tile rows (``TENSOR_CORE_TILES``) the tuned unweighted aggregation over ``base`` of ``x``'s width and
+    dtype runs on tensor cores with, or None for the tuned kernel: tensor cores only where they take the dtype
+    at torch's precision and, timed once on this graph and width (decided with the graph), beat the kernel."""
     if not tune or resolve_target(base, None) != "gpu" or not tensor_core_precision(x.dtype):
-        return False
+        return None
     key = ("gcn-tensor-cores", x.shape[1], x.dtype, torch.get_float32_matmul_precision())
 
-    def timed() -> bool:
+    def timed() -> int | None:
         kernel, inputs = normalised_aggregation(base, x, None, norm, tune)
-        times = interleaved_best_ms(
-            {
-                "kernel": lambda: kernel.evaluate(inputs, want_arg=False),
-                "tensor cores": lambda: _scaled_tensor_core_spmm(base, x, norm),
-            },
-            repeat=TENSOR_CORE_TIMINGS,
-        )
-        return times["tensor cores"] < times["kernel"]
+        candidates = {"kernel": lambda: kernel.evaluate(inputs, want_arg=False)}
+        for name, rows in TENSOR_CORE_TILES.items():
+            candidates[name] = lambda rows=rows: _scaled_tensor_core_spmm(base, x, norm, rows)
+        times = interleaved_best_ms(candidates, repeat=TENSOR_CORE_TIMINGS)
+        return TENSOR_CORE_TILES.get(min(times, key=times.__getitem__))
 
     return base.cached(key, timed)
 

@@ -17,6 +17,8 @@ def test_rows_report_each_order_against_the_graph_as_given():
         assert row.fill_vs_given == pytest.approx(row.tile_fill / rows[0].tile_fill)
         assert 0 < row.tile_fill < row.vector_fill <= 1  # 8 x 1 vectors waste fewer cells than 16 x 16 tiles
         assert row.bytes_per_edge > 8  # a sparse graph's tiles cost more than a CSR's int32 column + weight
+        # a window of 8 rows shares its sources with fewer rows than one of 16: it gathers at least as many
+        assert 0 < row.tile_rows_per_edge <= row.vector_rows_per_edge <= 1
 
 
 def test_bench_tc_fill_prints_a_table_per_graph_and_writes_json(tmp_path, capsys):

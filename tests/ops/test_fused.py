@@ -330,20 +330,22 @@ def dense_gcn_on(g, x, w):
     return dinv.unsqueeze(1) * (a @ (dinv.unsqueeze(1) * x))
 
 
-@pytest.mark.parametrize("tensor_cores_faster", [True, False])
-def test_tuned_gcn_aggregate_runs_on_tensor_cores_only_where_timed_faster(gpu, graph, monkeypatch, tensor_cores_faster):
-    """``tune=True`` on the GPU times tensor cores against the tuned kernel once per graph and width (the times
-    stubbed here: the interpreter's say nothing) and keeps the faster: either way the aggregation and its
-    gradient are the dense reference's, to TF32's precision."""
+@pytest.mark.parametrize("fastest", ["kernel", "tensor cores 16x16", "tensor cores 8x1"])
+def test_tuned_gcn_aggregate_runs_on_tensor_cores_only_where_timed_faster(gpu, graph, monkeypatch, fastest):
+    """``tune=True`` on the GPU times both tensor-core formats against the tuned kernel once per graph and width
+    (the times stubbed here: the interpreter's say nothing) and keeps the fastest: either way the aggregation
+    and its gradient are the dense reference's, to TF32's precision."""
     from featgraph.ops import fused
     from featgraph.tuning import tunable
 
     monkeypatch.setattr(tunable, "search", lambda kernel: kernel)  # the kernel's own search: tested in tuning
     timings, used = [], []
-    times = {"kernel": 2.0, "tensor cores": 1.0 if tensor_cores_faster else 3.0}
+    times = {name: 1.0 if name == fastest else 2.0 for name in ["kernel", *fused.TENSOR_CORE_TILES]}
     monkeypatch.setattr(fused, "interleaved_best_ms", lambda fns, repeat: timings.append(sorted(fns)) or times)
     original = fused.tc_spmm
-    monkeypatch.setattr(fused, "tc_spmm", lambda g, x: used.append(g.num_edges) or original(g, x))
+    monkeypatch.setattr(
+        fused, "tc_spmm", lambda g, x, tile_rows: used.append(tile_rows) or original(g, x, None, tile_rows)
+    )  # noqa: E501
     src, dst = graph.coo()
     g = fg.Graph(src.to(gpu), dst.to(gpu), N)
     x = torch.randn(N, 5)
@@ -363,8 +365,8 @@ def test_tuned_gcn_aggregate_runs_on_tensor_cores_only_where_timed_faster(gpu, g
     reference.backward(grad.double())
     torch.testing.assert_close(out.detach().cpu().double(), reference.detach(), rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(leaf.grad.cpu().double(), reference_leaf.grad, rtol=1e-2, atol=1e-2)
-    assert timings == [["kernel", "tensor cores"]]
-    assert bool(used) == tensor_cores_faster
+    assert timings == [sorted(times)]
+    assert set(used) == ({fused.TENSOR_CORE_TILES[fastest]} if fastest != "kernel" else set())
 
 
 @pytest.mark.parametrize("case", ["highest precision", "float64", "weighted", "untuned"])

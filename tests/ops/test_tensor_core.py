@@ -1,10 +1,12 @@
-"""Tensor-core SpMM against scipy and SDDMM against per-edge dots: weighted and unweighted, directed graphs
-(the backward uses the transposed graph), widths that are not multiples of 16, the awkward graphs,
-duplicates, and gradcheck in float64."""
+"""Tensor-core SpMM against scipy and SDDMM against per-edge dots, in both tile shapes (16 x 16 tiles and 8 x 1
+vectors): weighted and unweighted, directed graphs (the backward uses the transposed graph), widths that are not
+multiples of 16, the awkward graphs, duplicates, and gradcheck in float64."""
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.autograd import gradcheck
 
 import featgraph as fg
@@ -19,14 +21,15 @@ def case(gpu, n, e, seed=0):
     return fg.Graph(src.to(gpu), dst.to(gpu), n), src, dst
 
 
+@pytest.mark.parametrize("tile_rows", [16, 8])
 @pytest.mark.parametrize(("n", "e"), [(0, 0), (5, 0), (7, 3), (40, 300), (130, 1500)], ids=str)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("d", [1, 20, 33])
-def test_tc_spmm_matches_scipy(gpu, n, e, weighted, d):
+def test_tc_spmm_matches_scipy(gpu, n, e, weighted, d, tile_rows):
     g, src, dst = case(gpu, n, e, seed=n + d)
     x = torch.randn(n, d, dtype=torch.float64)
     w = torch.rand(e, dtype=torch.float64) if weighted else None
-    got = ops.tc_spmm(g, x.to(gpu), None if w is None else w.to(gpu)).cpu().numpy()
+    got = ops.tc_spmm(g, x.to(gpu), None if w is None else w.to(gpu), tile_rows).cpu().numpy()
     want = adjacency(src, dst, n, None if w is None else w.numpy()) @ x.numpy()
     np.testing.assert_allclose(got, want.reshape(n, d), rtol=1e-10, atol=1e-10)
 
@@ -50,41 +53,74 @@ def test_tc_spmm_half_inputs_accumulate_in_float32(gpu, dtype):
     np.testing.assert_allclose(got.float().cpu().numpy(), want, rtol=3e-2, atol=3e-2)
 
 
-def test_tc_spmm_gradients_gradcheck_on_a_directed_graph(gpu):
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(0, 40),
+    edges=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), max_size=120),
+    d=st.integers(1, 21),
+    tile_rows=st.sampled_from([16, 8]),
+    weighted=st.booleans(),
+)
+def test_both_tile_shapes_aggregate_and_score_any_graph_as_dense_float64(gpu, n, edges, d, tile_rows, weighted):
+    """Random graphs (duplicates, self loops, isolated and empty windows, empty graphs): ``tc_spmm`` against
+    the dense adjacency product and ``tc_sddmm`` against per-edge dots, exact in float64."""
+    edges = [(u % n, v % n) for u, v in edges] if n else []
+    src = torch.tensor([u for u, _ in edges], dtype=torch.int64)
+    dst = torch.tensor([v for _, v in edges], dtype=torch.int64)
+    g = fg.Graph(src.to(gpu), dst.to(gpu), n)
+    x, y = torch.randn(n, d, dtype=torch.float64), torch.randn(n, d, dtype=torch.float64)
+    w = torch.rand(len(edges), dtype=torch.float64) if weighted else None
+    dense = torch.zeros(n, n, dtype=torch.float64)
+    dense.index_put_((dst, src), torch.ones(len(edges), dtype=torch.float64) if w is None else w, accumulate=True)
+    got = ops.tc_spmm(g, x.to(gpu), None if w is None else w.to(gpu), tile_rows)
+    torch.testing.assert_close(got.cpu(), dense @ x)
+    torch.testing.assert_close(ops.tc_sddmm(g, x.to(gpu), y.to(gpu), tile_rows).cpu(), (x[src] * y[dst]).sum(1))
+
+
+@pytest.mark.parametrize("tile_rows", [16, 8])
+def test_tc_spmm_gradients_gradcheck_on_a_directed_graph(gpu, tile_rows):
     g, _, _ = case(gpu, 20, 70, seed=4)
     x = torch.randn(20, 5, dtype=torch.float64, device=gpu, requires_grad=True)
     w = torch.rand(70, dtype=torch.float64, device=gpu, requires_grad=True)
-    assert gradcheck(lambda a, b: ops.tc_spmm(g, a, b), (x, w))
+    assert gradcheck(lambda a, b: ops.tc_spmm(g, a, b, tile_rows), (x, w), fast_mode=True)
 
 
 def test_tc_spmm_rejects_bad_input(gpu):
     g, _, _ = case(gpu, 10, 30)
+    x = torch.randn(10, 4, device=gpu)
     with pytest.raises(ValueError, match=r"x: expected 10 rows"):
         ops.tc_spmm(g, torch.randn(9, 4, device=gpu))
     with pytest.raises(TypeError, match="x: expected a floating tensor"):
         ops.tc_spmm(g, torch.ones(10, 4, dtype=torch.int64, device=gpu))
     with pytest.raises(ValueError, match="edge_weight: expected 30 rows"):
-        ops.tc_spmm(g, torch.randn(10, 4, device=gpu), torch.rand(29, device=gpu))
+        ops.tc_spmm(g, x, torch.rand(29, device=gpu))
+    for tile_rows in (4, 32, True, "8", None):
+        with pytest.raises(ValueError, match=r"tile_rows must be 16 \(TC-GNN's 16 x 16 tiles\) or 8"):
+            ops.tc_spmm(g, x, tile_rows=tile_rows)
+        with pytest.raises(ValueError, match="tile_rows must be 16"):
+            ops.tc_sddmm(g, x, x, tile_rows=tile_rows)
 
 
+@pytest.mark.parametrize("tile_rows", [16, 8])
 @pytest.mark.parametrize(("n", "e"), [(0, 0), (5, 0), (7, 3), (40, 300), (130, 1500)], ids=str)
 @pytest.mark.parametrize("d", [1, 20, 33])
-def test_tc_sddmm_matches_the_dot_of_each_edges_endpoints(gpu, n, e, d):
+def test_tc_sddmm_matches_the_dot_of_each_edges_endpoints(gpu, n, e, d, tile_rows):
     g, src, dst = case(gpu, n, e, seed=n + 2 * d)
     if e:
         src[: e // 4], dst[: e // 4] = src[0], dst[0]  # duplicates share a cell: each edge still gets the dot
     g = fg.Graph(src.to(gpu), dst.to(gpu), n)
     a, b = torch.randn(n, d, dtype=torch.float64), torch.randn(n, d, dtype=torch.float64)
-    got = ops.tc_sddmm(g, a.to(gpu), b.to(gpu)).cpu()
+    got = ops.tc_sddmm(g, a.to(gpu), b.to(gpu), tile_rows).cpu()
     assert got.shape == (e,)
     torch.testing.assert_close(got, (a[src] * b[dst]).sum(1))
 
 
-def test_tc_sddmm_gradcheck_on_a_directed_graph(gpu):
+@pytest.mark.parametrize("tile_rows", [16, 8])
+def test_tc_sddmm_gradcheck_on_a_directed_graph(gpu, tile_rows):
     g, _, _ = case(gpu, 12, 70, seed=3)
     a = torch.randn(12, 5, dtype=torch.float64, device=gpu, requires_grad=True)
     b = torch.randn(12, 5, dtype=torch.float64, device=gpu, requires_grad=True)
-    assert gradcheck(lambda x, y: ops.tc_sddmm(g, x, y), (a, b))
+    assert gradcheck(lambda x, y: ops.tc_sddmm(g, x, y, tile_rows), (a, b), fast_mode=True)
 
 
 def test_tc_sddmm_rejects_mismatched_features(gpu):
@@ -119,7 +155,7 @@ def test_an_unweighted_graphs_tiles_are_kept_per_dtype(gpu):
     g, src, dst = case(gpu, 50, 300)
     x = torch.randn(50, 8, dtype=torch.float64, device=gpu)
     first = ops.tc_spmm(g, x)
-    tiles = g.cached(("tc-tiles", torch.float64), lambda: pytest.fail("the first call keeps its tiles"))
+    tiles = g.cached(("tc-tiles", 16, torch.float64), lambda: pytest.fail("the first call keeps its tiles"))
     torch.testing.assert_close(ops.tc_spmm(g, x), first)
-    assert g.cached(("tc-tiles", torch.float64), lambda: None) is tiles
+    assert g.cached(("tc-tiles", 16, torch.float64), lambda: None) is tiles
     np.testing.assert_allclose(first.cpu().numpy(), adjacency(src, dst, 50) @ x.cpu().numpy(), rtol=1e-10)

@@ -23,10 +23,7 @@ import triton
 import triton.language as tl
 
 from ...recent import Recent
-from .loader import interpreter_scalar_index, interpreting
-
-if interpreting():
-    interpreter_scalar_index()
+from .dot import accumulator, dot_block
 
 BLOCK_ROWS = 64  # rows of a product tile
 CHUNK_ROWS = 1024  # rows one weight-gradient program sums
@@ -38,15 +35,6 @@ def _precision(dtype: torch.dtype) -> str:
     if dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
         return "tf32"
     return "ieee"
-
-
-def _accumulator(dtype: torch.dtype) -> tl.dtype:
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
-def _block(width: int, largest: int) -> int:
-    """A power-of-two block of at least 16 lanes (``tl.dot``'s least) and at most ``largest``."""
-    return max(16, min(largest, triton.next_power_of_2(max(width, 1))))
 
 
 @triton.jit(do_not_specialize=["inner", "cols"])
@@ -133,12 +121,12 @@ def segment_products(
         return out.zero_()
     a = a.contiguous()
     segment, start, end = segment_tiles(lengths, BLOCK_ROWS, a.device)
-    block_k, block_c = _block(inner, 64), _block(cols, 64)
+    block_k, block_c = dot_block(inner, 64), dot_block(cols, 64)
     grid = (segment.numel(), triton.cdiv(cols, block_c))
     _segment_products[grid](
         a, a if a_rows is None else a_rows.contiguous(), b, out, segment, start, end, inner, cols, *b.stride(),
         GATHER=a_rows is not None, BLOCK_R=BLOCK_ROWS, BLOCK_K=block_k, BLOCK_C=block_c,
-        PRECISION=_precision(a.dtype), ACC=_accumulator(a.dtype),
+        PRECISION=_precision(a.dtype), ACC=accumulator(a.dtype),
     )  # fmt: skip
     return out
 
@@ -158,12 +146,12 @@ def segment_weight_gradient(
     out = torch.zeros((num_types, inner, cols), dtype=wide, device=a.device)
     if sum(lengths) and inner and cols:
         segment, start, end = segment_tiles(lengths, CHUNK_ROWS, a.device)
-        block_k, block_c = _block(inner, 32), _block(cols, 32)
+        block_k, block_c = dot_block(inner, 32), dot_block(cols, 32)
         grid = (segment.numel(), triton.cdiv(inner, block_k), triton.cdiv(cols, block_c))
         _segment_weight_gradient[grid](
             a.contiguous(), a if a_rows is None else a_rows.contiguous(), grad.contiguous(),
             grad if grad_rows is None else grad_rows.contiguous(), out, segment, start, end, inner, cols,
             GATHER_A=a_rows is not None, GATHER_G=grad_rows is not None, BLOCK_R=32, BLOCK_K=block_k,
-            BLOCK_C=block_c, PRECISION=_precision(a.dtype), ACC=_accumulator(a.dtype),
+            BLOCK_C=block_c, PRECISION=_precision(a.dtype), ACC=accumulator(a.dtype),
         )  # fmt: skip
     return out.to(a.dtype)
