@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             b = (torch.randn(segments, inner, cols, generator=generator) / inner**0.5).to(device).requires_grad_()
             seglen = torch.tensor(lengths)
             with default_target("gpu"):
-                grouped = grouped_on_gpu(a, 3, lengths, inner, cols)
+                grouped = grouped_on_gpu(a, lengths, inner, cols)
                 times = interleaved_best_ms(
                     {
                         "featgraph": ForwardBackward(partial(segment_mm, a, b, seglen), [a, b]),

@@ -54,12 +54,15 @@ def _segment(a: torch.Tensor, rows: torch.Tensor | None, start: int, stop: int) 
     return a[start:stop] if rows is None else a.index_select(0, rows[start:stop])
 
 
-def grouped_on_gpu(a: torch.Tensor, b_dims: int, lengths: list[int], inner: int, cols: int) -> bool:
+def grouped_on_gpu(
+    a: torch.Tensor, lengths: list[int], inner: int, cols: int, block_diagonal: bool = False
+) -> bool:
     """Whether the segment products run as one grouped launch (``backends.gpu.grouped_mm``): on the GPU
-    target, for a 3-D weight, with several segments, and either many of them (``GROUPED_SEGMENTS``: a launch
+    target, for a weight per segment that is not block-diagonal (a 4-D ``b`` keeps its ``torch.bmm``), with
+    several segments, and either many of them (``GROUPED_SEGMENTS``: a launch
     per relation costs more than its product) or narrow products (``GROUPED_WIDTH``: at those widths the
     tiles are as fast as a library GEMM), where few wide segments keep ``torch.mm``."""
-    if b_dims != 3 or len(lengths) < 2 or device_target(a.device) != "gpu":
+    if block_diagonal or len(lengths) < 2 or device_target(a.device) != "gpu":
         return False
     gpu.check_device(a.device)
     return len(lengths) >= GROUPED_SEGMENTS or max(inner, cols) <= GROUPED_WIDTH
@@ -74,7 +77,7 @@ def segment_products(
     relation's rows at once rather than all). A 4-D ``b`` (types, blocks, rows, columns) is block-diagonal:
     column block ``j`` of the result is ``a``'s column block ``j`` times ``b[k, j]`` (one ``torch.bmm`` per
     segment)."""
-    if grouped_on_gpu(a, b.dim(), lengths, b.shape[-2], b.shape[-1]):
+    if grouped_on_gpu(a, lengths, b.shape[-2], b.shape[-1], block_diagonal=b.dim() == 4):
         from ..backends.gpu.grouped_mm import segment_products as grouped  # imports triton: the GPU's alone
 
         return grouped(a, b, lengths, a_rows)
@@ -112,7 +115,7 @@ def segment_weight_gradient(
     ``blocks``, only the diagonal blocks (a 4-D ``b``'s gradient). ``a_rows``, ``grad_rows``: the segments are
     of ``a[a_rows]`` (``grad[grad_rows]``), gathered a segment at a time. On the GPU one grouped launch
     (``grouped_on_gpu``)."""
-    if grouped_on_gpu(a, 4 if blocks is not None else 3, lengths, a.shape[1], grad.shape[1]):
+    if grouped_on_gpu(a, lengths, a.shape[1], grad.shape[1], block_diagonal=blocks is not None):
         from ..backends.gpu.grouped_mm import segment_weight_gradient as grouped
 
         return grouped(a, grad, lengths, num_types, a_rows, grad_rows)

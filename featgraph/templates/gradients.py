@@ -186,7 +186,7 @@ def winner_terms(kernel: Kernel, p: Placeholder, grad_dtype: str) -> dict[str, t
             continue
         free = _with_unit_axis(tuple(v for v in write if v.kind == "axis"))
         compute = ComputeOp(tuple(v.extent for v in free), free, body, "grad")
-        shape = kernel.placeholder_shape(p.name)
+        shape = kernel.input_shape(p.name)
         params = WinnerParams(role, outer, write, shape, kernel.spec.params.num_threads)
         result[role] = (compute, params)
     return result
@@ -308,7 +308,7 @@ def placeholder_gradients(
         if total is None:
             grads[name] = torch.zeros(x.shape, dtype=x.dtype, device=grad.device)
         else:
-            grads[name] = total.view(kernel.placeholder_shape(name)).to(x.dtype)
+            grads[name] = total.view(kernel.input_shape(name)).to(x.dtype)
     return grads
 
 

@@ -269,8 +269,8 @@ class Kernel:
     def placeholder_names(self) -> tuple[str, ...]:
         return self._names
 
-    def placeholder_shape(self, name: str) -> tuple[int, ...]:
-        """The shape placeholder ``name`` takes on this kernel's graph."""
+    def input_shape(self, name: str) -> tuple[int, ...]:
+        """The shape the tensor bound to placeholder ``name`` takes on this kernel's graph."""
         return self._shapes[name]
 
     def output_shape(self) -> tuple[int, ...]:

@@ -46,7 +46,7 @@ def synthetic_inputs(kernel: Kernel, seed: int = 0) -> dict[str, torch.Tensor]:
     device = kernel.graph.device
     inputs = {}
     for p in kernel.spec.op.placeholders:
-        dtype, shape = TORCH_DTYPES[p.dtype], kernel.placeholder_shape(p.name)
+        dtype, shape = TORCH_DTYPES[p.dtype], kernel.input_shape(p.name)
         if dtype == torch.int64:
             inputs[p.name] = torch.zeros(shape, dtype=dtype, device=device)
         else:

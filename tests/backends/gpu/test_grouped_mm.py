@@ -96,7 +96,7 @@ def test_segment_mm_and_gather_mm_on_the_gpu_target_gradcheck(gpu, interpreted_g
     b = torch.randn(3, 3, 2, generator=gen, dtype=torch.float64, requires_grad=True)
     idx = torch.tensor([2, 0, 0, 1, 2, 2, 0])
     with fg.default_target("gpu"):
-        assert grouped_on_gpu(a, 3, lengths.tolist(), 3, 2)
+        assert grouped_on_gpu(a, lengths.tolist(), 3, 2)
         assert torch.autograd.gradcheck(lambda a, b: segment_mm(a, b, lengths), (a, b))
         assert torch.autograd.gradcheck(lambda a, b: gather_mm(a, b, idx), (a, b))
         got = segment_mm(a, b, lengths)
@@ -132,6 +132,6 @@ def test_relational_aggregation_on_the_gpu_target_agrees_with_the_cpu(gpu, strat
 def test_the_grouped_launch_is_chosen_for_many_or_narrow_segments(gpu, lengths, inner, cols, grouped):
     a = torch.zeros(sum(lengths), inner, device=gpu)
     with fg.default_target("gpu"):
-        assert grouped_on_gpu(a, 3, lengths, inner, cols) is grouped
-        assert grouped_on_gpu(a, 4, lengths, inner, cols) is False  # block-diagonal weights keep the loop
-    assert grouped_on_gpu(torch.zeros(3, 2), 3, [1, 2], 2, 2) is False  # the CPU target
+        assert grouped_on_gpu(a, lengths, inner, cols) is grouped
+        assert grouped_on_gpu(a, lengths, inner, cols, block_diagonal=True) is False  # they keep the loop
+    assert grouped_on_gpu(torch.zeros(3, 2), [1, 2], 2, 2) is False  # the CPU target
