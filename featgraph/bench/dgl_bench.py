@@ -92,30 +92,61 @@ class Row:
 
 
 @contextlib.contextmanager
-def _entry_points_recorded() -> Iterator[None]:
+def _entry_points_recorded() -> Iterator[set[int]]:
     """Every DGL kernel entry point ``featgraph.dgl`` knows (DGL's own or featgraph's, wherever bound) wrapped
     in a profiler range named ``ENTRY_POINT`` + its name, so a call's time counts whatever serves it (DGL's
-    CPU ``gather_mm``, for one, is torch code, not one of its kernel functions)."""
+    CPU ``gather_mm``, for one, is torch code, not one of its kernel functions). Yields the set that collects
+    the sequence numbers of the autograd nodes the calls make (``created_nodes``), whose backward is theirs."""
     bound = routing.bound_entry_points() if import_dgl() is not None else []
+    nodes: set[int] = set()
     patches = [
-        (module, attribute, function, _recorded(ENTRY_POINT + entry.name, function))
+        (module, attribute, function, _recorded(ENTRY_POINT + entry.name, function, nodes))
         for entry, module, attribute, function in bound
     ]
     for module, attribute, _, wrapped in patches:
         setattr(module, attribute, wrapped)
     try:
-        yield
+        yield nodes
     finally:
         for module, attribute, function, _ in reversed(patches):
             setattr(module, attribute, function)
 
 
-def _recorded(name: str, function: Any) -> Any:
+def _recorded(name: str, function: Any, nodes: set[int]) -> Any:
     def recorded(*args: Any, **kwargs: Any) -> Any:
         with torch.profiler.record_function(name):
-            return function(*args, **kwargs)
+            out = function(*args, **kwargs)
+        nodes.update(created_nodes(out, (*args, *kwargs.values())))
+        return out
 
     return recorded
+
+
+def _tensors(values: Any) -> list[torch.Tensor]:
+    """The tensors among ``values`` (a tensor, or a tuple or list of values, one level deep)."""
+    items = values if isinstance(values, (tuple, list)) else (values,)
+    return [item for item in items if isinstance(item, torch.Tensor)]
+
+
+def created_nodes(outputs: Any, inputs: Any) -> set[int]:
+    """Sequence numbers of the autograd nodes a call made: reachable from its outputs' nodes without passing
+    through the nodes its inputs came with (a thread numbers its nodes in the order it makes them, so the call's
+    are the ones numbered after every input's; leaves' accumulators are not the call's). The profiler names a
+    node's backward with the same number; the number an operation records in the forward is only the next
+    node's, which may be made after the call (a layer's ``mul`` right after ``gspmm``), so it cannot tell."""
+    made_before = max((t.grad_fn._sequence_nr() for t in _tensors(inputs) if t.grad_fn is not None), default=-1)
+    stack = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    made: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if node is None or type(node).__name__ == "AccumulateGrad":
+            continue
+        number = node._sequence_nr()
+        if number <= made_before or number in made:
+            continue
+        made.add(number)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return made
 
 
 def _entry_point_of(event: Any) -> Any:
@@ -128,30 +159,25 @@ def _entry_point_of(event: Any) -> Any:
     return outermost
 
 
-def kernel_time_us(events: Any) -> float:
-    """CPU time inside DGL's kernel entry points (outermost ranges) and in the backward of every operation run
-    inside them (autograd's ``evaluate_function`` events, matched to the forward by sequence number)."""
-    total, recorded = 0.0, set()
-    for event in events:
-        outermost = _entry_point_of(event)
-        if outermost is event:
-            total += event.cpu_time_total
-        if outermost is not None and event.sequence_nr >= 0:
-            recorded.add(event.sequence_nr)
-    for event in events:
-        if event.name.startswith(BACKWARD) and event.sequence_nr in recorded and _entry_point_of(event) is None:
-            total += event.cpu_time_total
-    return total
+def kernel_time_us(events: Any, nodes: set[int]) -> float:
+    """CPU time inside DGL's kernel entry points (outermost ranges) and in the backward of the autograd
+    ``nodes`` they made (autograd's ``evaluate_function`` events carry the node's sequence number)."""
+
+    def gradient_of_a_call(event: Any) -> bool:
+        return event.name.startswith(BACKWARD) and event.sequence_nr in nodes and _entry_point_of(event) is None
+
+    return sum(event.cpu_time_total for event in events if _entry_point_of(event) is event or gradient_of_a_call(event))
 
 
 def profile_kernels(row: Row, step: Any) -> None:
     """Run ``step`` once under torch's profiler: its time and the time inside the kernels of ``row.side``
     (``kernel_time_us``: DGL's entry points however served, and their gradients) into ``row``."""
-    with _entry_points_recorded(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    with _entry_points_recorded() as nodes, torch.profiler.profile(activities=cpu) as profiler:
         start = time.perf_counter()
         step()
         row.profiled_ms = (time.perf_counter() - start) * 1e3
-    kernel_us = kernel_time_us(profiler.events())
+    kernel_us = kernel_time_us(profiler.events(), nodes)
     row.kernel_ms = kernel_us / 1e3
 
 

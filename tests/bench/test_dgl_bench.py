@@ -85,11 +85,14 @@ def test_kernel_time_is_the_outermost_entry_points_and_the_gradients_of_what_the
     import torch
 
     x = torch.randn(10, 4, requires_grad=True)
+    before = (x * 2).sum()  # made before the call: not the call's
     with torch.profiler.profile() as profiler:
         outer, inner = (torch.profiler.record_function(dgl_bench.ENTRY_POINT + "gspmm") for _ in range(2))
         with outer, inner:  # nested entry points: counted once
             y = x[2:5].mm(torch.ones(4, 3))
-        ((x * 3).sum() + y.sum()).backward()
+        nodes = dgl_bench.created_nodes(y, (x,))
+        # ops inside the call record the number of the next node, here the mul's made after it
+        ((x * 3).sum() + y.sum() + before).backward()
     events = profiler.events()
 
     def time_of(prefix: str) -> float:
@@ -98,7 +101,20 @@ def test_kernel_time_is_the_outermost_entry_points_and_the_gradients_of_what_the
     inside = time_of(dgl_bench.ENTRY_POINT)
     gradients = time_of(dgl_bench.BACKWARD + "MmBackward0") + time_of(dgl_bench.BACKWARD + "SliceBackward0")
     assert gradients > 0 and time_of(dgl_bench.BACKWARD + "MulBackward0") > 0
-    assert dgl_bench.kernel_time_us(events) == pytest.approx(inside + gradients)
+    assert len(nodes) == 2  # the slice's and the product's
+    assert dgl_bench.kernel_time_us(events, nodes) == pytest.approx(inside + gradients)
+
+
+def test_created_nodes_stop_at_the_inputs_nodes():
+    import torch
+
+    x = torch.randn(5, 3, requires_grad=True)
+    h = x.relu()  # the input's own node, made before the call
+    out = (h * 2).sum(0)
+    made = dgl_bench.created_nodes(out, (h, "not a tensor"))
+    assert made == {out.grad_fn._sequence_nr(), out.grad_fn.next_functions[0][0]._sequence_nr()}
+    assert h.grad_fn._sequence_nr() not in made
+    assert dgl_bench.created_nodes(x.detach() * 2, (x,)) == set()  # nothing differentiable made
 
 
 @needs_dgl
