@@ -12,7 +12,7 @@ needs_dgl = pytest.mark.skipif(import_dgl() is None, reason="DGL is not installe
 @needs_dgl
 def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_start(tmp_path, capsys):
     out = tmp_path / "dgl.json"
-    workloads = ("gat", "rgcn", "minibatch")  # gcn and sage take gat's full-graph path
+    workloads = ("gat", "minibatch")  # gcn and sage take gat's full-graph path; rgcn in this process below
     main(["bench", "dgl", "--workloads", *workloads, "--graphs", "rand100k-2.9M", "--scale", "0.002", "--repeat", "1",
           "--batches", "2", "--threads", "1", "--json", str(out)])  # fmt: skip
     written = json.loads(out.read_text())
@@ -40,8 +40,18 @@ def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_s
     by_workload = {r["workload"]: r for r in rows[1::2]}
     assert by_workload["minibatch"]["seeds_s"] > 0 and by_workload["gat"]["seeds_s"] is None
     assert by_workload["gat"]["first_ms"] > 0
-    assert by_workload["rgcn"]["graph"] == "am-like-0.002"
     assert by_workload["minibatch"]["graph"] == "products-like-0.002"
+
+
+@needs_dgl
+def test_the_rgcn_workload_trains_alike_on_both_sides():
+    """``RelGraphConv`` on the AM shape, each side's row made in this process (the command runs each in its own):
+    the same losses from the same start, every kernel call featgraph's under ``use()``."""
+    dgl_row, ours = (dgl_bench.run_one("rgcn", "", 0.002, side, 1, 2, 1, "") for side in dgl_bench.SIDES)
+    assert dgl_row.graph == ours.graph == "am-like-0.002" and dgl_row.note == ours.note == ""
+    assert ours.losses == pytest.approx(dgl_row.losses, rel=1e-5) and len(ours.losses) == 2
+    assert dgl_row.served is None and ours.served > 0 and ours.fallbacks == {}
+    assert 0 < ours.kernel_ms < ours.profiled_ms
 
 
 def test_a_row_featgraph_served_nothing_in_is_flagged_and_its_fallbacks_listed():

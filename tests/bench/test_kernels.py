@@ -55,7 +55,7 @@ def test_max_baseline_argmax_matches_featgraph():
 def test_run_writes_rows_and_ratios(tmp_path, capsys):
     path = tmp_path / "rows.json"
     args = kernels.argparse.Namespace(
-        graphs=["uniform", "rand100k"], dims=[4], ops=list(kernels.OPS), threads=1, repeat=1, scale=0.002,
+        graphs=["uniform"], dims=[4], ops=list(kernels.OPS), threads=1, repeat=1, scale=0.002,
         ablation=True, ablation_dims=[3, 8], json=str(path),
     )  # fmt: skip
     rows = kernels.run(args)

@@ -231,3 +231,49 @@ def test_missing_compiler_says_what_to_install(cache, tmp_path, monkeypatch, fre
 
 def test_toolchain_finds_a_compiler():
     assert toolchain.cxx_compiler() is not None
+
+
+def test_the_standard_headers_are_precompiled_once_and_put_before_every_source(cache, monkeypatch):
+    """The first build precompiles ``cpp/standard.h`` into the cache (with its stamp); every compile then puts
+    it first (``-include``), and a kernel built so computes what one built without it does."""
+    commands = []
+    run = compiler._run_compiler
+
+    def recorded(arguments, cwd):
+        commands.append(arguments)
+        return run(arguments, cwd)
+
+    monkeypatch.setattr(compiler, "_run_compiler", recorded)
+    compiler._checked_headers.clear()
+    kernel, x, expected = copy_sum_case(seed=4)
+    torch.testing.assert_close(kernel(XV=x), expected)
+    header = compiler.precompiled_header()
+    assert header is not None and header.parent.parent == cache
+    assert compiler._defect(header.with_name(header.name + ".gch")) is None
+    assert [c[:2] for c in commands].count(["-x", "c++-header"]) == 1  # once, for every kernel after it
+    built = [c for c in commands if "kernel.cpp" in c]
+    assert built and all(c[:2] == ["-include", str(header)] for c in built)
+    assert call(compiler.load(SOURCE.format(k=12)), 3) == 36
+    assert [c[:2] for c in commands].count(["-x", "c++-header"]) == 1
+
+
+def test_precompiled_headers_the_compiler_cannot_use_are_left_out_with_a_warning_and_built_again(cache):
+    """A damaged precompiled header makes the compiler fail: the source compiles again without it (a warning
+    says so), this process stops using it, and the next one (here: a fresh check) rebuilds it."""
+    compiler._checked_headers.clear()
+    header = compiler.precompiled_header()
+    compiled = header.with_name(header.name + ".gch")
+    replace_bytes(compiled, compiled.read_bytes()[:1000])
+    with pytest.warns(UserWarning, match="without its precompiled headers"):
+        assert call(compiler.load(SOURCE.format(k=13)), 2) == 26
+    assert compiler.precompiled_header() is None  # not again in this process
+    compiler._checked_headers.clear()
+    assert compiler.precompiled_header() == header and compiler._defect(compiled) is None
+    assert call(compiler.load(SOURCE.format(k=14)), 2) == 28
+
+
+def test_a_compiler_that_cannot_precompile_still_builds_every_source(cache, monkeypatch):
+    compiler._checked_headers.clear()
+    monkeypatch.setattr(compiler, "STANDARD_HEADERS", cache / "missing" / "standard.h")
+    assert compiler.precompiled_header() is None
+    assert call(compiler.load(SOURCE.format(k=15)), 2) == 30

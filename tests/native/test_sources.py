@@ -12,7 +12,7 @@ from featgraph.backends.cpu import sparse_rows
 from featgraph.backends.cpu.codegen import PRELUDE
 from featgraph.backends.cpu.dropout import CTYPES, FORMS, dropout_source
 from featgraph.bench.roofline import gather_source
-from featgraph.native.compiler import FLAGS
+from featgraph.native.compiler import FLAGS, STANDARD_HEADERS
 from featgraph.native.sources import cpp_files, cpp_source
 from featgraph.native.toolchain import cxx_compiler
 
@@ -22,6 +22,7 @@ HALF_AND_FLOAT = ("float32", "float16", "bfloat16")
 # each hand-written file -> the sources featgraph builds from it
 BUILDS: dict[str, Callable[[], list[str]]] = {
     "prelude.h": lambda: [f"typedef {ctype} T;\n{PRELUDE}" for ctype in ("float", "double")],
+    "standard.h": lambda: [STANDARD_HEADERS.read_text()],
     "sampler.cpp": lambda: [cpp_source("sampler.cpp")],
     "with_loops.cpp": lambda: [cpp_source("with_loops.cpp")],
     "compress.cpp": lambda: [cpp_source("compress.cpp")],
