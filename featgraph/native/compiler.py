@@ -221,6 +221,7 @@ def _precompile(directory: Path) -> None:
             raise CompileError(f"precompiling {name} failed:\n{result.stderr[-2000:]}")
         (tmp / f"{name}.stamp").write_bytes(_fingerprint((tmp / f"{name}.gch").read_bytes()))
         with writing(parent):
+            tmp.chmod(0o755)  # as readable as the libraries beside it (mkdtemp made it the owner's alone)
             shutil.rmtree(directory, ignore_errors=True)
             os.rename(tmp, directory)
     finally:
