@@ -499,7 +499,7 @@ def test_every_shortcut_is_fuzzed():
     assert {case.name for case in OP_CASES if case.name in ops.SHORTCUTS} == set(ops.SHORTCUTS)
 
 
-@fuzz(30)
+@fuzz(40)
 @given(data=st.data())
 def test_ops_match_dense_reference(data):
     check(data, draw_op(data, FULL))

@@ -15,7 +15,7 @@ send the gradient of a tie to the first winner, as featgraph documents. Every ex
 target="cpu"; small graphs also on target="gpu" (Triton's interpreter without a GPU).
 
 Examples are derandomized (the same every run). ``FEATGRAPH_FUZZ_EXAMPLES`` sets how many run per target
-(default 50 on the CPU target and 30 on the GPU target: about 60 s on a 2-core machine with an empty
+(default 80 on the CPU target and 30 on the GPU target: about 45 s on a 2-core machine with an empty
 kernel cache); e.g. ``FEATGRAPH_FUZZ_EXAMPLES=500 pytest tests/templates/test_fuzz.py`` searches longer.
 """
 
@@ -37,7 +37,7 @@ from tests.conftest import random_edges
 from tests.templates.reference import reduce_messages
 
 EXAMPLES = int(os.environ.get("FEATGRAPH_FUZZ_EXAMPLES", "0"))
-CPU_EXAMPLES, GPU_EXAMPLES = (EXAMPLES, EXAMPLES) if EXAMPLES else (50, 30)
+CPU_EXAMPLES, GPU_EXAMPLES = (EXAMPLES, EXAMPLES) if EXAMPLES else (80, 30)
 TEMPLATES = ("spmm-sum", "spmm-mean", "spmm-max", "spmm-min", "spmm-logsumexp", "sddmm", "edge_sum")
 MAX_OPERATORS = 10  # operator nodes in one tree
 MAX_NESTING = 2  # reductions nested in one another
