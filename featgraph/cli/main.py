@@ -41,6 +41,7 @@ def _add(subparsers: argparse._SubParsersAction, name: str, summary: str, add_ar
 def main(argv: list[str] | None = None) -> None:
     from ..bench import (
         accuracy,
+        compile_time,
         dense_floor,
         dgl_bench,
         feasibility,
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     for name, module, summary in (
         ("kernels", kernels, "SpMM/SDDMM kernel table (GCN, max, MLP, attention)"),
+        ("compile", compile_time, "seconds to compile a new CPU kernel: headers parsed against precompiled"),
         ("train", training_bench, "seconds per epoch and peak memory: featgraph, PyG, DGL"),
         ("profile", profile_bench, "a training epoch's time per operator, eager against compiled, CPU or GPU"),
         ("minibatch", minibatch_bench, "mini-batch sampling and training seeds/s on products-like: vs PyG, DGL"),
