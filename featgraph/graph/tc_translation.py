@@ -86,9 +86,9 @@ def translate(
 ) -> TCTranslation:
     """Build the translation with vectorised sorting (no per-window Python loop): windows of ``window_rows``
     destinations, columns condensed from the ``num_src`` sources."""
-    if block_width not in BLOCK_WIDTHS:
+    if type(block_width) is not int or block_width not in BLOCK_WIDTHS:
         raise ValueError(f"block_width must be 8 or 16, got {block_width!r}")
-    if window_rows not in WINDOW_ROWS:
+    if type(window_rows) is not int or window_rows not in WINDOW_ROWS:
         raise ValueError(f"window_rows must be 16 (TC-GNN's tiles) or 8 (8 x 1 vectors), got {window_rows!r}")
     device = src.device
     num_windows = (num_dst + window_rows - 1) // window_rows

@@ -54,9 +54,7 @@ def _segment(a: torch.Tensor, rows: torch.Tensor | None, start: int, stop: int) 
     return a[start:stop] if rows is None else a.index_select(0, rows[start:stop])
 
 
-def grouped_on_gpu(
-    a: torch.Tensor, lengths: list[int], inner: int, cols: int, block_diagonal: bool = False
-) -> bool:
+def grouped_on_gpu(a: torch.Tensor, lengths: list[int], inner: int, cols: int, block_diagonal: bool = False) -> bool:
     """Whether the segment products run as one grouped launch (``backends.gpu.grouped_mm``): on the GPU
     target, for a weight per segment that is not block-diagonal (a 4-D ``b`` keeps its ``torch.bmm``), with
     several segments, and either many of them (``GROUPED_SEGMENTS``: a launch

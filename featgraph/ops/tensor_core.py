@@ -125,7 +125,7 @@ def tc_sddmm(g: Graph, x_src: torch.Tensor, x_dst: torch.Tensor, tile_rows: int 
 
 
 def _check(g: Graph, tile_rows: object, **features: torch.Tensor) -> None:
-    if isinstance(tile_rows, bool) or tile_rows not in WINDOW_ROWS:
+    if type(tile_rows) is not int or tile_rows not in WINDOW_ROWS:
         raise ValueError(
             f"tile_rows must be 16 (TC-GNN's 16 x 16 tiles) or 8 (FlashSparse's 8 x 1 vectors), got {tile_rows!r}"
         )

@@ -59,8 +59,9 @@ def test_windows_hold_sorted_distinct_columns_in_as_few_blocks_as_possible(block
 
 @pytest.mark.parametrize(
     ("arguments", "message"),
-    [({"block_width": 12}, "block_width must be 8 or 16"), ({"window_rows": 4}, "window_rows must be 16"),
-     ({"window_rows": 32}, "window_rows must be 16")],
+    [({"block_width": 12}, "block_width must be 8 or 16"), ({"block_width": 8.0}, "block_width must be 8 or 16"),
+     ({"window_rows": 4}, "window_rows must be 16"), ({"window_rows": 32}, "window_rows must be 16"),
+     ({"window_rows": 16.0}, "window_rows must be 16"), ({"window_rows": True}, "window_rows must be 16")],
 )  # fmt: skip
 def test_the_tile_shape_is_checked(arguments, message):
     with pytest.raises(ValueError, match=message):

@@ -98,7 +98,7 @@ def test_tc_spmm_rejects_bad_input(gpu):
         ops.tc_spmm(g, torch.ones(10, 4, dtype=torch.int64, device=gpu))
     with pytest.raises(ValueError, match="edge_weight: expected 30 rows"):
         ops.tc_spmm(g, x, torch.rand(29, device=gpu))
-    for tile_rows in (4, 32, True, "8", None):
+    for tile_rows in (4, 32, True, "8", None, 16.0):
         with pytest.raises(ValueError, match=r"tile_rows must be 16 \(TC-GNN's 16 x 16 tiles\) or 8"):
             ops.tc_spmm(g, x, tile_rows=tile_rows)
         with pytest.raises(ValueError, match="tile_rows must be 16"):
