@@ -1,9 +1,11 @@
-"""``featgraph bench output-pool``: the CPU output pool (``featgraph/backends/cpu/buffers.py``) off and on,
-alternated in one process.
+"""``featgraph bench output-pool``: where large CPU kernel outputs come from (``featgraph/backends/cpu/buffers.py``),
+three ways, alternated in one process.
 
-Rows: filling a fresh n x d float32 tensor against a pooled one (the page-fault cost alone), the GCN
-aggregation (SpMM) and GCN forward + backward, each with the pool off (every output fresh from malloc) and
-on. Best of ``--repeat`` runs, the two settings interleaved so a noisy neighbour hits both alike."""
+Rows: filling a fresh n x d float32 tensor (the page-fault cost alone), the GCN aggregation (SpMM) and GCN
+forward + backward, each with every output fresh in 4 KiB pages (torch's allocator), fresh in 2 MiB huge
+pages and released when it dies (``huge_page_memory``; "-" where the system has no transparent huge pages),
+and recycled by the pool from outputs that died (huge-page backed where available). Best of ``--repeat``
+runs, the settings interleaved so a noisy neighbour hits them alike."""
 
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from ..timing import interleaved_best_ms
 from .kernels import GRAPHS, bench_gcn_train, op_kernel
 from .report import Table, add_common_arguments, each_graph, machine, write_json
 
-POOL_ON = 1 << 40  # no practical bound on kept memory while measuring
+KEEP_ALL = 1 << 40  # no practical bound on kept memory while measuring
 TABLE = Table({
-    "graph": "graph", "d": "d", "work": "work", "pool off ms": "pool_off_ms:.2f", "pool on ms": "pool_on_ms:.2f",
-    "off / on": lambda r: f"{r.off_over_on:.2f}x",
+    "graph": "graph", "d": "d", "work": "work", "fresh 4 KiB pages ms": "fresh_4k_ms:.2f",
+    "fresh huge pages ms": "fresh_huge_ms:.2f", "recycled ms": "recycled_ms:.2f",
+    "4 KiB / recycled": "fresh_4k_over_recycled:.2f", "huge / recycled": "fresh_huge_over_recycled:.2f",
 })  # fmt: skip
 
 
@@ -30,29 +33,36 @@ class Row:
     graph: str
     d: int
     work: str
-    pool_off_ms: float
-    pool_on_ms: float
-    off_over_on: float
+    fresh_4k_ms: float
+    fresh_huge_ms: float | None
+    recycled_ms: float
+    fresh_4k_over_recycled: float
+    fresh_huge_over_recycled: float | None
 
 
-def off_and_on_ms(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Best ms of ``fn`` with the pool off and on, the settings alternating run by run; the pool's bound as it
-    was afterwards, its kept buffers released."""
-    bound_before = buffers.POOL.max_free_bytes
+def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
+    """Best ms of ``fn`` with outputs fresh in 4 KiB pages, fresh in huge pages (where the system has them) and
+    recycled, alternating run by run; the pool's own settings as they were afterwards, its kept buffers
+    released."""
+    pool = buffers.POOL
+    before = pool.max_free_bytes, pool.huge_pages
+    huge = buffers.huge_pages_available()
+    settings = {"fresh_4k": (0, False), "recycled": (KEEP_ALL, huge)}  # name: (free bytes kept, huge pages)
+    if huge:
+        settings["fresh_huge"] = (0, True)
 
-    def under(bound: int) -> Callable[[], object]:
+    def under(kept: int, huge: bool) -> Callable[[], object]:
         def run() -> object:
-            buffers.POOL.max_free_bytes = bound
+            pool.max_free_bytes, pool.huge_pages = kept, huge
             return fn()
 
         return run
 
     try:
-        times = interleaved_best_ms({"off": under(0), "on": under(POOL_ON)}, repeat, warmup=0)
+        return interleaved_best_ms({n: under(*s) for n, s in settings.items()}, repeat, warmup=0)
     finally:
-        buffers.POOL.max_free_bytes = bound_before
+        pool.max_free_bytes, pool.huge_pages = before
         buffers.release()
-    return times["off"], times["on"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,8 +86,13 @@ def run(args: argparse.Namespace) -> list[Row]:
             }
             for label, fn in work.items():
                 fn()  # compile and warm up outside the timing
-                off, on = off_and_on_ms(fn, args.repeat)
-                rows.append(Row(name, d, label, off, on, off / on))
+                ms = settings_ms(fn, args.repeat)
+                huge = ms.get("fresh_huge")
+                recycled = ms["recycled"]
+                rows.append(Row(
+                    name, d, label, ms["fresh_4k"], huge, recycled, ms["fresh_4k"] / recycled,
+                    None if huge is None else huge / recycled,
+                ))  # fmt: skip
                 print(TABLE.rows(rows[-1:]), flush=True)
     write_json(args.json, [asdict(r) for r in rows], threads=args.threads)
     return rows

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         ("memmap", memmap, "mini-batch training on memory-mapped features: resident memory against in-memory"),
         ("rgcn-train", rgcn_training, "RGCN training epochs on RGCN-dataset-shaped graphs: featgraph, PyG, DGL"),
         ("dgl", dgl_bench, "DGL's example workloads under DGL's API: DGL's kernels against featgraph.dgl.use()"),
-        ("output-pool", output_pool, "the CPU output pool off against on: fills, SpMM, GCN forward + backward"),
+        ("output-pool", output_pool, "CPU outputs fresh in 4 KiB or huge pages or recycled: fill, SpMM, GCN"),
         ("overhead", overhead, "one op or layer call on 1k-100k edges: featgraph's kernels, fixed cost, PyG"),
         ("pyg-inputs", pyg_inputs, "CPU time to build featgraph's Graph and formats from PyG's edge inputs"),
         ("pyg-tests", pyg_tests, "PyG's own layer test files (--tests DIR) with PyG's layers and with featgraph's"),

@@ -6,9 +6,9 @@ from featgraph.backends.cpu import buffers
 from featgraph.cli import main
 
 
-def test_bench_output_pool_times_each_work_with_the_pool_off_and_on_and_restores_its_bound(tmp_path):
+def test_bench_output_pool_times_each_work_three_ways_and_restores_the_pools_settings(tmp_path):
     out = tmp_path / "output_pool.json"
-    bound = buffers.POOL.max_free_bytes
+    settings = buffers.POOL.max_free_bytes, buffers.POOL.huge_pages
     main([
         "bench", "output-pool", "--graphs", "uniform", "--scale", "0.002", "--dims", "8", "--threads", "1",
         "--repeat", "1", "--json", str(out),
@@ -17,6 +17,10 @@ def test_bench_output_pool_times_each_work_with_the_pool_off_and_on_and_restores
     assert [r["work"] for r in rows] == ["fill an n x d output", "GCN aggregation (SpMM)", "GCN forward + backward"]
     for r in rows:
         assert (r["graph"], r["d"]) == ("uniform", 8)
-        assert r["pool_off_ms"] > 0 and r["pool_on_ms"] > 0
-        assert r["off_over_on"] == pytest.approx(r["pool_off_ms"] / r["pool_on_ms"])
-    assert buffers.POOL.max_free_bytes == bound
+        assert r["fresh_4k_ms"] > 0 and r["recycled_ms"] > 0
+        assert r["fresh_4k_over_recycled"] == pytest.approx(r["fresh_4k_ms"] / r["recycled_ms"])
+        if buffers.huge_pages_available():
+            assert r["fresh_huge_over_recycled"] == pytest.approx(r["fresh_huge_ms"] / r["recycled_ms"])
+        else:
+            assert r["fresh_huge_ms"] is None and r["fresh_huge_over_recycled"] is None
+    assert (buffers.POOL.max_free_bytes, buffers.POOL.huge_pages) == settings

@@ -185,19 +185,25 @@ def test_property_gathered_rows_are_index_select_s_and_large_ones_reuse_freed_me
     already mapped), so a loader's batches do not page-fault their features in afresh each step."""
     from featgraph.backends.cpu import buffers
 
+    pool = buffers.POOL
+    kept = pool.max_free_bytes
+    pool.max_free_bytes = 64 * 1024**2  # a pool that keeps memory (by default none is kept where huge pages serve)
     buffers.release()  # no free buffer from an earlier example competes for the request
-    gen = torch.Generator().manual_seed(seed)
-    values = (torch.randn(257, width, generator=gen) * 10).to(dtype)
-    before = values.clone()
-    index = torch.randint(0, 257, (rows,), generator=gen)
-    out = gathered(values, index)
-    assert out.dtype == dtype and torch.equal(out, values.index_select(0, index)) and torch.equal(values, before)
-    pooled = rows * width * dtype.itemsize >= buffers.MIN_POOLED_BYTES and dtype in buffers.NUMPY_DTYPES
-    pooled = pooled and buffers.POOL.max_free_bytes > 0
-    address = out.data_ptr()
-    del out
-    again = gathered(values, index)
-    assert torch.equal(again, values.index_select(0, index))
-    held = [(b.memory.ctypes.data, b.memory.ctypes.data + b.memory.nbytes) for b in buffers.POOL._buffers]
-    assert any(start <= again.data_ptr() < end for start, end in held) == pooled
-    assert again.data_ptr() == address or not pooled
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        values = (torch.randn(257, width, generator=gen) * 10).to(dtype)
+        before = values.clone()
+        index = torch.randint(0, 257, (rows,), generator=gen)
+        out = gathered(values, index)
+        assert out.dtype == dtype and torch.equal(out, values.index_select(0, index)) and torch.equal(values, before)
+        pooled = rows * width * dtype.itemsize >= buffers.MIN_POOLED_BYTES
+        address = out.data_ptr()
+        del out
+        again = gathered(values, index)
+        assert torch.equal(again, values.index_select(0, index))
+        held = [(b.memory.ctypes.data, b.memory.ctypes.data + b.memory.nbytes) for b in pool._buffers]
+        assert any(start <= again.data_ptr() < end for start, end in held) == pooled
+        assert again.data_ptr() == address or not pooled
+    finally:
+        pool.max_free_bytes = kept
+        buffers.release()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import gc
+import mmap
+from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import featgraph as fg
 from featgraph.backends.cpu import buffers
@@ -94,28 +98,80 @@ def test_free_memory_stays_within_the_bound(pool: BufferPool) -> None:
     assert pool.free_bytes == 0
 
 
-def test_small_and_non_numpy_requests_come_from_torch(pool: BufferPool) -> None:
+def test_small_requests_come_from_torch_and_every_dtype_is_pooled() -> None:
+    pool = BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB)
     small = pool.empty((4, 4), torch.float32)
-    bf16 = pool.empty((1024, 1024), torch.bfloat16)
-    assert small.shape == (4, 4) and bf16.dtype == torch.bfloat16 and bf16.shape == (1024, 1024)
-    assert pool.free_bytes == 0 and not pool._buffers
+    assert small.shape == (4, 4) and pool.free_bytes == 0 and not pool._buffers
+    for dtype in (torch.bfloat16, torch.float16, torch.int32, torch.bool, torch.complex64):
+        t = pool.empty((1024, 1025), dtype)  # at least the pool's 1 MiB in every dtype
+        assert t.dtype == dtype and t.shape == (1024, 1025) and t.is_contiguous()
+        t.fill_(1)  # every element writable
+        assert bool((t == 1).all())
+        address = t.data_ptr()
+        del t
+        again = pool.empty((1024, 1025), dtype)
+        assert again.data_ptr() == address
+        del again
 
 
-def test_a_zero_bound_turns_the_pool_off() -> None:
-    off = BufferPool(max_free_bytes=0, min_bytes=MIB)
-    off.empty((512, 1024), torch.float32)
-    assert not off._buffers
+@pytest.mark.parametrize("huge_pages", [False, True])
+def test_a_zero_bound_keeps_nothing(huge_pages: bool) -> None:
+    """Nothing is kept: each large request gets fresh memory (2 MiB-aligned huge pages where asked for and the
+    request is large enough for one), released when its tensor dies."""
+    off = BufferPool(max_free_bytes=0, min_bytes=MIB, huge_pages=huge_pages)
+    for shape in ((512, 1024), (1024, 1024), (3, 1025, 1023)):
+        a, b = off.empty(shape, torch.float32), off.empty(shape, torch.float32)
+        assert not _overlaps(a, b) and a.shape == shape and not off._buffers
+        a.fill_(2.0)
+        b.fill_(3.0)
+        assert bool((a == 2.0).all()) and bool((b == 3.0).all())
+        if huge_pages and a.numel() * 4 >= buffers.HUGE_PAGE:
+            assert a.data_ptr() % buffers.HUGE_PAGE == 0 and b.data_ptr() % buffers.HUGE_PAGE == 0
+
+
+def _mapped(address: int) -> bool:
+    """Whether ``address`` lies in one of this process's mappings (``/proc/self/maps``)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        low, high = (int(bound, 16) for bound in line.split()[0].split("-"))
+        if low <= address < high:
+            return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
+def test_huge_page_memory_is_aligned_writable_and_unmapped_with_its_last_view() -> None:
+    memory = buffers.huge_page_memory(3 * buffers.HUGE_PAGE + 5)
+    address = memory.ctypes.data
+    assert memory.nbytes == 3 * buffers.HUGE_PAGE + 5 and address % buffers.HUGE_PAGE == 0
+    memory[:] = 7
+    view = torch.from_numpy(memory[10:20])
+    del memory
+    gc.collect()
+    assert _mapped(address) and bool((view == 7).all())
+    del view
+    gc.collect()
+    assert not _mapped(address)
+
+
+def test_huge_pages_are_read_from_the_system_setting(tmp_path) -> None:
+    setting = tmp_path / "enabled"
+    for mode, available in (("always [madvise] never", True), ("[always] madvise never", True),
+                            ("always madvise [never]", False)):  # fmt: skip
+        setting.write_text(mode + "\n")
+        assert buffers.huge_pages_available(setting) == (available and hasattr(mmap, "MADV_HUGEPAGE"))
+    assert not buffers.huge_pages_available(tmp_path / "missing")
 
 
 def test_the_bound_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEATGRAPH_POOL_MB", "3")
-    assert buffers._pool_bytes_from_env() == 3 * MIB
+    assert buffers._pool_bytes_from_env(128) == 3 * MIB
     monkeypatch.setenv("FEATGRAPH_POOL_MB", "")
-    assert buffers._pool_bytes_from_env() == buffers.DEFAULT_POOL_MB * MIB
+    assert buffers._pool_bytes_from_env(buffers.DEFAULT_POOL_MB) == buffers.DEFAULT_POOL_MB * MIB
+    assert buffers._pool_bytes_from_env(0) == 0
     for value in ("lots", "-1", "inf", "nan"):  # int(inf) and int(nan) would fail without naming the setting
         monkeypatch.setenv("FEATGRAPH_POOL_MB", value)
         with pytest.raises(ValueError, match=f"FEATGRAPH_POOL_MB must be a .*number of MiB.*, got '{value}'"):
-            buffers._pool_bytes_from_env()
+            buffers._pool_bytes_from_env(128)
 
 
 def test_kernel_outputs_from_the_pool_stay_apart_and_correct(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -187,3 +243,58 @@ def test_a_growing_request_replaces_the_free_buffers_just_too_small_for_it() -> 
     sizes = sorted(buffer.memory.nbytes for buffer in pool._buffers)
     assert len(sizes) == 2 and 4 * MIB <= sizes[0] < 5 * MIB and 18 * MIB <= sizes[1] < 19 * MIB
     assert pool.free_bytes == sum(sizes)
+
+
+@pytest.mark.parametrize("passed_over", [0, 1, 2, 3, 5])
+def test_a_free_buffer_goes_back_once_more_than_max_idle_requests_passed_it_over(passed_over: int) -> None:
+    """A free buffer serves a request of its size while at most ``max_idle_requests`` others have passed it
+    over; after more it has gone back to the system (a buffer waiting long for its next request only adds to
+    the peak)."""
+    pool = BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB, max_idle_requests=2)
+    waiting = pool.empty((2 * 256, 1024), torch.float32)  # 2 MiB
+    (buffer,) = pool._buffers
+    del waiting
+    others = [pool.empty((5 * 256 + n, 1024), torch.float32) for n in range(passed_over)]  # 5 MiB: no fit
+    again = pool.empty((2 * 256, 1024), torch.float32)
+    kept = any(b is buffer for b in pool._buffers)
+    assert kept == (passed_over <= 2) and len(pool._buffers) == len(others) + 1
+    assert not buffer.free if kept else again.numel() == 2 * 256 * 1024  # taken again, or a new one serves
+    unbounded = BufferPool(max_free_bytes=64 * MIB, min_bytes=MIB, max_idle_requests=None)
+    waiting = unbounded.empty((2 * 256, 1024), torch.float32)
+    (buffer,) = unbounded._buffers
+    del waiting
+    others += [unbounded.empty((5 * 256 + n, 1024), torch.float32) for n in range(passed_over)]
+    again = unbounded.empty((2 * 256, 1024), torch.float32)
+    assert any(b is buffer for b in unbounded._buffers) and not buffer.free
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.integers(0, 12), st.sampled_from([torch.float32, torch.bfloat16, torch.int64, torch.bool])),
+        min_size=1,
+        max_size=25,
+    ),
+    huge_pages=st.booleans(),
+    max_idle=st.one_of(st.none(), st.integers(0, 3)),
+    bound_mib=st.sampled_from([0, 3, 64]),
+)
+def test_property_live_tensors_keep_their_contents_whatever_the_pools_settings(steps, huge_pages, max_idle, bound_mib):
+    """A random run of requests (sizes from far below the pool's floor to past a huge page, several dtypes)
+    with tensors dying at random: every live tensor keeps exactly what was written to it (so no two share
+    memory), has the shape and dtype asked for, and the free memory kept stays within the bound."""
+    pool = BufferPool(max_free_bytes=bound_mib * MIB, min_bytes=MIB, huge_pages=huge_pages, max_idle_requests=max_idle)
+    live: list[tuple[torch.Tensor, int]] = []
+    for n, (size, dtype) in enumerate(steps):
+        rows = size * 96 + 1  # up to about 4.6 MiB of float32 at 1,000 columns
+        t = pool.empty((rows, 1000), dtype)
+        assert t.shape == (rows, 1000) and t.dtype == dtype and t.is_contiguous()
+        t.fill_(n % 2 if dtype == torch.bool else n)
+        live.append((t, n))
+        if n % 3 == 2:
+            del live[n % len(live)]  # a tensor dies: its buffer is free
+            t = None
+        for tensor, value in live:
+            expected = value % 2 if tensor.dtype == torch.bool else value
+            assert bool((tensor == expected).all())
+        assert pool.free_bytes <= pool.max_free_bytes + 5 * MIB + buffers.ALIGNMENT
