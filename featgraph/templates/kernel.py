@@ -150,14 +150,16 @@ def check_placeholder_rows(op: ComputeOp, graph: Graph) -> None:
                 )
 
 
-def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor]:
-    """(srcs, dsts, user edge ids) in the given edge order, as edge-parallel templates read them; cached on
-    the graph, so every kernel of the graph (forward and gradients) shares one copy."""
+def edge_list(graph: Graph, order: str, index: torch.dtype, target: str) -> list[torch.Tensor | None]:
+    """(srcs, dsts, user edge ids) in the given edge order, as edge-parallel templates of ``target`` read
+    them; cached on the graph, so every kernel of the graph (forward and gradients) shares one copy. In the
+    user's order the CPU's ids are None: its templates take the j-th edge as user edge j (``FG_EID``), which
+    saves an array of one index per edge."""
 
-    def build() -> list[torch.Tensor]:
+    def build() -> list[torch.Tensor | None]:
         src, dst = graph.coo()
         if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
-            ids = torch.arange(graph.num_edges, dtype=index, device=src.device)
+            ids = None if target == "cpu" else torch.arange(graph.num_edges, dtype=index, device=src.device)
             return [edge_sources(graph, index), graph.coo_row(1, index), ids]
         if order == "csr":  # the CSR's own sources and edge ids, beside each edge's row
             csr = graph.csr(index)
@@ -166,7 +168,8 @@ def edge_list(graph: Graph, order: str, index: torch.dtype) -> list[torch.Tensor
         ids = graph.edge_order(order)  # the Hilbert order is kept in the graph's index type: shared, not copied
         return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
 
-    return graph.cached(("edge_list", order, index), build)
+    key = ("edge_list", order, index, target == "cpu" and order == "user")  # the other orders' lists are shared
+    return graph.cached(key, build)
 
 
 def edge_sources(graph: Graph, index: torch.dtype) -> torch.Tensor:

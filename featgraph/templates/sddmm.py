@@ -78,7 +78,7 @@ class SDDMMKernel(Kernel):
     def __init__(self, graph: Graph, spec, target: str, *args: Any) -> None:
         super().__init__(graph, spec, target, *args)
         index = torch.int32 if spec.index_dtype == "int32" else torch.int64
-        self._edges = edge_list(graph, spec.params.edge_order, index)
+        self._edges = edge_list(graph, spec.params.edge_order, index, target)
         buckets = spec.params.write_buckets
         self._staging = write_staging(graph, spec.params.edge_order, index, buckets) if buckets else None
 

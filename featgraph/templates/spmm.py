@@ -38,7 +38,7 @@ class SpMMKernel(Kernel):
         if params.strategy == "gas":
             if spec.reducer not in ("sum", "mean"):
                 raise ValueError(f"strategy='gas' supports the sum and mean reducers; use 'gar' for {spec.reducer}")
-            self._edges = edge_list(graph, "user", index)
+            self._edges = edge_list(graph, "user", index, target)
             return
         parts = params.num_partitions  # the index arrays are shared by all kernels of the graph
         if parts == 1:

@@ -226,3 +226,28 @@ def test_an_op_is_analysed_once_however_many_graphs_bind_it():
         kernel = fg.spmm(g, op, "sum")
         derived = [part.spec.op for _, part in gradient_kernels(kernel, op.placeholders[0], "float64")]
         assert derived == [part for _, part in gradient_udfs(op, "spmm", "sum", "W", "float64")]
+
+
+@settings(max_examples=25, deadline=None)
+@given(num_nodes=st.integers(1, 40), num_edges=st.integers(0, 120), seed=st.integers(0, 2**16))
+def test_property_edge_lists_name_each_users_edge_once_and_cpu_user_order_keeps_no_ids(num_nodes, num_edges, seed):
+    """Every edge order's list against the COO: the j-th entry is user edge ids[j] with its own endpoints,
+    each edge once; in the user's order the CPU's list keeps no id array (its C++ templates take edge j as
+    user edge j), the GPU's an arange; and CPU kernels in the user's order read edge data at the right rows
+    (weights keyed by edge id, against a dense reference)."""
+    from featgraph.templates.kernel import edge_list
+
+    src, dst = random_edges(num_nodes, num_edges, seed=seed)
+    g = fg.Graph(src, dst, num_nodes)
+    for order, target in itertools.product(("user", "csr", "hilbert"), ("cpu", "gpu")):
+        srcs, dsts, ids = edge_list(g, order, torch.int32, target)
+        if order == "user" and target == "cpu":
+            assert ids is None
+            ids = torch.arange(num_edges)
+        assert sorted(ids.tolist()) == list(range(num_edges))
+        assert torch.equal(srcs.long(), src[ids.long()]) and torch.equal(dsts.long(), dst[ids.long()])
+    weight = torch.randn(num_edges, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    w = te.placeholder((num_edges, 1), "float64", "W")
+    kernel = fg.sddmm(g, lambda s, t, e: te.compute((1,), lambda i: w[e, 0] * (s + 2 * t)), edge_order="user")
+    expected = weight * (src + 2 * dst).unsqueeze(1).double()
+    torch.testing.assert_close(kernel(W=weight), expected)

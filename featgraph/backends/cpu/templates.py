@@ -7,9 +7,9 @@ and feature tiles (one pass per slice of the last output axis). SDDMM: edge-para
 
 Entry point of every kernel: ``extern "C" void run(void** ptr, const int64_t* arg)``.
 SpMM ptr: indptr, indices, edge_ids, rows (or null), degree, out, argidx (or null), placeholders...;
-arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids, out, placeholders...;
-arg: num_edges, num_threads. Winner scatter ptr: sources (per user edge id), winners, out, placeholders...;
-arg: num_rows, num_threads, out_size.
+arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids (null: the j-th edge is user edge j,
+as in the user's order), out, placeholders...; arg: num_edges, num_threads. Winner scatter ptr: sources (per
+user edge id), winners, out, placeholders...; arg: num_rows, num_threads, out_size.
 """
 
 from __future__ import annotations
@@ -109,6 +109,9 @@ def _header(spec: KernelSpec) -> list[str]:
         *stored_type(stored),
         "#include <omp.h>",
     ]
+
+
+EDGE_ID = "#define FG_EID(j) (eids ? (int64_t)eids[j] : (int64_t)(j))  // null eids: edges in the user's order"
 
 
 def _placeholder_decls(spec: KernelSpec, first: int) -> list[str]:
@@ -327,16 +330,17 @@ def _edge_prefetch(spec: KernelSpec, tile: Tile, out_rows: str) -> str:
     and of the output row it writes (indexed by ``out_rows``): out of CSR order they are random rows, which
     the hardware prefetchers cannot guess. Staged writes ("slots") fill each bucket's lines one after the
     other, so their prefetch would only cost instructions (``featgraph bench kernels --ops attention``)."""
-    ahead = f"[j + {PREFETCH_DISTANCE}]"
-    rows = {"src": "srcs", "dst": "dsts", "eid": "eids"}
+    ahead = f"j + {PREFETCH_DISTANCE}"
+    row_at = {"srcs": f"srcs[{ahead}]", "dsts": f"dsts[{ahead}]", "eids": f"FG_EID({ahead})"}
+    arrays = {"src": "srcs", "dst": "dsts", "eid": "eids"}
     reads = [
         line
-        for kind in rows
-        for line in _prefetch_rows(spec, indexed_by(spec.op, kind), rows[kind] + ahead, tile.lo, True)
+        for kind, array in arrays.items()
+        for line in _prefetch_rows(spec, indexed_by(spec.op, kind), row_at[array], tile.lo, True)
     ]
     if out_rows == "slots":
         return " ".join(reads)
-    write = f"__builtin_prefetch(out + (int64_t){out_rows}{ahead} * {_row_size(spec)} + {tile.lo}, 1);"
+    write = f"__builtin_prefetch(out + (int64_t){row_at[out_rows]} * {_row_size(spec)} + {tile.lo}, 1);"
     return " ".join([*reads, write])
 
 
@@ -400,7 +404,7 @@ def edge_parallel_source(
     ``finish`` runs after every tile pass."""
     op = spec.op
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
-    lines = _header(spec)
+    lines = [*_header(spec), EDGE_ID]
     for tile in tiles:
         lines += [
             f"static void edge_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
@@ -413,7 +417,7 @@ def edge_parallel_source(
             "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
             "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
             "  for (int64_t j = 0; j < num_edges; ++j) {",
-            "    const int64_t s = srcs[j], v = dsts[j], e = eids[j]; (void)s; (void)v; (void)e;",
+            "    const int64_t s = srcs[j], v = dsts[j], e = FG_EID(j); (void)s; (void)v; (void)e;",
             f"    if (j + {PREFETCH_DISTANCE} < num_edges) {{ {_edge_prefetch(spec, tile, out_rows)} }}",
             *message_block(op, spec.schedule, tile, sink),
             "  }",
@@ -438,6 +442,7 @@ def edge_sum_source(spec: KernelSpec) -> str:
     size = _row_size(spec)
     tile = Tile(0, op.axis[-1].extent)
     lines = _header(spec) + [
+        EDGE_ID,
         'extern "C" void run(void** ptr, const int64_t* arg) {',
         "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
         "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
@@ -452,7 +457,7 @@ def edge_sum_source(spec: KernelSpec) -> str:
         "    T* __restrict__ local = partial + (int64_t)omp_get_thread_num() * SIZE;",
         "    #pragma omp for schedule(static)",
         "    for (int64_t j = 0; j < num_edges; ++j) {",
-        "      const int64_t s = srcs[j], v = dsts[j], e = eids[j]; (void)s; (void)v; (void)e;",
+        "      const int64_t s = srcs[j], v = dsts[j], e = FG_EID(j); (void)s; (void)v; (void)e;",
         *message_block(op, spec.schedule, tile, lambda f, g, x: f"local[{g}] += {x};"),
         "    }",
         "  }",

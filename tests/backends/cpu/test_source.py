@@ -42,7 +42,7 @@ def test_gathered_arrays_that_stay_cached_are_not_prefetched():
         assert "__builtin_prefetch(P_XV + (int64_t)srcs[j + 8]" in kernel.source
         assert "__builtin_prefetch(P_XV + (int64_t)dsts[j + 8]" in kernel.source
         assert "__builtin_prefetch(P_S" not in kernel.source  # big / 8 floats: under the limit
-    assert "__builtin_prefetch(out + (int64_t)eids[j + 8]" in direct.source
+    assert "__builtin_prefetch(out + (int64_t)FG_EID(j + 8)" in direct.source
     assert "__builtin_prefetch(out" not in staged.source
     x, s = torch.randn(big, 8), torch.randn(big, 1)
     src, dst = g.coo()
