@@ -26,7 +26,7 @@ from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates.kernel import TORCH_DTYPES, Kernel
-from ..templates.params import EDGE_ORDERS
+from ..templates.params import EDGE_ORDERS, MAX_WRITE_BUCKETS
 from ..timing import best_ms, interleaved_best_ms
 from ..tuning import sddmm, spmm
 from .measure import peak_extra_mb
@@ -90,6 +90,7 @@ def _scatter_argmax(messages: torch.Tensor, dst: torch.Tensor, n: int) -> tuple[
 
 
 MLP_INPUT_WIDTH = 8  # d1 of the paper's MLP aggregation
+ATTENTION_HEADS = 4  # the ``heads`` op's, as in GAT's first layer
 
 
 def op_kernel(op: str, g: Graph, d: int, threads: int, dtype: str = "float32", **options: Any) -> Kernel:
@@ -118,6 +119,15 @@ def op_kernel(op: str, g: Graph, d: int, threads: int, dtype: str = "float32", *
             return te.compute((1,), lambda i: te.sum(XV[s, k] * XV[t, k], axis=k))
 
         return sddmm(g, edgefunc, num_threads=threads, **options)
+    if op == "heads":  # GAT's attention-gradient dot products: ATTENTION_HEADS heads of d / ATTENTION_HEADS
+        width = max(1, d // ATTENTION_HEADS)
+        XV = te.placeholder((n, ATTENTION_HEADS, width), dtype=dtype, name="XV")
+
+        def head_dots(s, t, e):
+            k = te.reduce_axis((0, width), name="k")
+            return te.compute((ATTENTION_HEADS,), lambda h: te.sum(XV[s, h, k] * XV[t, h, k], axis=k))
+
+        return sddmm(g, head_dots, num_threads=threads, **options)
     if op == "edge-add":  # GAT's attention logits, el[u] + er[v], with d heads
         XV = te.placeholder((n, d), dtype=dtype, name="XV")
         return sddmm(g, lambda s, t, e: te.compute((d,), lambda i: XV[s, i] + XV[t, i]), num_threads=threads, **options)
@@ -360,7 +370,8 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     """The paper's Figure 11 for GCN aggregation (graph partitioning alone, feature tiling alone, both,
     versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention and for a
     ``u_add_v`` (GAT's attention logits; ``params.cpu_edge_order`` picks between the orders), and the dot
-    product's Hilbert visit's writes staged in buckets (the default) against direct. ``ratio`` here is the
+    product's Hilbert visit's writes staged in buckets against direct, for one score an edge and for GAT's
+    ``ATTENTION_HEADS`` (``params.default_write_buckets`` stages the first only). ``ratio`` here is the
     speedup over the first variant."""
     gcn = {"neither": (1, 1), f"partition x{parts}": (parts, 1), f"tiling x{tiles}": (1, tiles)}
     gcn[f"both ({parts} x {tiles})"] = (parts, tiles)
@@ -369,24 +380,30 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     }
     orders = {f"edge order {o}": op_kernel("attention", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     add_orders = {f"edge order {o}": op_kernel("edge-add", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
-    writes = {
-        "staged writes (default)": op_kernel("attention", g, d, threads),
-        "direct writes (write_buckets=0)": op_kernel("attention", g, d, threads, write_buckets=0),
-    }
+    writes, head_writes = (
+        {
+            f"staged writes (write_buckets={MAX_WRITE_BUCKETS})": op_kernel(
+                op, g, d, threads, write_buckets=MAX_WRITE_BUCKETS
+            ),
+            "direct writes (write_buckets=0)": op_kernel(op, g, d, threads, write_buckets=0),
+        }
+        for op in ("attention", "heads")
+    )
     strategies = {
         f"{name} ({strategy})": op_kernel("gcn", g, d, threads, strategy=strategy)
         for name, strategy in (("vertex-centric", "gar"), ("edge-centric", "gas"))
     }
     rows = [Row("csr-build", graph_name, d, "CSR from COO (once per graph)", _csr_build_ms(g, repeat))]
     x = torch.randn(g.num_nodes, d)
+    by_head = torch.randn(g.num_nodes, ATTENTION_HEADS, max(1, d // ATTENTION_HEADS))
     groups = (
-        ("gcn-ablation", kernels), ("attention-order", orders), ("attention-writes", writes),
-        ("edge-add-order", add_orders), ("gcn-strategy", strategies),
+        ("gcn-ablation", kernels, x), ("attention-order", orders, x), ("attention-writes", writes, x),
+        ("heads-writes", head_writes, by_head), ("edge-add-order", add_orders, x), ("gcn-strategy", strategies, x),
     )  # fmt: skip
-    for op, group in groups:
+    for op, group, inputs in groups:
         first = len(rows)
         for name, kernel in group.items():
-            rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel: k(XV=x), repeat)))
+            rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel, x=inputs: k(XV=x), repeat)))
         for row in rows[first:]:
             row.ratio = rows[first].ms / row.ms
     return rows

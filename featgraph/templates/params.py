@@ -22,6 +22,7 @@ EDGES_PER_SEGMENT_VISIT = 12  # a row's visit per source segment must amortise o
 SEGMENT_MAX_BYTES = 16 * 1024**2  # source features per SpMM segment, where the last-level cache holds twice that
 WRITE_WINDOW_BYTES = 32 * 1024  # one write bucket's slice of an SDDMM output: about an L1
 MAX_WRITE_BUCKETS = 1024  # write streams one traversal keeps open at once
+STAGED_MAX_ROW_BYTES = 8  # output rows staged at most this large: a line fill per direct write dominates them
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -146,15 +147,19 @@ def gpu_edge_order(input_bytes: int, l2_bytes: int) -> str:
     return "user" if input_bytes <= l2_bytes else "hilbert"
 
 
-def default_write_buckets(output_bytes: int, median_jump_bytes: int) -> int:
-    """Write buckets for an SDDMM whose visit order jumps ``median_jump_bytes`` through its output of
-    ``output_bytes`` from one edge to the next: none where the output fits an L2 or the writes already stay
-    near each other (edges given in a sorted order, as PyG's ``coalesce`` leaves them), else buckets of
-    about ``WRITE_WINDOW_BYTES``.
+def default_write_buckets(output_bytes: int, median_jump_bytes: int, row_bytes: int) -> int:
+    """Write buckets for an SDDMM writing rows of ``row_bytes`` whose visit order jumps ``median_jump_bytes``
+    through its output of ``output_bytes`` from one edge to the next: none where the output fits an L2, the
+    writes already stay near each other (edges given in a sorted order, as PyG's ``coalesce`` leaves them) or
+    the rows are larger than ``STAGED_MAX_ROW_BYTES``, else buckets of about ``WRITE_WINDOW_BYTES``.
 
     Written directly at their user edge ids, edges in random order cost one random cache-line fill each;
-    staged, the writes stay inside a bucket's window (``featgraph bench kernels --ops attention --ablation``)."""
-    if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES:
+    staged, the writes stay inside a bucket's window, for a second pass over the output, its index arrays
+    (8 bytes an edge, kept with the graph) and a staging buffer the output's size. That pays for a score per
+    edge (1.07x-1.14x at 256-1,024 gathered bytes an edge on rand100k-2.9M), and costs time from four scores
+    an edge (GAT's heads: 0.84x-0.97x; ``featgraph bench kernels --ops attention --ablation``: the
+    ``attention-writes`` and ``heads-writes`` rows)."""
+    if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES or row_bytes > STAGED_MAX_ROW_BYTES:
         return 0
     return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
 

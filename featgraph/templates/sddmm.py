@@ -122,7 +122,8 @@ def sddmm(
         if target == "cpu" and "write_buckets" not in template_params and params.edge_order != "user":
             row_bytes = math.prod(op.shape) * TORCH_DTYPES[output_dtype(op)].itemsize
             jump = median_write_jump(graph, params.edge_order)
-            params = replace(params, write_buckets=default_write_buckets(graph.num_edges * row_bytes, jump * row_bytes))
+            buckets = default_write_buckets(graph.num_edges * row_bytes, jump * row_bytes, row_bytes)
+            params = replace(params, write_buckets=buckets)
         return params
 
     fixed = frozenset(template_params)

@@ -68,6 +68,7 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
         "gcn-ablation",
         "attention-order",
         "attention-writes",
+        "heads-writes",
         "edge-add-order",
         "gcn-strategy",
         "csr-build",

@@ -74,10 +74,11 @@ def test_cpu_edges_in_user_order_unless_long_gathered_rows_dominate(gathered, st
 def test_write_buckets_of_an_l1_window_for_scattered_outputs_beyond_the_l2(monkeypatch):
     monkeypatch.setattr(params, "l2_cache_bytes", lambda: 2 * 2**20)
     far = 2**20
-    assert default_write_buckets(2 * 2**20, far) == 0  # fits the L2
-    assert default_write_buckets(6 * 2**20, far) == 6 * 2**20 // params.WRITE_WINDOW_BYTES
-    assert default_write_buckets(6 * 2**20, params.WRITE_WINDOW_BYTES) == 0  # writes already near each other
-    assert default_write_buckets(10 * 2**30, far) == params.MAX_WRITE_BUCKETS
+    assert default_write_buckets(2 * 2**20, far, 4) == 0  # fits the L2
+    assert default_write_buckets(6 * 2**20, far, 4) == 6 * 2**20 // params.WRITE_WINDOW_BYTES
+    assert default_write_buckets(6 * 2**20, params.WRITE_WINDOW_BYTES, 4) == 0  # writes already near each other
+    assert default_write_buckets(10 * 2**30, far, 8) == params.MAX_WRITE_BUCKETS
+    assert default_write_buckets(10 * 2**30, far, 16) == 0  # four scores an edge: written directly
 
 
 @pytest.mark.parametrize(

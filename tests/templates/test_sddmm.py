@@ -128,7 +128,9 @@ def test_write_staging_groups_slots_by_bucket_and_inverts_them(index):
 
 
 def test_default_stages_scattered_writes_only(monkeypatch):
-    monkeypatch.setattr(sddmm_module, "default_write_buckets", lambda output, jump: 7 if jump > 2000 else 0)  # bytes
+    monkeypatch.setattr(
+        sddmm_module, "default_write_buckets", lambda output, jump, row: 7 if jump > 2000 else 0
+    )  # bytes
     n, e = 400, 20_000
     src, dst = random_edges(n, e, seed=7)
     shuffled = fg.Graph(src, dst, n)
