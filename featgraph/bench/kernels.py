@@ -26,7 +26,7 @@ from ..datasets import rand100k, uniform
 from ..graph import Graph
 from ..graph.interop import import_dgl
 from ..templates.kernel import TORCH_DTYPES, Kernel
-from ..templates.params import EDGE_ORDERS, MAX_WRITE_BUCKETS
+from ..templates.params import EDGE_ORDERS, staging_buckets
 from ..timing import best_ms, interleaved_best_ms
 from ..tuning import sddmm, spmm
 from .measure import peak_extra_mb
@@ -382,12 +382,10 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     add_orders = {f"edge order {o}": op_kernel("edge-add", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     writes, head_writes = (
         {
-            f"staged writes (write_buckets={MAX_WRITE_BUCKETS})": op_kernel(
-                op, g, d, threads, write_buckets=MAX_WRITE_BUCKETS
-            ),
+            "staged writes": op_kernel(op, g, d, threads, write_buckets=staging_buckets(g.num_edges * 4 * scores)),
             "direct writes (write_buckets=0)": op_kernel(op, g, d, threads, write_buckets=0),
         }
-        for op in ("attention", "heads")
+        for op, scores in (("attention", 1), ("heads", ATTENTION_HEADS))
     )
     strategies = {
         f"{name} ({strategy})": op_kernel("gcn", g, d, threads, strategy=strategy)

@@ -161,6 +161,12 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int, row_bytes: 
     ``attention-writes`` and ``heads-writes`` rows)."""
     if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES or row_bytes > STAGED_MAX_ROW_BYTES:
         return 0
+    return staging_buckets(output_bytes)
+
+
+def staging_buckets(output_bytes: int) -> int:
+    """Write buckets of about ``WRITE_WINDOW_BYTES`` of an output of ``output_bytes``, at most
+    ``MAX_WRITE_BUCKETS``: the count staged writes use."""
     return min(MAX_WRITE_BUCKETS, math.ceil(output_bytes / WRITE_WINDOW_BYTES))
 
 

@@ -147,6 +147,25 @@ def test_default_stages_scattered_writes_only(monkeypatch):
     assert fg.sddmm(shuffled, dot, write_buckets=3).spec.params.write_buckets == 3
 
 
+def test_default_stages_one_score_an_edge_and_writes_several_directly(monkeypatch):
+    """On a scattered edge list whose output exceeds the L2, one float32 score an edge is staged, GAT's four
+    (16 bytes a row) and a float64 pair are written directly (``params.STAGED_MAX_ROW_BYTES``); both agree
+    with the user's order."""
+    from featgraph.templates import params
+
+    monkeypatch.setattr(params, "l2_cache_bytes", lambda: 1024)
+    n, e = 400, 100_000  # consecutive Hilbert-order writes land about E / 3 edges apart: over the window
+    g = fg.Graph(*random_edges(n, e, seed=7), n)
+    x = torch.randn(n, 256, generator=torch.Generator().manual_seed(1))
+    for heads, dtype, staged in ((None, "float32", True), (4, "float32", False), (2, "float64", False)):
+        dot = dot_udf(n, 256 if heads is None else 256 // heads, heads, dtype)
+        kernel = fg.sddmm(g, dot)
+        assert kernel.spec.params.edge_order == "hilbert" and (kernel.spec.params.write_buckets > 0) == staged
+        values = x.to(getattr(torch, dtype)) if heads is None else x.to(getattr(torch, dtype)).view(n, heads, -1)
+        user = fg.sddmm(g, dot, edge_order="user")
+        torch.testing.assert_close(kernel(XV=values), user(XV=values))
+
+
 def test_default_cpu_edge_order_follows_the_traffic():
     """The user's order where an edge streams (writes its output row, reads its edge data) at least an eighth
     of what it gathers from its endpoints, or gathers under 512 bytes; Hilbert order where long gathered rows
