@@ -16,7 +16,7 @@ system once more than ``MAX_IDLE_REQUESTS`` later requests have passed it over (
 taken again within one or two), and ``FEATGRAPH_POOL_MB`` bounds the free memory kept (default 128; 0 keeps
 none). New buffers above glibc's largest mmap threshold are backed by transparent huge pages where Linux
 offers them (its "always" or "madvise" mode): a fresh one then faults once per 2 MiB, and filling a fresh
-51 MB output takes 1.4x-1.8x a recycled one's time instead of 9x-12x. Smaller ones come from glibc's heap,
+51 MB output takes 1.4x-1.7x a recycled one's time instead of 9x-11x. Smaller ones come from glibc's heap,
 whose freed memory torch's own allocations reuse.
 """
 
@@ -71,6 +71,8 @@ def huge_page_memory(nbytes: int) -> np.ndarray:
     """``nbytes`` of fresh anonymous memory starting on a 2 MiB boundary and advised to be backed by huge pages,
     unmapped when the array and every view of it die. Its first write faults once per 2 MiB instead of once
     per 4 KiB."""
+    if type(nbytes) is not int or nbytes < 0:
+        raise ValueError(f"nbytes must be a whole number of bytes >= 0, got {nbytes!r}")
     extent = -(-nbytes // HUGE_PAGE) * HUGE_PAGE
     region = mmap.mmap(-1, extent + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     whole = np.frombuffer(region, dtype=np.uint8)
@@ -113,6 +115,11 @@ class BufferPool:
         huge_pages: bool = False,
         max_idle_requests: int | None = MAX_IDLE_REQUESTS,
     ) -> None:
+        for name, value in (("max_free_bytes", max_free_bytes), ("min_bytes", min_bytes)):
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} must be a whole number of bytes >= 0, got {value!r}")
+        if max_idle_requests is not None and (type(max_idle_requests) is not int or max_idle_requests < 0):
+            raise ValueError(f"max_idle_requests must be None or a whole number >= 0, got {max_idle_requests!r}")
         self.max_free_bytes = max_free_bytes
         self.min_bytes = min_bytes
         self.huge_pages = huge_pages

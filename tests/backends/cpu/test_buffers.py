@@ -301,3 +301,24 @@ def test_property_live_tensors_keep_their_contents_whatever_the_pools_settings(s
             expected = value % 2 if tensor.dtype == torch.bool else value
             assert bool((tensor == expected).all())
         assert pool.free_bytes <= pool.max_free_bytes + 9000 * 1000 * 8 + MIB
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: BufferPool(max_free_bytes=-1), "max_free_bytes must be a whole number of bytes >= 0, got -1"),
+        (lambda: BufferPool(max_free_bytes=1.5), "max_free_bytes must be a whole number of bytes >= 0, got 1.5"),
+        (lambda: BufferPool(0, min_bytes=-2), "min_bytes must be a whole number of bytes >= 0, got -2"),
+        (lambda: BufferPool(0, max_idle_requests=-1), "max_idle_requests must be None or a whole number >= 0"),
+        (lambda: BufferPool(0, max_idle_requests=True), "max_idle_requests must be None or a whole number >= 0"),
+        (lambda: buffers.huge_page_memory(-5), "nbytes must be a whole number of bytes >= 0, got -5"),
+        (lambda: buffers.huge_page_memory(2.0), "nbytes must be a whole number of bytes >= 0, got 2.0"),
+    ],
+)
+def test_bad_pool_settings_are_named(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_huge_page_memory_of_no_bytes_is_empty():
+    assert buffers.huge_page_memory(0).nbytes == 0
