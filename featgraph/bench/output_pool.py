@@ -2,10 +2,11 @@
 three ways, alternated in one process.
 
 Rows: filling a fresh n x d float32 tensor (the page-fault cost alone), the GCN aggregation (SpMM) and GCN
-forward + backward, each with every output fresh in 4 KiB pages (torch's allocator), fresh in 2 MiB huge
-pages and released when it dies (``huge_page_memory``; "-" where the system has no transparent huge pages),
-and recycled by the pool from outputs that died (huge-page backed where available). Best of ``--repeat``
-runs, the settings interleaved so a noisy neighbour hits them alike."""
+forward + backward, each with every output fresh in 4 KiB pages (torch's allocator), fresh and released when
+it dies, in 2 MiB huge pages above glibc's largest mmap threshold (``huge_page_memory``; below it from
+torch's allocator as before; "-" where the system has no transparent huge pages), and recycled by the pool
+from outputs that died (the pool's own setting). Best of ``--repeat`` runs, the settings interleaved so a
+noisy neighbour hits them alike."""
 
 from __future__ import annotations
 
