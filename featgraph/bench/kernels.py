@@ -398,10 +398,10 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
         ("gcn-ablation", kernels, x), ("attention-order", orders, x), ("attention-writes", writes, x),
         ("heads-writes", head_writes, by_head), ("edge-add-order", add_orders, x), ("gcn-strategy", strategies, x),
     )  # fmt: skip
-    for op, group, inputs in groups:
+    for op, group, inputs in groups:  # a group's variants take turns, so a slow spell hits them alike
+        times = interleaved_best_ms({name: partial(kernel, XV=inputs) for name, kernel in group.items()}, repeat)
         first = len(rows)
-        for name, kernel in group.items():
-            rows.append(Row(op, graph_name, d, name, best_ms(lambda k=kernel, x=inputs: k(XV=x), repeat)))
+        rows += [Row(op, graph_name, d, name, ms) for name, ms in times.items()]
         for row in rows[first:]:
             row.ratio = rows[first].ms / row.ms
     return rows

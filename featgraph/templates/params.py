@@ -156,8 +156,8 @@ def default_write_buckets(output_bytes: int, median_jump_bytes: int, row_bytes: 
     Written directly at their user edge ids, edges in random order cost one random cache-line fill each;
     staged, the writes stay inside a bucket's window, for a second pass over the output, its index arrays
     (8 bytes an edge, kept with the graph) and a staging buffer the output's size. That paid for one score an
-    edge on a Xeon (1.68x-1.75x at d = 32) and cost time for GAT's four (staged 0.54x-0.83x as fast on 3 of 4
-    rows on an EPYC; ``featgraph bench kernels --ops attention --ablation``: the ``attention-writes`` and
+    edge on a Xeon (1.68x-1.75x at d = 32) and cost time for GAT's four (staged 0.49x-0.88x as fast on an
+    EPYC; ``featgraph bench kernels --ops attention --ablation``: the ``attention-writes`` and
     ``heads-writes`` rows, docs/design.md)."""
     if output_bytes <= l2_cache_bytes() or median_jump_bytes <= WRITE_WINDOW_BYTES or row_bytes > STAGED_MAX_ROW_BYTES:
         return 0
