@@ -52,9 +52,9 @@ def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     if huge:
         settings["fresh_huge"] = (0, True)
 
-    def under(kept: int, huge: bool) -> Callable[[], object]:
+    def under(kept: int, huge_pages: bool) -> Callable[[], object]:
         def run() -> object:
-            pool.max_free_bytes, pool.huge_pages = kept, huge
+            pool.max_free_bytes, pool.huge_pages = kept, huge_pages
             return fn()
 
         return run

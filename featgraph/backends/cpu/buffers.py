@@ -136,7 +136,7 @@ class BufferPool:
         if nbytes < self.min_bytes:
             return torch.empty(shape, dtype=dtype)
         if self.max_free_bytes <= 0:
-            if self.huge_pages and nbytes >= MMAP_THRESHOLD_MAX:
+            if self._in_huge_pages(nbytes):
                 return _tensor(huge_page_memory(nbytes), shape, dtype)
             return torch.empty(shape, dtype=dtype)
         size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
@@ -172,13 +172,18 @@ class BufferPool:
             if not (buffer.free and size / (1 + FIT_SLACK) <= buffer.memory.nbytes - ALIGNMENT < size)
         ]
         self._trim(self.max_free_bytes - size)
-        if self.huge_pages and size >= MMAP_THRESHOLD_MAX:
+        if self._in_huge_pages(size):
             memory = huge_page_memory(size + ALIGNMENT)
         else:
             memory = np.empty(size + ALIGNMENT, dtype=np.uint8)
         buffer = _Buffer(memory)
         self._buffers.append(buffer)
         return buffer
+
+    def _in_huge_pages(self, nbytes: int) -> bool:
+        """Whether fresh memory of ``nbytes`` comes as huge pages: where asked for, above glibc's largest mmap
+        threshold (below it glibc's heap serves, whose freed memory torch's allocations share)."""
+        return self.huge_pages and nbytes >= MMAP_THRESHOLD_MAX
 
     def _age(self) -> None:
         """Count a request; note when each free buffer was first seen free, and drop those that more than
