@@ -3,10 +3,10 @@ three ways, alternated in one process.
 
 Rows: filling a fresh n x d float32 tensor (the page-fault cost alone), the GCN aggregation (SpMM) and GCN
 forward + backward, each with every output fresh in 4 KiB pages (torch's allocator), fresh and released when
-it dies, in 2 MiB huge pages above glibc's largest mmap threshold (``huge_page_memory``; below it from
-torch's allocator as before; "-" where the system has no transparent huge pages), and recycled by the pool
-from outputs that died (the pool's own setting). Best of ``--repeat`` runs, the settings interleaved so a
-noisy neighbour hits them alike."""
+it dies, in 2 MiB huge pages above glibc's largest mmap threshold (``huge_page_memory``, the pool's own
+setting for those outputs; below it from torch's allocator as before; "-" where the system has no transparent
+huge pages), and recycled by the pool from outputs that died (outputs of every size kept). Best of
+``--repeat`` runs, the settings interleaved so a noisy neighbour hits them alike."""
 
 from __future__ import annotations
 
@@ -46,15 +46,16 @@ def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     recycled, alternating run by run; the pool's own settings as they were afterwards, its kept buffers
     released."""
     pool = buffers.POOL
-    before = pool.max_free_bytes, pool.huge_pages
+    before = pool.max_free_bytes, pool.huge_pages, pool.keep_huge
     huge = buffers.huge_pages_available()
-    settings = {"fresh_4k": (0, False), "recycled": (KEEP_ALL, huge)}  # name: (free bytes kept, huge pages)
+    # name: (free bytes kept, huge pages, huge-page buffers kept too)
+    settings = {"fresh_4k": (0, False, False), "recycled": (KEEP_ALL, huge, True)}
     if huge:
-        settings["fresh_huge"] = (0, True)
+        settings["fresh_huge"] = (0, True, False)
 
-    def under(kept: int, huge_pages: bool) -> Callable[[], object]:
+    def under(kept: int, huge_pages: bool, keep_huge: bool) -> Callable[[], object]:
         def run() -> object:
-            pool.max_free_bytes, pool.huge_pages = kept, huge_pages
+            pool.max_free_bytes, pool.huge_pages, pool.keep_huge = kept, huge_pages, keep_huge
             return fn()
 
         return run
@@ -62,7 +63,7 @@ def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     try:
         return interleaved_best_ms({n: under(*s) for n, s in settings.items()}, repeat, warmup=0)
     finally:
-        pool.max_free_bytes, pool.huge_pages = before
+        pool.max_free_bytes, pool.huge_pages, pool.keep_huge = before
         buffers.release()
 
 

@@ -14,10 +14,13 @@ GAT layer under DGL the aggregation's output, freed once the layer's activation 
 the rest of the forward for the backward's request of its size. A free buffer therefore goes back to the
 system once more than ``MAX_IDLE_REQUESTS`` later requests have passed it over (a training loop's outputs are
 taken again within one or two), and ``FEATGRAPH_POOL_MB`` bounds the free memory kept (default 128; 0 keeps
-none). New buffers above glibc's largest mmap threshold are backed by transparent huge pages where Linux
-offers them (its "always" or "madvise" mode): a fresh one then faults once per 2 MiB, and filling a fresh
-51 MB output takes 1.4x-1.7x a recycled one's time instead of 9x-11x. Smaller ones come from glibc's heap,
-whose freed memory torch's own allocations reuse.
+none). Outputs above glibc's largest mmap threshold are fresh memory backed by transparent huge pages where
+Linux offers them (its "always" or "madvise" mode) and go back to the system when they die, not kept: a
+fresh one faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
+9x-11x), while a kept one adds its size to the peak for as long as it waits, a whole training step where
+the next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL). Where
+Linux offers no huge pages they are kept as smaller ones are. Smaller ones come from glibc's heap, whose
+freed memory torch's own allocations reuse.
 """
 
 from __future__ import annotations
@@ -103,10 +106,10 @@ class BufferPool:
     """Hands out CPU tensors of at least ``min_bytes`` from buffers it keeps; smaller ones come from torch.
 
     ``max_free_bytes`` bounds the memory held by buffers no tensor uses (least recently used go first);
-    ``huge_pages``: new buffers above glibc's largest mmap threshold are backed by huge pages
-    (``huge_page_memory``; smaller ones come from glibc's heap, which torch's allocations share);
-    ``max_idle_requests``: a free buffer passed over by more later requests than this is dropped (None:
-    kept until the bound needs its memory)."""
+    ``huge_pages``: buffers above glibc's largest mmap threshold are fresh memory backed by huge pages
+    (``huge_page_memory``), given back when they die unless ``keep_huge`` (smaller ones come from glibc's
+    heap, which torch's allocations share); ``max_idle_requests``: a free buffer passed over by more later
+    requests than this is dropped (None: kept until the bound needs its memory)."""
 
     def __init__(
         self,
@@ -114,30 +117,36 @@ class BufferPool:
         min_bytes: int = MIN_POOLED_BYTES,
         huge_pages: bool = False,
         max_idle_requests: int | None = MAX_IDLE_REQUESTS,
+        keep_huge: bool = False,
     ) -> None:
         for name, value in (("max_free_bytes", max_free_bytes), ("min_bytes", min_bytes)):
             if type(value) is not int or value < 0:
                 raise ValueError(f"{name} must be a whole number of bytes >= 0, got {value!r}")
         if max_idle_requests is not None and (type(max_idle_requests) is not int or max_idle_requests < 0):
             raise ValueError(f"max_idle_requests must be None or a whole number >= 0, got {max_idle_requests!r}")
+        for name, value in (("huge_pages", huge_pages), ("keep_huge", keep_huge)):
+            if type(value) is not bool:
+                raise ValueError(f"{name} must be True or False, got {value!r}")
         self.max_free_bytes = max_free_bytes
         self.min_bytes = min_bytes
         self.huge_pages = huge_pages
+        self.keep_huge = keep_huge
         self._buffers: list[_Buffer] = []  # least recently used first
         self._lock = threading.Lock()
         self.max_idle_requests = max_idle_requests
         self._requests = 0  # pooled requests so far: the clock that ages free buffers
 
     def empty(self, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-        """An uninitialised tensor: in a recycled buffer where the request is large enough and the pool keeps
-        memory, else in fresh huge pages where it is large enough for them, else from torch."""
+        """An uninitialised tensor: in fresh huge pages where it is large enough for them (recycled only with
+        ``keep_huge``), else in a recycled buffer where the request is large enough and the pool keeps memory,
+        else from torch."""
         shape = tuple(int(extent) for extent in shape)
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < self.min_bytes:
             return torch.empty(shape, dtype=dtype)
+        if self._in_huge_pages(nbytes) and (self.max_free_bytes <= 0 or not self.keep_huge):
+            return _tensor(huge_page_memory(nbytes), shape, dtype)
         if self.max_free_bytes <= 0:
-            if self._in_huge_pages(nbytes):
-                return _tensor(huge_page_memory(nbytes), shape, dtype)
             return torch.empty(shape, dtype=dtype)
         size = -(-nbytes // SIZE_CLASS) * SIZE_CLASS
         with self._lock:

@@ -153,6 +153,32 @@ def test_huge_page_memory_is_aligned_writable_and_unmapped_with_its_last_view() 
     assert not _mapped(address)
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
+@pytest.mark.parametrize("keep_huge", [False, True])
+def test_huge_page_outputs_go_back_to_the_system_unless_kept(keep_huge: bool) -> None:
+    """With huge pages, an output above glibc's largest mmap threshold is fresh, 2 MiB-aligned memory that is
+    unmapped when its tensor dies (a kept one would add to the peak while it waited); with ``keep_huge`` the
+    next request of its size reuses it. Smaller outputs are recycled either way."""
+    pool = BufferPool(max_free_bytes=256 * MIB, min_bytes=MIB, huge_pages=True, keep_huge=keep_huge)
+    large = (buffers.MMAP_THRESHOLD_MAX // 4 // 1000 + 1, 1000)
+    small = (2 * MIB // 4 // 1000, 1000)
+    for shape, recycled in ((large, keep_huge), (small, True)):
+        t = pool.empty(shape, torch.float32).fill_(5.0)
+        address = t.data_ptr()
+        assert bool((t == 5.0).all())
+        if shape is large:
+            assert address % buffers.HUGE_PAGE < buffers.ALIGNMENT
+        del t
+        gc.collect()
+        assert (pool.free_bytes > 0) == recycled
+        if shape is large:
+            assert _mapped(address) == keep_huge
+        again = pool.empty(shape, torch.float32)
+        if recycled:  # (a fresh mapping may land where the unmapped one was)
+            assert again.data_ptr() == address
+        del again
+
+
 def test_huge_pages_are_read_from_the_system_setting(tmp_path) -> None:
     setting = tmp_path / "enabled"
     for mode, available in (("always [madvise] never", True), ("[always] madvise never", True),
@@ -279,15 +305,24 @@ def test_a_free_buffer_goes_back_once_more_than_max_idle_requests_passed_it_over
         max_size=12,
     ),
     huge_pages=st.booleans(),
+    keep_huge=st.booleans(),
     max_idle=st.one_of(st.none(), st.integers(0, 3)),
     bound_mib=st.sampled_from([0, 3, 64]),
 )
-def test_property_live_tensors_keep_their_contents_whatever_the_pools_settings(steps, huge_pages, max_idle, bound_mib):
+def test_property_live_tensors_keep_their_contents_whatever_the_pools_settings(
+    steps, huge_pages, keep_huge, max_idle, bound_mib
+):
     """A random run of requests (sizes from far below the pool's floor to past glibc's mmap threshold, where
     huge pages back them, several dtypes)
     with tensors dying at random: every live tensor keeps exactly what was written to it (so no two share
     memory), has the shape and dtype asked for, and the free memory kept stays within the bound."""
-    pool = BufferPool(max_free_bytes=bound_mib * MIB, min_bytes=MIB, huge_pages=huge_pages, max_idle_requests=max_idle)
+    pool = BufferPool(
+        max_free_bytes=bound_mib * MIB,
+        min_bytes=MIB,
+        huge_pages=huge_pages,
+        max_idle_requests=max_idle,
+        keep_huge=keep_huge,
+    )
     live: list[tuple[torch.Tensor, int]] = []
     for n, (rows, dtype) in enumerate(steps):
         t = pool.empty((rows, 1000), dtype)
@@ -311,6 +346,8 @@ def test_property_live_tensors_keep_their_contents_whatever_the_pools_settings(s
         (lambda: BufferPool(0, min_bytes=-2), "min_bytes must be a whole number of bytes >= 0, got -2"),
         (lambda: BufferPool(0, max_idle_requests=-1), "max_idle_requests must be None or a whole number >= 0"),
         (lambda: BufferPool(0, max_idle_requests=True), "max_idle_requests must be None or a whole number >= 0"),
+        (lambda: BufferPool(0, huge_pages=1), "huge_pages must be True or False, got 1"),
+        (lambda: BufferPool(0, keep_huge="yes"), "keep_huge must be True or False, got 'yes'"),
         (lambda: buffers.huge_page_memory(-5), "nbytes must be a whole number of bytes >= 0, got -5"),
         (lambda: buffers.huge_page_memory(2.0), "nbytes must be a whole number of bytes >= 0, got 2.0"),
     ],
