@@ -22,7 +22,9 @@ spent inside the side's kernels (DGL's kernel entry points however served, and t
 ran):
 featgraph's row compares the two sides' kernel times, and DGL's row gives the bound Amdahl's law sets, the
 speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
-layers, dropout, DGL's graph bookkeeping, stays the same on both sides).
+layers, dropout, DGL's graph bookkeeping, stays the same on both sides). With ``--runs N`` each side runs in N
+processes, the sides taking turns, and each measured field is the median over them, every run's peak listed:
+one side's peak memory moves by 20-60 MB from process to process on a 2-core VM.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ class Row:
     seeds_s: float | None = None  # mini-batch only
     first_ms: float | None = None  # the first full-graph epoch: format building and kernel loading
     speedup: float | None = None  # DGL's ms / this row's ms
-    peak_mb: float | None = None
+    peak_mb: float | None = None  # the median of the runs' peaks (``--runs``)
+    peak_runs: list[float] = field(default_factory=list)  # each run's peak, in run order
     losses: list[float] = field(default_factory=list)  # the first two steps'
     kernel_ms: float | None = None  # of one profiled step, inside this side's kernels
     profiled_ms: float | None = None  # that profiled step
@@ -393,17 +396,47 @@ def pair_rows(rows: list[Row]) -> None:
             row.note = "; ".join(filter(None, [row.note, f"losses differ from DGL's by {worst:.1e} (relative)"]))
 
 
+MEDIAN_FIELDS = ("ms", "seeds_s", "first_ms", "peak_mb", "kernel_ms", "profiled_ms")
+
+
+def merged(runs: list[Row]) -> Row:
+    """One side's row from its runs: the median of each measured field over the runs that have it, every run's
+    peak memory listed, the rest (losses, calls, notes) the first run's. A run that failed makes the row
+    failed: its note is the row's."""
+    failed = [run for run in runs if run.ms is None]
+    row = Row(**asdict(failed[0] if failed else runs[0]))
+    if failed:
+        return row
+    for name in MEDIAN_FIELDS:
+        values = [getattr(run, name) for run in runs if getattr(run, name) is not None]
+        setattr(row, name, float(np.median(values)) if values else None)
+    row.peak_runs = [run.peak_mb for run in runs if run.peak_mb is not None]
+    return row
+
+
 def run_pair(
-    workload: str, graph_name: str, scale: float, repeat: int, batches: int, threads: int, data_path: str
+    workload: str,
+    graph_name: str,
+    scale: float,
+    repeat: int,
+    batches: int,
+    threads: int,
+    data_path: str,
+    runs: int = 1,
 ) -> list[Row]:
-    """Both sides of one workload on one graph, each in its own process (its own peak memory, no allocator or
-    format caches shared)."""
+    """Both sides of one workload on one graph, each run in its own process (its own peak memory, no allocator or
+    format caches shared), ``runs`` times with the sides taking turns (a slow spell or a noisy peak hits both
+    alike), merged per side (``merged``)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    rows = []
-    for side in SIDES:
-        spec = [workload, graph_name, scale, side, repeat, batches, threads, data_path]
-        result = run_worker(__name__, spec, env)
-        rows.append(Row(workload, graph_name, side, note=result) if isinstance(result, str) else Row(**result))
+    by_side: dict[str, list[Row]] = {side: [] for side in SIDES}
+    for _ in range(runs):
+        for side in SIDES:
+            spec = [workload, graph_name, scale, side, repeat, batches, threads, data_path]
+            result = run_worker(__name__, spec, env)
+            by_side[side].append(
+                Row(workload, graph_name, side, note=result) if isinstance(result, str) else Row(**result)
+            )
+    rows = [merged(by_side[side]) for side in SIDES]
     pair_rows(rows)
     return rows
 
@@ -416,6 +449,7 @@ TABLE = Table({
     "workload": "workload", "graph": lambda r: f"{r.graph} ({r.nodes:,} nodes, {r.edges:,} edges)",
     "kernels": lambda r: "featgraph (featgraph.dgl.use())" if r.side == "featgraph" else "DGL's own",
     "ms/step": "ms:.1f", "seeds/s": "seeds_s:,.0f", "DGL time / this": "speedup:.2f", "peak MB": "peak_mb:,.0f",
+    "peak MB, each run": lambda r: ", ".join(f"{peak:,.0f}" for peak in r.peak_runs) or "-",
     "kernel ms": "kernel_ms:.1f", "kernels: DGL / this": "kernel_speedup:.2f",
     "bound (kernels free)": "bound:.2f", "losses (steps 1, 2)": _losses_cell, "featgraph calls": "served",
     "fallbacks to DGL": fallbacks_cell, "note": "note",
@@ -428,6 +462,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS), help="the full-graph workloads' graphs"
     )
     parser.add_argument("--batches", type=int, default=20, help="timed mini-batches (after 3 warm-up batches)")
+    parser.add_argument(
+        "--runs", type=int, default=1,
+        help="processes per side, the sides taking turns; each field the median over them (peak memory moves "
+        "20-60 MB between runs of one side)",
+    )  # fmt: skip
     add_common_arguments(
         parser, repeat=3, threads=toolchain.num_threads(), scale=1.0,
         scale_help="shrink rand100k-2.9M, the AM-shaped graph and products-like, in (0, 1]",
@@ -445,10 +484,13 @@ def _pairs(args: argparse.Namespace, products: str) -> Iterator[tuple[str, str]]
 
 def run(args: argparse.Namespace) -> list[Row]:
     threads = toolchain.checked_threads(args.threads, "--threads")
+    if args.runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {args.runs}")
     print(f"machine: {machine()}; {threads} threads per worker; {time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(
         f"full-graph epochs: median of {args.repeat} after 2 warm-up; mini-batch: {args.batches} batches of "
-        f"{minibatch.BATCH_SIZE} after {MINIBATCH_WARMUP}; scale {args.scale:g}",
+        f"{minibatch.BATCH_SIZE} after {MINIBATCH_WARMUP}; scale {args.scale:g}; {args.runs} run(s) a side, "
+        "taking turns, medians",
         flush=True,
     )
     print(TABLE.header, flush=True)
@@ -459,10 +501,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             path, described = minibatch.write_graph(args.scale, Path(directory))
             data_path, products = str(path), described.split(":")[0]
         for workload, graph_name in _pairs(args, products):
-            batch = run_pair(workload, graph_name, args.scale, args.repeat, args.batches, threads, data_path)
+            batch = run_pair(workload, graph_name, args.scale, args.repeat, args.batches, threads, data_path, args.runs)
             print(TABLE.rows(batch), flush=True)
             rows += batch
-    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads)
+    write_json(args.json, [asdict(r) for r in rows], scale=args.scale, threads=threads, runs=args.runs)
     return rows
 
 

@@ -14,9 +14,9 @@ def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_s
     out = tmp_path / "dgl.json"
     workloads = ("gat", "minibatch")  # gcn and sage take gat's full-graph path; rgcn in this process below
     main(["bench", "dgl", "--workloads", *workloads, "--graphs", "rand100k-2.9M", "--scale", "0.002", "--repeat", "1",
-          "--batches", "2", "--threads", "1", "--json", str(out)])  # fmt: skip
+          "--batches", "2", "--threads", "1", "--runs", "2", "--json", str(out)])  # fmt: skip
     written = json.loads(out.read_text())
-    assert written["threads"] == 1 and written["scale"] == 0.002
+    assert written["threads"] == 1 and written["scale"] == 0.002 and written["runs"] == 2
     rows = written["rows"]
     assert [(r["workload"], r["side"]) for r in rows] == [(w, s) for w in workloads for s in dgl_bench.SIDES]
     printed = capsys.readouterr().out
@@ -25,6 +25,8 @@ def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_s
         workload = dgl["workload"]
         assert dgl["ms"] > 0 and ours["ms"] > 0, (workload, dgl["note"], ours["note"])
         assert dgl["peak_mb"] is not None and ours["peak_mb"] is not None
+        for row in (dgl, ours):  # two runs a side, the median of their peaks
+            assert len(row["peak_runs"]) == 2 and row["peak_mb"] == pytest.approx(sum(row["peak_runs"]) / 2)
         assert dgl["speedup"] == 1.0 and ours["speedup"] == pytest.approx(dgl["ms"] / ours["ms"])
         assert dgl["served"] is None and ours["served"] > 0, workload
         assert isinstance(ours["fallbacks"], dict) and ours["note"] == "", (workload, ours["note"])
@@ -81,6 +83,28 @@ def test_pairing_gives_dgls_time_over_each_rows_and_notes_losses_that_differ():
     failed = dgl_bench.Row("gcn", "g", "featgraph", note="worker failed: x")
     dgl_bench.pair_rows([dgl_bench.Row("gcn", "g", "dgl", note="worker failed: y"), failed])
     assert failed.speedup is None and failed.note == "worker failed: x"
+
+
+def test_runs_of_a_side_merge_into_medians_with_every_peak_listed():
+    runs = [
+        dgl_bench.Row("gat", "g", "featgraph", ms=ms, peak_mb=peak, kernel_ms=k, losses=[float(n)], served=n)
+        for n, (ms, peak, k) in enumerate([(30.0, 800.0, 9.0), (10.0, 860.0, None), (20.0, 830.0, 7.0)])
+    ]
+    row = dgl_bench.merged(runs)
+    assert (row.ms, row.peak_mb, row.kernel_ms) == (20.0, 830.0, 8.0)
+    assert row.peak_runs == [800.0, 860.0, 830.0] and row.seeds_s is None
+    assert row.losses == [0.0] and row.served == 0  # the first run's
+    assert runs[0].peak_runs == [] and runs[0].ms == 30.0  # the runs are left as they were
+    assert "| 800, 860, 830 |" in dgl_bench.TABLE.rows([row])
+    failed = dgl_bench.Row("gat", "g", "featgraph", note="worker failed: boom")
+    row = dgl_bench.merged([runs[0], failed])
+    assert row.ms is None and row.note == "worker failed: boom" and row.peak_runs == []
+
+
+@pytest.mark.parametrize("runs", ["0", "-2"])
+def test_runs_below_one_are_refused(runs):
+    with pytest.raises(ValueError, match=f"--runs must be >= 1, got {runs}"):
+        main(["bench", "dgl", "--workloads", "gcn", "--runs", runs])
 
 
 def test_pairing_gives_dgls_row_the_bound_of_free_kernels_and_featgraphs_the_kernel_speedup():
