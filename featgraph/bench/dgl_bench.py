@@ -24,7 +24,9 @@ featgraph's row compares the two sides' kernel times, and DGL's row gives the bo
 speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
 layers, dropout, DGL's graph bookkeeping, stays the same on both sides). With ``--runs N`` each side runs in N
 processes, the sides taking turns, and each measured field is the median over them, every run's peak listed:
-one side's peak memory moves by 20-60 MB from process to process on a 2-core VM.
+one side's peak memory moves by 20-60 MB from process to process on a 2-core VM. Beside the resident peak,
+each row gives the bytes allocated at the peak (every worker counts its allocations, ``measure.peaks_extra_mb``),
+which are the same from run to run and leave out the program text and the heap pages glibc keeps.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from ..graph.interop import import_dgl
 from ..native import toolchain
 from ..training import preset
 from . import minibatch, training
-from .measure import peak_extra_mb
+from .measure import counting_allocations, peaks_extra_mb
 from .report import Table, add_common_arguments, machine, run_worker, write_json
 from .rgcn_training import DglRGCN, OnTrainingNodes
 
@@ -84,6 +86,7 @@ class Row:
     speedup: float | None = None  # DGL's ms / this row's ms
     peak_mb: float | None = None  # the median of the runs' peaks (``--runs``)
     peak_runs: list[float] = field(default_factory=list)  # each run's peak, in run order
+    allocated_mb: float | None = None  # the bytes allocated at the peak (``measure.peaks_extra_mb``), median
     losses: list[float] = field(default_factory=list)  # the first two steps'
     kernel_ms: float | None = None  # of one profiled step, inside this side's kernels
     profiled_ms: float | None = None  # that profiled step
@@ -253,7 +256,7 @@ def _time_full_graph(row: Row, prepared: Prepared, repeat: int) -> None:
     optimizer = torch.optim.Adam(net.parameters(), lr=0.01)
     torch.manual_seed(1)  # the same dropout masks on both sides
     times: list[float] = []
-    row.peak_mb = peak_extra_mb(lambda: times.extend(training.epoch_ms(
+    row.peak_mb, row.allocated_mb = peaks_extra_mb(lambda: times.extend(training.epoch_ms(
         net, prepared.graph, optimizer, prepared.x, prepared.y, repeat
     )))  # fmt: skip
     row.first_ms, row.ms = times
@@ -310,7 +313,7 @@ def _time_minibatch(row: Row, dgl: Any, data_path: str, batches: int) -> None:
     rates: list[float] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DGL's CPU-affinity advice
-        row.peak_mb = peak_extra_mb(lambda: rates.append(measure()))
+        row.peak_mb, row.allocated_mb = peaks_extra_mb(lambda: rates.append(measure()))
     row.seeds_s = rates[0]
     row.ms = sum(sizes[MINIBATCH_WARMUP:]) / len(sizes[MINIBATCH_WARMUP:]) / row.seeds_s * 1e3  # per timed batch
     row.losses = losses
@@ -396,7 +399,7 @@ def pair_rows(rows: list[Row]) -> None:
             row.note = "; ".join(filter(None, [row.note, f"losses differ from DGL's by {worst:.1e} (relative)"]))
 
 
-MEDIAN_FIELDS = ("ms", "seeds_s", "first_ms", "peak_mb", "kernel_ms", "profiled_ms")
+MEDIAN_FIELDS = ("ms", "seeds_s", "first_ms", "peak_mb", "allocated_mb", "kernel_ms", "profiled_ms")
 
 
 def merged(runs: list[Row]) -> Row:
@@ -427,7 +430,7 @@ def run_pair(
     """Both sides of one workload on one graph, each run in its own process (its own peak memory, no allocator or
     format caches shared), ``runs`` times with the sides taking turns (a slow spell or a noisy peak hits both
     alike), merged per side (``merged``)."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = counting_allocations({**os.environ, "OMP_NUM_THREADS": str(threads)})
     by_side: dict[str, list[Row]] = {side: [] for side in SIDES}
     for _ in range(runs):
         for side in SIDES:
@@ -450,6 +453,7 @@ TABLE = Table({
     "kernels": lambda r: "featgraph (featgraph.dgl.use())" if r.side == "featgraph" else "DGL's own",
     "ms/step": "ms:.1f", "seeds/s": "seeds_s:,.0f", "DGL time / this": "speedup:.2f", "peak MB": "peak_mb:,.0f",
     "peak MB, each run": lambda r: ", ".join(f"{peak:,.0f}" for peak in r.peak_runs) or "-",
+    "allocated MB": "allocated_mb:,.0f",
     "kernel ms": "kernel_ms:.1f", "kernels: DGL / this": "kernel_speedup:.2f",
     "bound (kernels free)": "bound:.2f", "losses (steps 1, 2)": _losses_cell, "featgraph calls": "served",
     "fallbacks to DGL": fallbacks_cell, "note": "note",

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from ..backends.cpu import buffers
 from ..graph.graph import release_freed_heap
+from ..native.compiler import build
+from ..native.sources import cpp_source
 from ..timing import best_ms
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -24,33 +28,72 @@ def status_kb(field: str) -> int | None:
     return None
 
 
-def peak_extra_mb(fn: Callable[[], object], device: torch.device | None = None) -> float | None:
-    """Peak memory that ``fn`` adds over what the process held before, in MB: resident memory, or for a CUDA
-    ``device`` the memory torch's allocator hands out there.
+class Peaks(NamedTuple):
+    """What a call added at its peak, in MB: resident memory (the high-water mark) and, in a process started
+    with ``counting_allocations``, the bytes allocated (None where not measured)."""
 
-    Resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM`` afterwards;
-    None where the kernel does not offer that. The output pool's free buffers are released first, so the
-    outputs ``fn`` makes count, as they would in a process that had not run it before. Garbage is collected
-    and the C heap's free pages handed back first too: a collection inside ``fn`` that freed earlier tensors,
-    or an allocation served from free heap pages still resident, would hide ``fn``'s memory (a CI run read
-    0 MB for a 64 MiB output three times in a row).
+    resident_mb: float | None
+    allocated_mb: float | None
+
+
+def counting_allocations(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a worker process whose allocations are counted: ``native/cpp/allocations.cpp``, compiled,
+    preloaded before anything the environment already preloads."""
+    counter = str(build(cpp_source("allocations.cpp")))
+    preload = " ".join(filter(None, [counter, env.get("LD_PRELOAD", "")]))
+    return {**env, "LD_PRELOAD": preload}
+
+
+def _allocation_counter() -> ctypes.CDLL | None:
+    """This process's allocation counter where ``counting_allocations`` preloaded it, else None."""
+    process = ctypes.CDLL(None)
+    if not hasattr(process, "featgraph_allocated_peak"):
+        return None
+    for name in ("featgraph_allocated_bytes", "featgraph_allocated_peak"):
+        getattr(process, name).restype = ctypes.c_int64
+    return process
+
+
+def peaks_extra_mb(fn: Callable[[], object]) -> Peaks:
+    """What ``fn`` adds over what the process held before, at its peak, in MB (CPU).
+
+    Resident memory: resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM``
+    afterwards (None where the kernel does not offer that). It counts the pages of program text and libraries
+    ``fn`` runs for the first time and the heap pages glibc keeps after a free, which move it by 20-60 MB from
+    process to process; the allocated bytes (in a process started with ``counting_allocations``: every block
+    of glibc's malloc family and every large anonymous mapping) count only what was asked for, the same in
+    every run. The output pool's free buffers are released first, so the outputs ``fn`` makes count, as they
+    would in a process that had not run it before. Garbage is collected and the C heap's free pages handed back
+    first too: a collection inside ``fn`` that freed earlier tensors, or an allocation served from free heap
+    pages still resident, would hide ``fn``'s memory (a CI run read 0 MB for a 64 MiB output three times in a
+    row).
     """
-    if device is not None and device.type == "cuda":
-        return _cuda_peak_extra_mb(fn, device)
     gc.collect()
     buffers.release()
     release_freed_heap()
+    counter = _allocation_counter()
+    before = status_kb("VmRSS")
     try:
-        before = status_kb("VmRSS")
         CLEAR_REFS.write_text("5")
-        result = fn()
-        peak = status_kb("VmHWM")
-        del result
     except OSError:
-        return None
-    if before is None or peak is None:
-        return None
-    return max(0.0, (peak - before) / 1024)
+        before = None
+    if counter is not None:
+        counter.featgraph_allocated_peak_reset()
+        allocated_before = counter.featgraph_allocated_bytes()
+    result = fn()
+    peak = status_kb("VmHWM") if before is not None else None
+    allocated = None if counter is None else (counter.featgraph_allocated_peak() - allocated_before) / 1024**2
+    del result
+    resident = None if before is None or peak is None else max(0.0, (peak - before) / 1024)
+    return Peaks(resident, allocated)
+
+
+def peak_extra_mb(fn: Callable[[], object], device: torch.device | None = None) -> float | None:
+    """Peak memory that ``fn`` adds over what the process held before, in MB: resident memory
+    (``peaks_extra_mb``), or for a CUDA ``device`` the memory torch's allocator hands out there."""
+    if device is not None and device.type == "cuda":
+        return _cuda_peak_extra_mb(fn, device)
+    return peaks_extra_mb(fn).resident_mb
 
 
 def _cuda_peak_extra_mb(fn: Callable[[], object], device: torch.device) -> float:

@@ -25,8 +25,9 @@ def test_every_workload_trains_on_dgls_kernels_and_on_featgraphs_from_the_same_s
         workload = dgl["workload"]
         assert dgl["ms"] > 0 and ours["ms"] > 0, (workload, dgl["note"], ours["note"])
         assert dgl["peak_mb"] is not None and ours["peak_mb"] is not None
-        for row in (dgl, ours):  # two runs a side, the median of their peaks
+        for row in (dgl, ours):  # two runs a side, the median of their peaks; the workers count allocations
             assert len(row["peak_runs"]) == 2 and row["peak_mb"] == pytest.approx(sum(row["peak_runs"]) / 2)
+            assert row["allocated_mb"] > 0
         assert dgl["speedup"] == 1.0 and ours["speedup"] == pytest.approx(dgl["ms"] / ours["ms"])
         assert dgl["served"] is None and ours["served"] > 0, workload
         assert isinstance(ours["fallbacks"], dict) and ours["note"] == "", (workload, ours["note"])

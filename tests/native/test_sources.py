@@ -27,6 +27,7 @@ BUILDS: dict[str, Callable[[], list[str]]] = {
     "with_loops.cpp": lambda: [cpp_source("with_loops.cpp")],
     "compress.cpp": lambda: [cpp_source("compress.cpp")],
     "hilbert.cpp": lambda: [cpp_source("hilbert.cpp")],
+    "allocations.cpp": lambda: [cpp_source("allocations.cpp")],
     "triad.cpp": lambda: [cpp_source("triad.cpp")],
     "gather.cpp": lambda: [gather_source(width, dtype) for width in (8, 24) for dtype in HALF_AND_FLOAT],
     "dropout.cpp": lambda: [dropout_source(dtype, form) for dtype in CTYPES for form in FORMS],
