@@ -138,6 +138,18 @@ def _mapped(address: int) -> bool:
     return False
 
 
+def test_keeping_huge_page_outputs_is_read_from_the_environment(monkeypatch):
+    for value, keep in (("1", True), ("0", False), ("", False)):
+        monkeypatch.setenv("FEATGRAPH_POOL_HUGE", value)
+        assert buffers._keep_huge_from_env() is keep
+    monkeypatch.delenv("FEATGRAPH_POOL_HUGE")
+    assert buffers._keep_huge_from_env() is False
+    for value in ("yes", "2", " 1"):
+        monkeypatch.setenv("FEATGRAPH_POOL_HUGE", value)
+        with pytest.raises(ValueError, match=f"FEATGRAPH_POOL_HUGE must be 0 or 1, got '{value}'"):
+            buffers._keep_huge_from_env()
+
+
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc/self/maps")
 def test_huge_page_memory_is_aligned_writable_and_unmapped_with_its_last_view() -> None:
     memory = buffers.huge_page_memory(3 * buffers.HUGE_PAGE + 5)
