@@ -368,7 +368,8 @@ def run_rows(graph_name: str, g: Graph, op: str, d: int, threads: int, repeat: i
 
 def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, parts: int, tiles: int) -> list[Row]:
     """The paper's Figure 11 for GCN aggregation (graph partitioning alone, feature tiling alone, both,
-    versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention and for a
+    versus neither), the SDDMM edge orders (Hilbert, user, CSR) for dot-product attention (one score an edge
+    and GAT's ``ATTENTION_HEADS``) and for a
     ``u_add_v`` (GAT's attention logits; ``params.cpu_edge_order`` picks between the orders), and the dot
     product's Hilbert visit's writes staged in buckets against direct, for one score an edge and for GAT's
     ``ATTENTION_HEADS`` (``params.default_write_buckets`` stages the first only). ``ratio`` here is the
@@ -378,7 +379,10 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     kernels = {
         name: op_kernel("gcn", g, d, threads, num_partitions=p, num_feature_tiles=t) for name, (p, t) in gcn.items()
     }
-    orders = {f"edge order {o}": op_kernel("attention", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
+    orders, head_orders = (
+        {f"edge order {o}": op_kernel(op, g, d, threads, edge_order=o) for o in EDGE_ORDERS}
+        for op in ("attention", "heads")
+    )
     add_orders = {f"edge order {o}": op_kernel("edge-add", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     writes, head_writes = (
         {
@@ -395,8 +399,9 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     x = torch.randn(g.num_nodes, d)
     by_head = torch.randn(g.num_nodes, ATTENTION_HEADS, max(1, d // ATTENTION_HEADS))
     groups = (
-        ("gcn-ablation", kernels, x), ("attention-order", orders, x), ("attention-writes", writes, x),
-        ("heads-writes", head_writes, by_head), ("edge-add-order", add_orders, x), ("gcn-strategy", strategies, x),
+        ("gcn-ablation", kernels, x), ("attention-order", orders, x), ("heads-order", head_orders, by_head),
+        ("attention-writes", writes, x), ("heads-writes", head_writes, by_head), ("edge-add-order", add_orders, x),
+        ("gcn-strategy", strategies, x),
     )  # fmt: skip
     for op, group, inputs in groups:  # a group's variants take turns, so a slow spell hits them alike
         times = interleaved_best_ms({name: partial(kernel, XV=inputs) for name, kernel in group.items()}, repeat)

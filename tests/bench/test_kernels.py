@@ -5,6 +5,7 @@ import torch
 
 from featgraph.bench import kernels
 from featgraph.datasets import uniform
+from featgraph.templates.params import EDGE_ORDERS
 
 
 @pytest.mark.parametrize("op", [op for op in kernels.OPS if op not in kernels.TRAINING_OPS])
@@ -67,6 +68,7 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
         *kernels.OPS,
         "gcn-ablation",
         "attention-order",
+        "heads-order",
         "attention-writes",
         "heads-writes",
         "edge-add-order",
@@ -74,4 +76,5 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
         "csr-build",
     }
     assert {r.d for r in rows if r.op == "attention-order"} == {3, 8}
+    assert [r.impl for r in rows if r.op == "heads-order" and r.d == 8] == [f"edge order {o}" for o in EDGE_ORDERS]
     assert "| op | graph | d |" in capsys.readouterr().out
