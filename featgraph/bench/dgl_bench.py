@@ -24,7 +24,7 @@ featgraph's row compares the two sides' kernel times, and DGL's row gives the bo
 speedup featgraph would reach if its kernels took no time at all (everything else in the step, the dense
 layers, dropout, DGL's graph bookkeeping, stays the same on both sides). With ``--runs N`` each side runs in N
 processes, the sides taking turns, and each measured field is the median over them, every run's peak listed:
-one side's peak memory moves by 20-60 MB from process to process on a 2-core VM. Beside the resident peak,
+one side's peak memory moves by 20-90 MB from process to process on a 2-core VM. Beside the resident peak,
 each row gives the bytes allocated at the peak (every worker counts its allocations, ``measure.peaks_extra_mb``),
 which are the same from run to run and leave out the program text and the heap pages glibc keeps.
 """
@@ -469,7 +469,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs", type=int, default=1,
         help="processes per side, the sides taking turns; each field the median over them (peak memory moves "
-        "20-60 MB between runs of one side)",
+        "20-90 MB between runs of one side)",
     )  # fmt: skip
     add_common_arguments(
         parser, repeat=3, threads=toolchain.num_threads(), scale=1.0,

@@ -59,7 +59,7 @@ def peaks_extra_mb(fn: Callable[[], object]) -> Peaks:
 
     Resident memory: resets Linux's high-water mark (``echo 5 > /proc/self/clear_refs``) and reads ``VmHWM``
     afterwards (None where the kernel does not offer that). It counts the pages of program text and libraries
-    ``fn`` runs for the first time and the heap pages glibc keeps after a free, which move it by 20-60 MB from
+    ``fn`` runs for the first time and the heap pages glibc keeps after a free, which move it by 20-90 MB from
     process to process; the allocated bytes (in a process started with ``counting_allocations``: every block
     of glibc's malloc family and every large anonymous mapping) count only what was asked for, the same in
     every run. The output pool's free buffers are released first, so the outputs ``fn`` makes count, as they
@@ -72,8 +72,8 @@ def peaks_extra_mb(fn: Callable[[], object]) -> Peaks:
     buffers.release()
     release_freed_heap()
     counter = _allocation_counter()
-    before = status_kb("VmRSS")
     try:
+        before = status_kb("VmRSS")
         CLEAR_REFS.write_text("5")
     except OSError:
         before = None

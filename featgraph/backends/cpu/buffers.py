@@ -18,10 +18,11 @@ none). Outputs above glibc's largest mmap threshold are fresh memory backed by t
 Linux offers them (its "always" or "madvise" mode) and go back to the system when they die, not kept: a
 fresh one faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
 9x-11x), while a kept one adds its size to the peak for as long as it waits, a whole training step where
-the next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL); the
-kernels writing them take up to 1.2x-1.8x as long (``FEATGRAPH_POOL_HUGE=1`` keeps them, for speed over peak
-memory). Where Linux offers no huge pages they are kept as smaller ones are. Smaller ones come from glibc's heap, whose
-freed memory torch's own allocations reuse.
+the next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL), while
+the kernels writing fresh ones take longer (GraphSAGE's under DGL about 1.5x, docs/design.md, "Recycled
+outputs"; ``FEATGRAPH_POOL_HUGE=1`` keeps them, for speed over peak memory). Where Linux offers no huge pages
+they are kept as smaller ones are. Smaller ones come from glibc's heap, whose freed memory torch's own
+allocations reuse.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ void* __libc_malloc(size_t size);
 void* __libc_calloc(size_t count, size_t size);
 void* __libc_realloc(void* block, size_t size);
 void* __libc_memalign(size_t alignment, size_t size);
+void* __libc_valloc(size_t size);
+void* __libc_pvalloc(size_t size);
 void __libc_free(void* block);
 }
 
@@ -74,6 +76,8 @@ void* malloc(size_t size) { return counted(__libc_malloc(size)); }
 void* calloc(size_t count_, size_t size) { return counted(__libc_calloc(count_, size)); }
 void* memalign(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size)); }
 void* aligned_alloc(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size)); }
+void* valloc(size_t size) { return counted(__libc_valloc(size)); }
+void* pvalloc(size_t size) { return counted(__libc_pvalloc(size)); }
 
 int posix_memalign(void** out, size_t alignment, size_t size) {
   void* block = counted(__libc_memalign(alignment, size));
