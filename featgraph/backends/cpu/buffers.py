@@ -14,15 +14,17 @@ GAT layer under DGL the aggregation's output, freed once the layer's activation 
 the rest of the forward for the backward's request of its size. A free buffer therefore goes back to the
 system once more than ``MAX_IDLE_REQUESTS`` later requests have passed it over (a training loop's outputs are
 taken again within one or two), and ``FEATGRAPH_POOL_MB`` bounds the free memory kept (default 128; 0 keeps
-none). Outputs above glibc's largest mmap threshold are fresh memory backed by transparent huge pages where
-Linux offers them (its "always" or "madvise" mode) and go back to the system when they die, not kept: a
-fresh one faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
-9x-11x), while a kept one adds its size to the peak for as long as it waits, a whole training step where
-the next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL), while
-the kernels writing fresh ones take longer (GraphSAGE's under DGL about 1.5x, docs/design.md, "Recycled
-outputs"; ``FEATGRAPH_POOL_HUGE=1`` keeps them, for speed over peak memory). Where Linux offers no huge pages
-they are kept as smaller ones are. Smaller ones come from glibc's heap, whose freed memory torch's own
-allocations reuse.
+none).
+
+Outputs above glibc's largest mmap threshold are fresh memory backed by transparent huge pages where Linux
+offers them (its "always" or "madvise" mode), and they go back to the system when they die. A fresh one
+faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
+9x-11x); a kept one would add its size to the peak for as long as it waits, a whole training step where the
+next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL). The kernels
+writing fresh ones take longer (GraphSAGE's under DGL about 1.5x; docs/design.md, "Recycled outputs"), so
+``FEATGRAPH_POOL_HUGE=1`` keeps them, for speed over peak memory. Where Linux offers no huge pages they are
+kept as smaller ones are. Smaller ones come from glibc's heap, whose freed memory torch's own allocations
+reuse.
 """
 
 from __future__ import annotations
