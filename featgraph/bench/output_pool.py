@@ -5,8 +5,9 @@ Rows: filling a fresh n x d float32 tensor (the page-fault cost alone), the GCN 
 forward + backward, each with every output fresh in 4 KiB pages (torch's allocator), fresh and released when
 it dies, in 2 MiB huge pages above glibc's largest mmap threshold (``huge_page_memory``, the pool's own
 setting for those outputs; below it from torch's allocator as before; "-" where the system has no transparent
-huge pages), and recycled by the pool from outputs that died (outputs of every size kept). Best of
-``--repeat`` runs, the settings interleaved so a noisy neighbour hits them alike."""
+huge pages), and recycled by the pool from outputs that died (outputs of 1 MiB and more kept, below the pool's
+own floor of 32 MiB too). Best of ``--repeat`` runs, the settings interleaved so a noisy neighbour hits them
+alike."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .kernels import GRAPHS, bench_gcn_train, op_kernel
 from .report import Table, add_common_arguments, each_graph, machine, write_json
 
 KEEP_ALL = 1 << 40  # no practical bound on kept memory while measuring
+RECYCLED_MIN_BYTES = 1024**2  # the recycled setting keeps outputs from 1 MiB up, below the pool's own floor too
 TABLE = Table({
     "graph": "graph", "d": "d", "work": "work", "fresh 4 KiB pages ms": "fresh_4k_ms:.2f",
     "fresh huge pages ms": "fresh_huge_ms:.2f", "recycled ms": "recycled_ms:.2f",
@@ -46,16 +48,18 @@ def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     recycled, alternating run by run; the pool's own settings as they were afterwards, its kept buffers
     released."""
     pool = buffers.POOL
-    before = pool.max_free_bytes, pool.huge_pages, pool.keep_huge
+    fields = ("max_free_bytes", "huge_pages", "keep_huge", "min_bytes")
+    before = tuple(getattr(pool, name) for name in fields)
     huge = buffers.huge_pages_available()
-    # name: (free bytes kept, huge pages, huge-page buffers kept too)
-    settings = {"fresh_4k": (0, False, False), "recycled": (KEEP_ALL, huge, True)}
+    # name: (free bytes kept, huge pages, huge-page buffers kept too, smallest pooled request)
+    settings = {"fresh_4k": (0, False, False, before[3]), "recycled": (KEEP_ALL, huge, True, RECYCLED_MIN_BYTES)}
     if huge:
-        settings["fresh_huge"] = (0, True, False)
+        settings["fresh_huge"] = (0, True, False, before[3])
 
-    def under(kept: int, huge_pages: bool, keep_huge: bool) -> Callable[[], object]:
+    def under(kept: int, huge_pages: bool, keep_huge: bool, min_bytes: int) -> Callable[[], object]:
         def run() -> object:
-            pool.max_free_bytes, pool.huge_pages, pool.keep_huge = kept, huge_pages, keep_huge
+            for name, value in zip(fields, (kept, huge_pages, keep_huge, min_bytes), strict=True):
+                setattr(pool, name, value)
             return fn()
 
         return run
@@ -63,7 +67,8 @@ def settings_ms(fn: Callable[[], object], repeat: int) -> dict[str, float]:
     try:
         return interleaved_best_ms({n: under(*s) for n, s in settings.items()}, repeat, warmup=0)
     finally:
-        pool.max_free_bytes, pool.huge_pages, pool.keep_huge = before
+        for name, value in zip(fields, before, strict=True):
+            setattr(pool, name, value)
         buffers.release()
 
 

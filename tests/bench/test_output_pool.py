@@ -8,7 +8,8 @@ from featgraph.cli import main
 
 def test_bench_output_pool_times_each_work_three_ways_and_restores_the_pools_settings(tmp_path):
     out = tmp_path / "output_pool.json"
-    settings = buffers.POOL.max_free_bytes, buffers.POOL.huge_pages, buffers.POOL.keep_huge
+    fields = ("max_free_bytes", "huge_pages", "keep_huge", "min_bytes")
+    settings = [getattr(buffers.POOL, name) for name in fields]
     main([
         "bench", "output-pool", "--graphs", "uniform", "--scale", "0.002", "--dims", "8", "--threads", "1",
         "--repeat", "1", "--json", str(out),
@@ -23,4 +24,4 @@ def test_bench_output_pool_times_each_work_three_ways_and_restores_the_pools_set
             assert r["fresh_huge_over_recycled"] == pytest.approx(r["fresh_huge_ms"] / r["recycled_ms"])
         else:
             assert r["fresh_huge_ms"] is None and r["fresh_huge_over_recycled"] is None
-    assert (buffers.POOL.max_free_bytes, buffers.POOL.huge_pages, buffers.POOL.keep_huge) == settings
+    assert [getattr(buffers.POOL, name) for name in fields] == settings

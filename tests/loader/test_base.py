@@ -181,13 +181,14 @@ def test_bad_use_ddp_is_named(cora, use_ddp, error, message):
 )
 def test_property_gathered_rows_are_index_select_s_and_large_ones_reuse_freed_memory(rows, width, dtype, seed):
     """``gathered`` against ``index_select`` (any row count, width and dtype, repeated and unsorted indices), the
-    caller's tensor untouched; a gather of a megabyte or more takes the memory a dead one left (its pages
-    already mapped), so a loader's batches do not page-fault their features in afresh each step."""
+    caller's tensor untouched; gathers go through the output pool: where it keeps requests of a megabyte or more,
+    a gather that large takes the memory a dead one left (its pages already mapped)."""
     from featgraph.backends.cpu import buffers
 
     pool = buffers.POOL
-    kept = pool.max_free_bytes
-    pool.max_free_bytes = 64 * 1024**2  # a pool that keeps memory (by default none is kept where huge pages serve)
+    kept, floor = pool.max_free_bytes, pool.min_bytes
+    # a pool that keeps memory from 1 MiB up (by default it keeps none below 32 MiB, and none where huge pages serve)
+    pool.max_free_bytes, pool.min_bytes = 64 * 1024**2, 1024**2
     buffers.release()  # no free buffer from an earlier example competes for the request
     try:
         gen = torch.Generator().manual_seed(seed)
@@ -196,7 +197,7 @@ def test_property_gathered_rows_are_index_select_s_and_large_ones_reuse_freed_me
         index = torch.randint(0, 257, (rows,), generator=gen)
         out = gathered(values, index)
         assert out.dtype == dtype and torch.equal(out, values.index_select(0, index)) and torch.equal(values, before)
-        pooled = rows * width * dtype.itemsize >= buffers.MIN_POOLED_BYTES
+        pooled = rows * width * dtype.itemsize >= pool.min_bytes
         address = out.data_ptr()
         del out
         again = gathered(values, index)
@@ -205,5 +206,5 @@ def test_property_gathered_rows_are_index_select_s_and_large_ones_reuse_freed_me
         assert any(start <= again.data_ptr() < end for start, end in held) == pooled
         assert again.data_ptr() == address or not pooled
     finally:
-        pool.max_free_bytes = kept
+        pool.max_free_bytes, pool.min_bytes = kept, floor
         buffers.release()

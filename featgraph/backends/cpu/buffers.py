@@ -1,30 +1,24 @@
 """Recycled memory for the large outputs of CPU kernels.
 
 glibc's ``malloc`` serves a request above its mmap threshold (dynamic, at most 32 MiB) with a fresh ``mmap``
-and unmaps it on free, and it trims the freed top of its heap back to the system, so a large output often
-starts as untouched pages: the kernel that writes it first takes a page fault and a kernel-side zeroing for
-each 4 KiB: filling a fresh 50,000 x 256 float32 output costs about a quarter of that SpMM's time
-(``featgraph bench output-pool``). The pool keeps such buffers after their tensors die and hands them out again, as
-PyTorch's CUDA caching allocator does on the GPU. Every tensor or view of a pooled buffer holds the array it
-was made from (``torch.from_numpy`` keeps that array alive), and the pool watches that array through a weak
-reference, so memory a live tensor uses is never handed out twice.
+and unmaps it on free, so an output that large starts as untouched pages: the kernel that writes it first takes
+a page fault and a kernel-side zeroing for each 4 KiB (filling a fresh 50,000 x 256 float32 output costs about a
+quarter of that SpMM's time, ``featgraph bench output-pool``). Outputs of 32 MiB and more therefore come from
+here: fresh memory backed by transparent huge pages where Linux offers them (its "always" or "madvise" mode),
+which faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
+9x-11x) and goes back to the system when it dies. Where Linux offers no huge pages, or with
+``FEATGRAPH_POOL_HUGE=1`` (speed over peak memory: the kernels writing fresh ones take longer, GraphSAGE's
+under DGL about 1.5x; docs/design.md, "Recycled outputs"), the pool keeps such buffers after their tensors die
+and hands them out again, as PyTorch's CUDA caching allocator does on the GPU. Every tensor or view of a pooled
+buffer holds the array it was made from (``torch.from_numpy`` keeps that array alive), and the pool watches
+that array through a weak reference, so memory a live tensor uses is never handed out twice.
 
-Free buffers cannot serve torch's own allocations, so one waiting for a later request adds to the peak: in a
-GAT layer under DGL the aggregation's output, freed once the layer's activation has read it, waited through
-the rest of the forward for the backward's request of its size. A free buffer therefore goes back to the
-system once more than ``MAX_IDLE_REQUESTS`` later requests have passed it over (a training loop's outputs are
-taken again within one or two), and ``FEATGRAPH_POOL_MB`` bounds the free memory kept (default 128; 0 keeps
-none).
-
-Outputs above glibc's largest mmap threshold are fresh memory backed by transparent huge pages where Linux
-offers them (its "always" or "madvise" mode), and they go back to the system when they die. A fresh one
-faults once per 2 MiB (filling a fresh 51 MB output takes 1.4x-1.7x a recycled one's time instead of
-9x-11x); a kept one would add its size to the peak for as long as it waits, a whole training step where the
-next request of its size is the next step's forward (GraphSAGE's first aggregation under DGL). The kernels
-writing fresh ones take longer (GraphSAGE's under DGL about 1.5x; docs/design.md, "Recycled outputs"), so
-``FEATGRAPH_POOL_HUGE=1`` keeps them, for speed over peak memory. Where Linux offers no huge pages they are
-kept as smaller ones are. Smaller ones come from glibc's heap, whose freed memory torch's own allocations
-reuse.
+A free buffer cannot serve torch's own allocations, so one waiting for a later request adds to the peak: a free
+buffer goes back to the system once more than ``MAX_IDLE_REQUESTS`` later requests have passed it over (a
+training loop's outputs are taken again within one or two), and ``FEATGRAPH_POOL_MB`` bounds the free memory
+kept (default 128; 0 keeps none). Smaller outputs come from glibc's heap, which recycles them as fast as a pool
+would (``featgraph bench output-pool --dims 32 64 128``) and whose freed memory torch's allocations share: a
+pooled one waited through the step's other allocations (20-25 MB of GAT's and GraphSAGE's peaks under DGL).
 """
 
 from __future__ import annotations
@@ -42,14 +36,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-MIN_POOLED_BYTES = 1024**2  # below this, page faults are few and malloc's small-block bins recycle well
+MMAP_THRESHOLD_MAX = 32 * 1024**2  # glibc's largest mmap threshold: larger requests always get fresh pages
+MIN_POOLED_BYTES = MMAP_THRESHOLD_MAX  # below it glibc's heap recycles, and shares freed memory with torch
 SIZE_CLASS = 1024**2  # buffers are kept in whole MiB, so near-equal requests share them
 FIT_SLACK = 0.125  # a request may take a free buffer up to this much larger than it
 ALIGNMENT = 64  # one cache line: the kernels' vector loads never straddle two at a row start
 DEFAULT_POOL_MB = 128
 MAX_IDLE_REQUESTS = 2  # a free buffer passed over by more later requests than this goes back to the system
 HUGE_PAGE = 2 * 1024**2
-MMAP_THRESHOLD_MAX = 32 * 1024**2  # glibc's largest mmap threshold: larger requests always get fresh pages
 TRANSPARENT_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
