@@ -114,7 +114,6 @@ def test_small_requests_come_from_torch_and_every_dtype_is_pooled() -> None:
         del again
 
 
-
 def test_by_default_only_requests_above_glibcs_mmap_threshold_are_pooled() -> None:
     """Below glibc's largest mmap threshold its heap recycles freed memory, and torch's allocations share it, so a
     kept buffer would only wait: the default pool leaves those requests to torch, even one just below it."""
@@ -126,6 +125,7 @@ def test_by_default_only_requests_above_glibcs_mmap_threshold_are_pooled() -> No
     del at
     assert pool.free_bytes >= buffers.MMAP_THRESHOLD_MAX  # kept for the next request of its size
     assert pool.empty((buffers.MMAP_THRESHOLD_MAX // 4,), torch.float32).data_ptr() == address
+
 
 @pytest.mark.parametrize("huge_pages", [False, True])
 def test_a_zero_bound_keeps_nothing(huge_pages: bool) -> None:
