@@ -379,11 +379,10 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
     kernels = {
         name: op_kernel("gcn", g, d, threads, num_partitions=p, num_feature_tiles=t) for name, (p, t) in gcn.items()
     }
-    orders, head_orders = (
-        {f"edge order {o}": op_kernel(op, g, d, threads, edge_order=o) for o in EDGE_ORDERS}
-        for op in ("attention", "heads")
+    orders, head_orders, add_orders = (
+        {order_label(kernel): kernel for kernel in order_kernels(op, g, d, threads)}
+        for op in ("attention", "heads", "edge-add")
     )
-    add_orders = {f"edge order {o}": op_kernel("edge-add", g, d, threads, edge_order=o) for o in EDGE_ORDERS}
     writes, head_writes = (
         {
             "staged writes": op_kernel(op, g, d, threads, write_buckets=staging_buckets(g.num_edges * 4 * scores)),
@@ -410,6 +409,22 @@ def ablation_rows(graph_name: str, g: Graph, d: int, threads: int, repeat: int, 
         for row in rows[first:]:
             row.ratio = rows[first].ms / row.ms
     return rows
+
+
+def order_kernels(op: str, g: Graph, d: int, threads: int) -> list[Kernel]:
+    """``op``'s kernel in each edge order: the CSR walked in its default source segments, and in one."""
+    kernels = [op_kernel(op, g, d, threads, edge_order=order) for order in EDGE_ORDERS]
+    if kernels[-1].spec.params.num_partitions > 1:
+        kernels.append(op_kernel(op, g, d, threads, edge_order="csr", num_partitions=1))
+    return kernels
+
+
+def order_label(kernel: Kernel) -> str:
+    """``edge order hilbert``, ``edge order csr, 4 segments`` and so on."""
+    params = kernel.spec.params
+    segments = params.num_partitions
+    walk = f", {segments} segment{'s' if segments > 1 else ''}" if params.edge_order == "csr" else ""
+    return f"edge order {params.edge_order}{walk}"
 
 
 def _csr_build_ms(g: Graph, repeat: int) -> float:

@@ -36,14 +36,20 @@ def compress(
     num_groups: int,
     index_dtype: torch.dtype = torch.int64,
     threads: int | None = None,
+    sort_other: bool = False,
 ) -> Compressed:
     """Group edges by ``group`` (stable, so duplicate edges keep their relative order), the index arrays in
-    ``index_dtype``. On the CPU one compiled counting sort (``native/cpp/compress.cpp``) on up to ``threads``
-    threads (None: the CPU kernels' count; the same output for any), O(E + groups) and written in
-    ``index_dtype`` directly; elsewhere torch's stable sort."""
+    ``index_dtype``; with ``sort_other`` each group's edges ascend by ``other`` (ties in id order), so one
+    array serves every cut of the other endpoint's ids into ranges (``partition.SourcePartitions``). On the CPU
+    one compiled counting sort (``native/cpp/compress.cpp``) on up to ``threads`` threads (None: the CPU
+    kernels' count; the same output for any), O(E + groups) and written in ``index_dtype`` directly;
+    elsewhere torch's stable sort."""
     if group.device.type == "cpu":
-        return _compiled_compress(group, other, num_groups, index_dtype, threads or num_threads())
+        return _compiled_compress(group, other, num_groups, index_dtype, threads or num_threads(), sort_other)
     order = torch.sort(group, stable=True).indices
+    if sort_other:  # by other endpoint, then stably by group: within a group, ascending other, ties in id order
+        by_other = torch.sort(other, stable=True).indices
+        order = by_other[torch.sort(group[by_other], stable=True).indices]
     counts = torch.bincount(group, minlength=num_groups)
     indptr = torch.zeros(num_groups + 1, dtype=torch.int64, device=group.device)
     torch.cumsum(counts, dim=0, out=indptr[1:])
@@ -52,7 +58,7 @@ def compress(
 
 
 def _compiled_compress(
-    group: torch.Tensor, other: torch.Tensor, num_groups: int, index_dtype: torch.dtype, threads: int
+    group: torch.Tensor, other: torch.Tensor, num_groups: int, index_dtype: torch.dtype, threads: int, sort_other: bool
 ) -> Compressed:
     if index_dtype not in (torch.int32, torch.int64):
         raise ValueError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype}")
@@ -62,8 +68,22 @@ def _compiled_compress(
     )
     ends = [t.to(torch.int64).contiguous() for t in (group, other)]
     width = 4 if index_dtype == torch.int32 else 8
-    launch(compile_source(cpp_source("compress.cpp")), [*ends, *out], [width, num_edges, num_groups, threads])
+    arguments = [width, num_edges, num_groups, threads, int(sort_other)]
+    launch(compile_source(cpp_source("compress.cpp")), [*ends, *out], arguments)
     return out
+
+
+def groups_ascend(compressed: Compressed) -> bool:
+    """Whether every group lists its other endpoints in ascending order (as ``compress(..., sort_other=True)``
+    writes them)."""
+    indptr, indices, _ = compressed
+    if indices.numel() < 2:
+        return True
+    falls = indices[1:] < indices[:-1]
+    starts = indptr[1:-1].to(torch.int64)
+    starts = starts[(starts > 0) & (starts < indices.numel())]
+    falls[starts - 1] = False  # a fall from one group's last edge to the next group's first is no fall
+    return not bool(falls.any())
 
 
 def index_dtype_for(num_nodes: int, num_edges: int) -> torch.dtype:

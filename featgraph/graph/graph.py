@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import interop
-from .formats import Compressed, compress, index_dtype_for, with_loops
+from .formats import Compressed, compress, groups_ascend, index_dtype_for, with_loops
 from .hilbert import hilbert_edge_order
 from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources
 from .reorder import inverse_order, locality_order
@@ -480,7 +480,10 @@ class Graph:
 
         def narrow() -> Compressed:
             full = self._cache.get((name,))
-            return compress(rows, cols, num_rows, index_dtype) if full is None else full.to(index_dtype)
+            if full is not None:  # a given CSR (a sampler's) or one built already: its order kept, no sort
+                return full.to(index_dtype)
+            # on the CPU each row's sources ascending: every segment count's partitions point into it
+            return compress(rows, cols, num_rows, index_dtype, sort_other=rows.device.type == "cpu")
 
         return self.cached((name, index_dtype), narrow)
 
@@ -536,7 +539,8 @@ class Graph:
 
     def _loops_replaced(self, fill_weight: float) -> Graph:
         """The looped graph. The CSR and CSC this graph has built are carried over by ``formats.with_loops``
-        without a sort (a sampled block comes with both), in the narrow index type where one is built."""
+        without a sort (a sampled block comes with both), in the narrow index type where one is built, unless
+        its rows list their sources in ascending order, which a loop appended last would break."""
         keep = self._src != self._dst
         if bool(keep.all()):
             keep = None
@@ -554,6 +558,8 @@ class Graph:
             built = [key for key in self._cache if key[0] == name]
             narrowed = [key for key in built if len(key) > 1]  # what kernels read; int64 only if alone
             for key in narrowed or built:
+                if len(key) > 1 and groups_ascend(self._cache[key]):
+                    continue  # rows list sources in ascending order (the graph's own build): rebuilt so on use
                 looped._cache[key] = with_loops(self._cache[key], keep, num_loops)
                 indptr = looped._cache[key].indptr
                 looped._cache[(degrees,)] = (indptr[1:] - indptr[:-1]).to(torch.int64)
@@ -561,8 +567,9 @@ class Graph:
 
     # ---- edge orders ----------------------------------------------------------------------------
     def edge_order(self, order: str) -> torch.Tensor:
-        """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` or ``"hilbert"`` (int64;
-        the Hilbert order, which is kept, in ``index_dtype``: edge templates read it in that type)."""
+        """User edge ids listed in the given order: ``"user"``, ``"csr"``, ``"csc"`` (those of ``csr()`` and
+        ``csc()``) or ``"hilbert"`` (int64; the Hilbert order, which is kept, in ``index_dtype``: edge templates
+        read it in that type)."""
         if order == "user":
             return self.cached(("user_order",), lambda: torch.arange(self.num_edges, device=self.device))
         if order == "csr":
@@ -600,12 +607,19 @@ class Graph:
         )
 
     def source_partitions(self, num_parts: int, index_dtype: torch.dtype = torch.int64) -> SourcePartitions:
-        """Sources cut into ``num_parts`` equal id ranges, each with its own CSR, its index arrays in
-        ``index_dtype`` (cached per count and dtype; kernels read int32)."""
-        return self.cached(
-            ("partitions", num_parts, index_dtype),
-            lambda: partition_sources(self._src, self._dst, self._num_src, self._num_dst, num_parts, index_dtype),
-        )
+        """Sources cut into ``num_parts`` equal id ranges, as segment pointers into the CSR of ``index_dtype``
+        where its rows list their sources in ascending order (the one the graph builds on the CPU for kernels,
+        ``csr(torch.int32)``), else into a copy sorted so (cached per count and dtype; kernels read int32)."""
+
+        def build() -> SourcePartitions:
+            csr = self._cache.get(("csr",)) if index_dtype == torch.int64 else self.csr(index_dtype)
+            if csr is None or not groups_ascend(csr):
+                csr = compress(self._dst, self._src, self._num_dst, index_dtype, sort_other=True)
+            return partition_sources(csr, self._num_src, num_parts)
+
+        if num_parts < 1:
+            raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+        return self.cached(("partitions", num_parts, index_dtype), build)
 
     def hubs(self, threshold: int, capacity: int) -> HubPartition:
         """Hybrid partitioning: the highest out-degree sources at or above ``threshold`` (cached)."""

@@ -1,9 +1,11 @@
 """Partitioning of source vertices (FeatGraph's graph partitioning and hybrid partitioning).
 
-1D: source ids are cut into ``K`` contiguous, equally wide segments; each segment keeps its own CSR of
-in-edges grouped by destination. A kernel that walks one segment at a time reads only that segment's
-source feature rows, which then stay in cache, at the price of revisiting every destination row once
-per segment. Hybrid (GPU): sources split by out-degree into hubs, staged on chip, and the rest.
+1D: source ids are cut into ``K`` contiguous, equally wide segments. A kernel that walks one segment at a time
+reads only that segment's source feature rows, which then stay in cache, at the price of revisiting every
+destination row once per segment. The segments are views of one CSR whose rows list their sources in ascending
+order: segment ``k``'s edges into ``v`` are a run of row ``v``, found by pointers alone, so the graph's CSR
+itself serves every segment count (and unpartitioned kernels) without a copy of its edges. Hybrid (GPU):
+sources split by out-degree into hubs, staged on chip, and the rest.
 """
 
 from __future__ import annotations
@@ -12,39 +14,60 @@ from dataclasses import dataclass
 
 import torch
 
-from .formats import Compressed, compress
+from ..native import compile_source, launch
+from ..native.sources import cpp_source
+from ..native.toolchain import num_threads
+from .formats import Compressed, groups_ascend
 
 
 @dataclass(frozen=True)
 class SourcePartitions:
-    """Per-segment CSR: edges of segment ``k`` into destination ``v`` are
-    ``indptr[k * num_dst + v] : indptr[k * num_dst + v + 1]``."""
+    """Segment ``k``'s edges into destination ``v`` are ``csr.indices[p : q]`` (their user ids
+    ``csr.edge_ids[p : q]``) with ``p, q = csr.indptr[v * K + k], csr.indptr[v * K + k + 1]``: ``csr`` shares
+    its index arrays with a source-ascending CSR of the graph, its ``indptr`` the segment pointers."""
 
     num_parts: int
     boundaries: torch.Tensor  # (K + 1,) source-id cut points, boundaries[0] = 0, boundaries[K] = num_src
-    csr: Compressed  # indptr of length K * num_dst + 1; indices are sources; edge_ids in user order
+    csr: Compressed  # indptr of length num_dst * K + 1; indices are sources; edge_ids in user order
 
     def segment_of(self, part: int) -> tuple[int, int]:
         """Source-id range [lo, hi) of one segment."""
         return int(self.boundaries[part]), int(self.boundaries[part + 1])
 
 
-def partition_sources(
-    src: torch.Tensor,
-    dst: torch.Tensor,
-    num_src: int,
-    num_dst: int,
-    num_parts: int,
-    index_dtype: torch.dtype = torch.int64,
-) -> SourcePartitions:
-    """Cut source ids into ``num_parts`` equal ranges and build each range's CSR over the destinations, its
-    index arrays in ``index_dtype`` (one E-sized int64 temporary besides them)."""
+def partition_sources(csr: Compressed, num_src: int, num_parts: int) -> SourcePartitions:
+    """Cut source ids into ``num_parts`` equal ranges over ``csr``, a CSR of in-edges whose rows list their
+    sources in ascending order (``compress(..., sort_other=True)``): only the segment pointers are new
+    (``native/cpp/segments.cpp``, a binary search per row and cut)."""
     if num_parts < 1:
         raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+    if not groups_ascend(csr):
+        raise ValueError("csr must list each row's sources in ascending order (compress(..., sort_other=True))")
     boundaries = torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_src, num_parts, rounding_mode="floor")
-    group = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True).mul_(num_dst).add_(dst)
-    csr = compress(group, src, num_parts * num_dst, index_dtype)
-    return SourcePartitions(num_parts, boundaries, csr)
+    indptr, indices, edge_ids = csr
+    num_dst = indptr.numel() - 1
+    if indptr.device.type != "cpu":  # no binary-search kernel there: the rows' counts below each cut
+        return SourcePartitions(num_parts, boundaries, Compressed(_pointers(csr, boundaries), indices, edge_ids))
+    pointers = torch.empty(num_dst * num_parts + 1, dtype=indptr.dtype)
+    width = indptr.element_size()
+    launch(
+        compile_source(cpp_source("segments.cpp")),
+        [indptr, indices, boundaries, pointers],
+        [width, num_dst, num_parts, num_threads()],
+    )
+    return SourcePartitions(num_parts, boundaries, Compressed(pointers, indices, edge_ids))
+
+
+def _pointers(csr: Compressed, boundaries: torch.Tensor) -> torch.Tensor:
+    """The segment pointers with torch: each edge's segment, counted per (row, segment), summed up."""
+    indptr, indices, _ = csr
+    num_dst, num_parts = indptr.numel() - 1, boundaries.numel() - 1
+    segment = torch.searchsorted(boundaries[1:-1].to(indices.device), indices.to(torch.int64), right=True)
+    rows = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device), indptr.diff().to(torch.int64))
+    counts = torch.bincount(rows * num_parts + segment, minlength=num_dst * num_parts)
+    pointers = torch.zeros(num_dst * num_parts + 1, dtype=torch.int64, device=indptr.device)
+    torch.cumsum(counts, dim=0, out=pointers[1:])
+    return pointers.to(indptr.dtype)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,10 @@ def edge_sum(
 
     def make_params(op: ComputeOp, target: str) -> SDDMMParams:
         on_gpu = {"edge_order": gpu_edge_order_for(graph, op)} if target == "gpu" else {}
-        return SDDMMParams(**{**on_gpu, **template_params})
+        params = SDDMMParams(**{**on_gpu, **template_params})
+        if params.num_partitions != 1:
+            raise ValueError("num_partitions: edge_sum visits an edge list, not the CSR in source segments; it takes 1")
+        return params
 
     fixed = frozenset(template_params)
     return template_kernel("edge_sum", graph, edgefunc, None, target, fds, make_params, EdgeSumKernel, fixed, tuner)

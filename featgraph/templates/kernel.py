@@ -16,7 +16,7 @@ import torch
 from ..backends import cpu, gpu
 from ..backends.cpu import buffers
 from ..backends.gpu.aot import compiling
-from ..graph import Graph
+from ..graph import Compressed, Graph
 from ..kernel_spec import (
     HALF_DTYPES,
     TORCH_DTYPES,
@@ -161,15 +161,31 @@ def edge_list(graph: Graph, order: str, index: torch.dtype, target: str) -> list
         if order == "user":  # the COO as it is: no gathers, the sources shared with ``edge_sources``
             ids = None if target == "cpu" else torch.arange(graph.num_edges, dtype=index, device=src.device)
             return [edge_sources(graph, index), graph.coo_row(1, index), ids]
-        if order == "csr":  # the CSR's own sources and edge ids, beside each edge's row
-            csr = graph.csr(index)
+        if order == "csr":  # the kernels' CSR's own sources and edge ids (``visit_order``), beside each row
+            csr = graph.csr(graph.index_dtype)
             rows = torch.arange(graph.num_dst_nodes, dtype=index, device=src.device)
-            return [csr.indices, rows.repeat_interleave(csr.indptr.diff(), output_size=graph.num_edges), csr.edge_ids]
+            rows = rows.repeat_interleave(csr.indptr.diff(), output_size=graph.num_edges)
+            return [csr.indices.to(index), rows, csr.edge_ids.to(index)]
         ids = graph.edge_order(order)  # the Hilbert order is kept in the graph's index type: shared, not copied
         return [src[ids].to(index), dst[ids].to(index), ids.to(index)]
 
     key = ("edge_list", order, index, target == "cpu" and order == "user")  # the other orders' lists are shared
     return graph.cached(key, build)
+
+
+def visit_order(graph: Graph, order: str) -> torch.Tensor:
+    """User edge ids in the order an edge template visits them in ``order``: for "csr", the kernels' CSR's
+    (``walked_csr``, ``edge_list``), which lists a row's sources in ascending order on the CPU."""
+    return graph.csr(graph.index_dtype).edge_ids if order == "csr" else graph.edge_order(order)
+
+
+def walked_csr(graph: Graph, parts: int, index: torch.dtype) -> Compressed:
+    """The kernels' CSR (``visit_order(graph, "csr")``) as a CPU SDDMM in CSR order walks it, in ``parts``
+    source segments: their pointers into it (``Graph.source_partitions``), or its own ``indptr`` for one; index
+    arrays in ``index``. Nothing per edge is copied where ``index`` is the graph's own index type."""
+    if parts > 1:
+        return graph.source_partitions(parts, index).csr
+    return Compressed(*(t.to(index) for t in graph.csr(graph.index_dtype)))
 
 
 def edge_sources(graph: Graph, index: torch.dtype) -> torch.Tensor:

@@ -103,12 +103,15 @@ class SDDMMParams:
     is the device's, ``cpu_edge_order`` / ``gpu_edge_order``);
     ``num_feature_tiles`` passes, each over a slice of the last output axis; ``write_buckets`` (CPU) > 0
     stages each edge's result in a buffer grouped into that many slices of user edge ids, then moves the
-    slices into place one at a time (0: written straight at its user edge id)."""
+    slices into place one at a time (0: written straight at its user edge id); ``num_partitions`` (CPU,
+    ``edge_order="csr"``): the source segments the kernels' CSR is walked in, one after the other, as the SpMM
+    walks them (a segment's source rows stay in cache while its destinations stream past)."""
 
     edge_order: str = "hilbert"
     num_feature_tiles: int = 1
     num_threads: int | None = None
     write_buckets: int = 0
+    num_partitions: int = 1
 
     def __post_init__(self) -> None:
         if self.num_feature_tiles < 1:
@@ -119,23 +122,34 @@ class SDDMMParams:
             raise ValueError(f"write_buckets must be >= 0, got {self.write_buckets}")
         if self.edge_order not in EDGE_ORDERS:
             raise ValueError(f"edge_order must be one of {EDGE_ORDERS}, got {self.edge_order!r}")
+        if type(self.num_partitions) is not int or self.num_partitions < 1:
+            raise ValueError(f"num_partitions must be a whole number >= 1, got {self.num_partitions!r}")
+        if self.num_partitions > 1 and self.edge_order != "csr":
+            raise ValueError(
+                f"num_partitions cuts the CSR walk into source segments: it needs edge_order='csr', "
+                f"got {self.edge_order!r}"
+            )
+        if self.num_partitions > 1 and self.write_buckets:
+            raise ValueError("write_buckets stages the writes of a walk in one segment; num_partitions > 1 takes 0")
 
 
 GATHER_PER_STREAM = 8  # CPU edge templates visit in the user's order up to this many gathered bytes per streamed
-HILBERT_MIN_GATHER_BYTES = 512  # and only where an edge gathers this much (two rows of 64 float32 values)
+ORDERED_MIN_GATHER_BYTES = 512  # and only where an edge gathers this much (two rows of 64 float32 values)
 
 
 def cpu_edge_order(gathered_bytes: int, streamed_bytes: int) -> str:
     """The CPU's edge order for an edge template that gathers ``gathered_bytes`` per edge from its endpoints'
     rows and streams ``streamed_bytes`` (its output row and edge-data rows). Visited in the user's order, the
-    output is written and the edge data read front to back, with no staging pass and no Hilbert edge list kept;
-    the Hilbert order keeps the endpoint rows in cache but scatters the edge-data reads and stages the writes,
-    which pays only where the gathered rows dominate the traffic and are long enough that their cache misses
-    outweigh the visit's own per-edge cost, as in dot-product attention from d = 64 (``featgraph bench kernels
-    --ops attention --ablation --ablation-dims 16 32 64 128``: the ``attention-order`` and ``edge-add-order``
-    rows)."""
+    output is written and the edge data read front to back, with no staging pass and no edge list kept; the
+    kernels' CSR walked one source segment at a time ("csr", ``default_num_partitions`` segments) keeps a
+    segment's source rows in cache and re-reads each destination's row within its run, but scatters the
+    edge-data reads and the writes, which pays only where the gathered rows dominate the traffic and are long
+    enough that their cache misses outweigh the visit's own per-edge cost, as in dot-product attention from
+    d = 64 (``featgraph bench kernels --ops attention --ablation --ablation-dims 16 32 64 128``: the
+    ``attention-order``, ``heads-order`` and ``edge-add-order`` rows). The walk keeps no list beside the CSR,
+    where the Hilbert order keeps one of three indices an edge, and ran as fast or faster (heads 1.0x-1.9x)."""
     dominant = gathered_bytes > GATHER_PER_STREAM * streamed_bytes
-    return "hilbert" if dominant and gathered_bytes >= HILBERT_MIN_GATHER_BYTES else "user"
+    return "csr" if dominant and gathered_bytes >= ORDERED_MIN_GATHER_BYTES else "user"
 
 
 def gpu_edge_order(input_bytes: int, l2_bytes: int) -> str:
@@ -177,14 +191,19 @@ def segment_bytes() -> int:
     return min(SEGMENT_MAX_BYTES, sizes[max(sizes)] // 2) if sizes else SEGMENT_MAX_BYTES
 
 
-def default_num_partitions(source_feature_bytes: int, avg_degree: float) -> int:
-    """Source segments of ``segment_bytes``, at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of an average
-    row (every row is visited once per segment), none where the features fit one segment.
+def default_num_partitions(source_feature_bytes: int, avg_degree: float | None = None) -> int:
+    """Source segments of ``segment_bytes``, at most 16, none where the features fit one segment; for an SpMM
+    (``avg_degree`` given) at most one per ``EDGES_PER_SEGMENT_VISIT`` edges of an average row, since every row
+    is visited once per segment, its accumulators loaded and stored again. An SDDMM's visit of a row only reads
+    the destination's row once more.
 
     One segment is best while the features fit half the last-level cache and more pay off beyond it; 16-bit
     features lose most from a split, because the output is kept in float32 between segments (``featgraph
-    bench sensitivity``; the sweep is in docs/design.md, "Findings behind the defaults")."""
+    bench sensitivity``; the sweep is in docs/design.md, "Findings behind the defaults"). The SDDMM's walk in
+    segments against the Hilbert order: ``featgraph bench kernels --ops attention --ablation``, the
+    ``heads-order`` rows."""
     segment = segment_bytes()
     if source_feature_bytes <= segment:
         return 1
-    return max(1, min(16, math.ceil(source_feature_bytes / segment), int(avg_degree // EDGES_PER_SEGMENT_VISIT)))
+    parts = min(16, math.ceil(source_feature_bytes / segment))
+    return parts if avg_degree is None else max(1, min(parts, int(avg_degree // EDGES_PER_SEGMENT_VISIT)))

@@ -125,6 +125,9 @@ def coordinates(kernel: Kernel) -> list[Coordinate]:
             found.append(Coordinate(("strategy",), (("gar",), ("gas",))))
     else:
         found.append(Coordinate(("edge_order",), tuple((o,) for o in EDGE_ORDERS)))
+        if spec.kind == "sddmm" and kernel.target == "cpu" and spec.params.edge_order == "csr":
+            parts = tuple((p,) for p in PARTITIONS if p <= max(kernel.graph.num_src_nodes, 1))
+            found.append(Coordinate(("num_partitions",), parts))  # the CSR walk's source segments
         found.append(Coordinate(("num_feature_tiles",), tuple((t,) for t in tiles)))
         if spec.params.write_buckets:  # the default stages scattered writes; the search may write directly
             found.append(Coordinate(("write_buckets",), ((spec.params.write_buckets,), (0,))))
@@ -152,6 +155,15 @@ def moved(config: Config, coordinate: Coordinate, value: tuple[Any, ...]) -> Con
     """``config`` with the coordinate's fields set to ``value``."""
     changes = dict(zip(coordinate.names, value, strict=True))
     split = changes.pop("split", config.split)
+    if isinstance(config.params, SDDMMParams):  # only the CSR walk takes segments, and it stages in one
+        order = changes.get("edge_order", config.params.edge_order)
+        parts = changes.get("num_partitions", config.params.num_partitions)
+        if order != "csr":
+            changes["num_partitions"] = 1
+        elif "num_partitions" in changes and parts > 1:
+            changes["write_buckets"] = 0  # a move to segments drops the staging
+        elif changes.get("write_buckets", config.params.write_buckets):
+            changes["num_partitions"] = 1  # a move to staging walks in one segment
     params = replace(config.params, **changes)
     if isinstance(params, SpMMParams) and params.strategy == "gas":
         # GAS walks the COO: no partitions, row order or staged hubs apply

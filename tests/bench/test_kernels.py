@@ -76,5 +76,24 @@ def test_run_writes_rows_and_ratios(tmp_path, capsys):
         "csr-build",
     }
     assert {r.d for r in rows if r.op == "attention-order"} == {3, 8}
-    assert [r.impl for r in rows if r.op == "heads-order" and r.d == 8] == [f"edge order {o}" for o in EDGE_ORDERS]
+    # the test graph's rows fit one segment: no second CSR row
+    walks = {"csr": "csr, 1 segment"}
+    expected = [f"edge order {walks.get(o, o)}" for o in EDGE_ORDERS]
+    assert [r.impl for r in rows if r.op == "heads-order" and r.d == 8] == expected
     assert "| op | graph | d |" in capsys.readouterr().out
+
+
+def test_edge_orders_compared_include_the_csr_walk_in_its_segments_and_in_one(monkeypatch):
+    """Where the source rows exceed a segment, the ablation times the CSR walk in the default segments and in
+    one, labelled by their count, and each computes the same scores as the user's order."""
+    from featgraph.templates import params
+
+    monkeypatch.setattr(params, "segment_bytes", lambda: 2048)  # 60 rows of 24 float32 gathered: 3 segments
+    g = uniform(60, 5, seed=1)
+    found = kernels.order_kernels("heads", g, 24, 1)
+    labels = [kernels.order_label(k) for k in found]
+    assert labels == [*(f"edge order {o}" for o in EDGE_ORDERS[:2]), "edge order csr, 3 segments",
+                      "edge order csr, 1 segment"]  # fmt: skip
+    x = torch.randn(60, kernels.ATTENTION_HEADS, 24 // kernels.ATTENTION_HEADS)
+    for kernel in found[1:]:
+        torch.testing.assert_close(kernel(XV=x), found[0](XV=x))

@@ -50,11 +50,17 @@ def test_degrees_match_scipy(graph_case):
 
 
 def test_int32_views_for_kernels(graph_case):
-    g, _, _ = graph_case
+    """The kernels' int32 CSR holds the int64 one's rows, each listing its sources in ascending order (ties in
+    edge id order), where the int64 one keeps edge id order."""
+    g, src, dst = graph_case
     assert g.index_dtype == torch.int32
     small = g.csr(torch.int32)
     assert all(t.dtype == torch.int32 for t in small)
-    assert all(torch.equal(a.to(torch.int64), b) for a, b in zip(small, g.csr(), strict=True))
+    full = g.csr()
+    assert torch.equal(small.indptr.long(), full.indptr)
+    assert full.edge_ids.tolist() == np.argsort(dst.numpy(), kind="stable").tolist()
+    assert small.edge_ids.tolist() == np.lexsort((np.arange(g.num_edges), src.numpy(), dst.numpy())).tolist()
+    assert torch.equal(small.indices.long(), src[small.edge_ids.long()])
     assert g.csr(torch.int32) is small  # cached
 
 
@@ -344,13 +350,18 @@ def test_with_self_loops_carries_built_formats_over_as_a_fresh_build_would_make_
     src, dst = src % sizes[0], dst % sizes[1]
     src[:5] = dst[:5]
     g = Graph(src, dst, sizes)
-    built = [g.csr(), g.csc(torch.int32)]  # an int64 CSR alone, a CSC narrowed
-    looped = g.with_self_loops()
+    sampled = Graph(src, dst, sizes)  # a CSC in edge id order within rows, as a sampler gives one
+    sampled._cache[("csc", torch.int32)] = sampled.csc().to(torch.int32)
+    built = [g.csr(), g.csc(torch.int32)]  # an int64 CSR alone, a CSC narrowed (rows' sources ascending)
+    looped, looped_sampled = g.with_self_loops(), sampled.with_self_loops()
     fresh = Graph(*looped.coo(), sizes)
+    assert ("csr",) in looped._cache and ("csc", torch.int32) in looped_sampled._cache  # carried, not rebuilt
+    assert ("csc", torch.int32) not in looped._cache  # a loop appended last would break the ascending order
     for name, dtype in (("csr", torch.int64), ("csc", torch.int32)):
-        assert (name,) + (() if dtype == torch.int64 else (dtype,)) in looped._cache  # carried, not rebuilt
         got, expected = getattr(looped, name)(dtype), getattr(fresh, name)(dtype)
         assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    carried, user_order = looped_sampled.csc(torch.int32), fresh.csc()
+    assert all(torch.equal(a.long(), b) for a, b in zip(carried, user_order, strict=True))
     assert torch.equal(looped.in_degrees(), fresh.in_degrees())
     assert torch.equal(looped.out_degrees(), fresh.out_degrees())
     assert all(torch.equal(a, b) for a, b in zip(g.csr(), built[0], strict=True))  # the original's untouched

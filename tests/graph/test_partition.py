@@ -2,8 +2,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph
+from featgraph.graph.formats import compress
+from featgraph.graph.partition import partition_sources
 from tests.conftest import adjacency, random_edges
 
 
@@ -16,22 +20,66 @@ def test_partitions_rebuild_column_slices_of_the_adjacency(num_parts, index_dtyp
     parts = g.source_partitions(num_parts, index_dtype)
     assert all(t.dtype == index_dtype for t in parts.csr)
     ref = adjacency(src, dst, n)
-    indptr, indices, edge_ids = (t.long() for t in parts.csr)
-    assert parts.boundaries[0] == 0 and parts.boundaries[-1] == n
+    pointers, indices, edge_ids = (t.long() for t in parts.csr)
+    assert parts.boundaries[0] == 0 and parts.boundaries[-1] == n and pointers.numel() == n * num_parts + 1
     for k in range(num_parts):
         lo, hi = parts.segment_of(k)
-        offsets = indptr[k * n : (k + 1) * n + 1]
-        rows = np.repeat(np.arange(n), np.diff(offsets.numpy()))
-        seg_src = indices[offsets[0] : offsets[-1]]
+        runs = [torch.arange(int(pointers[v * num_parts + k]), int(pointers[v * num_parts + k + 1])) for v in range(n)]
+        rows = np.repeat(np.arange(n), [run.numel() for run in runs])
+        seg_src = indices[torch.cat(runs)]
         assert torch.all((seg_src >= lo) & (seg_src < hi))
         rebuilt = adjacency(seg_src, torch.from_numpy(rows), n)
         in_segment = (np.arange(n) >= lo) & (np.arange(n) < hi)
         expected = ref @ sp.diags(in_segment.astype(float))
         expected.eliminate_zeros()
         assert (rebuilt != expected).nnz == 0
-    assert torch.equal(src[edge_ids], indices)
+    assert torch.equal(src[edge_ids], indices) and torch.equal(pointers[::num_parts], g.csr().indptr)
     assert sorted(edge_ids.tolist()) == list(range(g.num_edges))
     assert g.source_partitions(num_parts, index_dtype) is parts  # cached
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    m=st.integers(0, 300),
+    num_parts=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+    narrow=st.booleans(),
+)
+def test_property_partitions_are_pointers_into_the_graphs_source_ascending_csr(n, m, num_parts, seed, narrow):
+    """Against a reference sort by (destination, source, edge id) with numpy: the kernels' CSR lists each row's
+    sources in ascending order (duplicates in id order), and every segment count's partitions point into those
+    very arrays (no copy of the edges); a CSR in the user's order (int64, as samplers read it) is copied once,
+    sorted, and left as it was."""
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+    g = Graph(src, dst, n)
+    dtype = torch.int32 if narrow else torch.int64
+    user_order = None if narrow else g.csr()
+    csr = g.csr(torch.int32) if narrow else None
+    parts = g.source_partitions(num_parts, dtype)
+    order = np.lexsort((np.arange(m), src.numpy(), dst.numpy()))
+    assert parts.csr.edge_ids.tolist() == order.tolist() and parts.csr.indices.tolist() == src.numpy()[order].tolist()
+    if narrow:
+        assert [t.data_ptr() for t in csr[1:]] == [t.data_ptr() for t in parts.csr[1:]]
+        assert csr.edge_ids.tolist() == order.tolist()
+    else:  # the user-ordered CSR is not the partitions' (rows in edge id order) and stays so
+        assert user_order.edge_ids.tolist() == np.argsort(dst.numpy(), kind="stable").tolist()
+    pointers = parts.csr.indptr.long()
+    for v in range(n):
+        for k in range(num_parts):
+            lo, hi = parts.segment_of(k)
+            run = parts.csr.indices[int(pointers[v * num_parts + k]) : int(pointers[v * num_parts + k + 1])]
+            expected = np.sort(src.numpy()[(dst.numpy() == v) & (src.numpy() >= lo) & (src.numpy() < hi)])
+            assert run.tolist() == expected.tolist()
+
+
+def test_partitions_of_a_csr_not_listing_sources_in_order_are_refused():
+    csr = compress(torch.tensor([0, 0]), torch.tensor([3, 1]), 1)  # row 0 lists source 3, then 1
+    with pytest.raises(ValueError, match="csr must list each row's sources in ascending order"):
+        partition_sources(csr, 4, 2)
+    with pytest.raises(ValueError, match="num_parts must be >= 1"):
+        partition_sources(compress(torch.tensor([0]), torch.tensor([1]), 1, sort_other=True), 4, 0)
 
 
 def test_partition_count_must_be_positive():

@@ -26,6 +26,7 @@ BUILDS: dict[str, Callable[[], list[str]]] = {
     "sampler.cpp": lambda: [cpp_source("sampler.cpp")],
     "with_loops.cpp": lambda: [cpp_source("with_loops.cpp")],
     "compress.cpp": lambda: [cpp_source("compress.cpp")],
+    "segments.cpp": lambda: [cpp_source("segments.cpp")],
     "hilbert.cpp": lambda: [cpp_source("hilbert.cpp")],
     "allocations.cpp": lambda: [cpp_source("allocations.cpp")],
     "triad.cpp": lambda: [cpp_source("triad.cpp")],

@@ -61,13 +61,16 @@ def test_segments_are_half_a_small_last_level_cache(monkeypatch):
     assert params.segment_bytes() == 4 * 2**20
     assert default_num_partitions(4 * 2**20, avg_degree=48) == 1
     assert default_num_partitions(12 * 2**20, avg_degree=48) == 3
+    assert default_num_partitions(12 * 2**20, avg_degree=24) == 2  # an SpMM visits each row once per segment
+    assert default_num_partitions(12 * 2**20) == 3  # an SDDMM's visit costs no accumulator round trip
+    assert default_num_partitions(2**30) == 16
 
 
 @pytest.mark.parametrize(("gathered", "streamed", "order"), [
-    (32, 16, "user"), (8 * 64, 64, "user"), (8 * 64 + 1, 64, "hilbert"), (512, 4, "hilbert"), (0, 0, "user"),
+    (32, 16, "user"), (8 * 64, 64, "user"), (8 * 64 + 1, 64, "csr"), (512, 4, "csr"), (0, 0, "user"),
     (511, 4, "user"), (8 * 12 + 1, 12, "user"),  # the gathered rows dominate, but are too short to pay
 ])  # fmt: skip
-def test_cpu_edges_in_user_order_unless_long_gathered_rows_dominate(gathered, streamed, order):
+def test_cpu_edges_in_user_order_unless_long_gathered_rows_dominate_then_in_the_csr(gathered, streamed, order):
     assert params.cpu_edge_order(gathered, streamed) == order
 
 

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import featgraph as fg
 from featgraph import te
+from featgraph.templates import edge_sum
 from tests.conftest import random_edges
 
 sddmm_module = importlib.import_module("featgraph.templates.sddmm")  # the package exports the function
@@ -139,8 +140,8 @@ def test_default_stages_scattered_writes_only(monkeypatch):
     assert sddmm_module.median_write_jump(shuffled, "hilbert") > 1000
     assert sddmm_module.median_write_jump(coalesced, "hilbert") < 200
     assert sddmm_module.median_write_jump(shuffled, "user") == 1
-    dot = dot_udf(n, 64)  # gathers 128x what it writes: visited in Hilbert order (``params.cpu_edge_order``)
-    assert fg.sddmm(shuffled, dot).spec.params.edge_order == "hilbert"
+    dot = dot_udf(n, 64)  # gathers 128x what it writes: the CSR walked (``params.cpu_edge_order``), one segment
+    assert fg.sddmm(shuffled, dot).spec.params.edge_order == "csr"
     assert fg.sddmm(shuffled, dot).spec.params.write_buckets == 7
     assert fg.sddmm(coalesced, dot).spec.params.write_buckets == 0
     assert fg.sddmm(shuffled, dot, edge_order="user").spec.params.write_buckets == 0
@@ -160,7 +161,7 @@ def test_default_stages_one_score_an_edge_and_writes_several_directly(monkeypatc
     for heads, dtype, staged in ((None, "float32", True), (4, "float32", False), (2, "float64", False)):
         dot = dot_udf(n, 256 if heads is None else 256 // heads, heads, dtype)
         kernel = fg.sddmm(g, dot)
-        assert kernel.spec.params.edge_order == "hilbert" and (kernel.spec.params.write_buckets > 0) == staged
+        assert kernel.spec.params.edge_order == "csr" and (kernel.spec.params.write_buckets > 0) == staged
         values = x.to(getattr(torch, dtype)) if heads is None else x.to(getattr(torch, dtype)).view(n, heads, -1)
         user = fg.sddmm(g, dot, edge_order="user")
         torch.testing.assert_close(kernel(XV=values), user(XV=values))
@@ -168,8 +169,8 @@ def test_default_stages_one_score_an_edge_and_writes_several_directly(monkeypatc
 
 def test_default_cpu_edge_order_follows_the_traffic():
     """The user's order where an edge streams (writes its output row, reads its edge data) at least an eighth
-    of what it gathers from its endpoints, or gathers under 512 bytes; Hilbert order where long gathered rows
-    dominate."""
+    of what it gathers from its endpoints, or gathers under 512 bytes; the kernels' CSR walked where long
+    gathered rows dominate."""
     n = 50
     g = fg.Graph(*random_edges(n, 400, seed=2), n)
     A, B = te.placeholder((n, 4), name="A"), te.placeholder((n, 4), name="B")
@@ -180,7 +181,7 @@ def test_default_cpu_edge_order_follows_the_traffic():
     scaled = fg.sddmm(g, lambda s, t, e: te.compute((4,), lambda i: A[s, i] * E[e, i]))
     assert sddmm_module.edge_traffic(scaled.spec.op) == (16, 32)
     assert scaled.spec.params.edge_order == "user"
-    for d, order in ((4, "user"), (63, "user"), (64, "hilbert"), (128, "hilbert")):  # a dot gathers 8d bytes
+    for d, order in ((4, "user"), (63, "user"), (64, "csr"), (128, "csr")):  # a dot gathers 8d bytes
         assert fg.sddmm(g, dot_udf(n, d)).spec.params.edge_order == order
     assert fg.sddmm(g, dot_udf(n, 64), edge_order="user").spec.params.edge_order == "user"  # asked for
 
@@ -196,6 +197,71 @@ def test_bad_sddmm_arguments():
         fg.sddmm(g, dot_udf(10, 4), write_buckets=-1)
     with pytest.raises(ValueError, match="write_buckets stages CPU writes"):
         fg.sddmm(g, dot_udf(10, 4), target="gpu", write_buckets=4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"edge_order": "csr", "num_partitions": 0}, ValueError, "num_partitions must be a whole number >= 1"),
+        ({"edge_order": "csr", "num_partitions": 2.0}, ValueError, "num_partitions must be a whole number >= 1"),
+        ({"edge_order": "csr", "num_partitions": True}, ValueError, "num_partitions must be a whole number >= 1"),
+        ({"edge_order": "hilbert", "num_partitions": 2}, ValueError, "it needs edge_order='csr', got 'hilbert'"),
+        ({"edge_order": "user", "num_partitions": 3}, ValueError, "it needs edge_order='csr', got 'user'"),
+        ({"edge_order": "csr", "num_partitions": 2, "write_buckets": 4}, ValueError, "num_partitions > 1 takes 0"),
+        (
+            {"edge_order": "csr", "num_partitions": 2, "target": "gpu"},
+            ValueError,
+            "target='gpu' takes num_partitions=1",
+        ),
+    ],
+)
+def test_bad_segment_counts_are_refused_by_name(kwargs, error, message):
+    g = fg.Graph(*random_edges(10, 30, seed=3), 10)
+    with pytest.raises(error, match=message):
+        fg.sddmm(g, dot_udf(10, 4), **kwargs)
+
+
+def test_edge_sum_refuses_segments_it_would_not_walk():
+    g = fg.Graph(*random_edges(10, 30, seed=3), 10)
+    with pytest.raises(ValueError, match="num_partitions: edge_sum visits an edge list"):
+        edge_sum(g, dot_udf(10, 4), edge_order="csr", num_partitions=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    num_src=st.integers(1, 40),
+    num_dst=st.integers(1, 40),
+    e=st.integers(0, 300),
+    d=st.integers(1, 19),
+    parts=st.integers(1, 7),
+    staged=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_property_the_csr_walked_in_source_segments_against_dense(num_src, num_dst, e, d, parts, staged, seed):
+    """An SDDMM reading source, destination and edge data, visiting the kernels' CSR one source segment at a
+    time, against the same expression evaluated per edge with torch: any segment count (more than there are
+    sources too), bipartite graphs, duplicate edges, self loops, isolated vertices, odd widths; staged writes
+    with one segment; the inputs untouched. The segments are pointers into the CSR: the walk keeps no edge
+    list."""
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, num_src, (e,), generator=gen), torch.randint(0, num_dst, (e,), generator=gen)
+    sizes = num_src if num_src == num_dst else (num_src, num_dst)
+    g = fg.Graph(src, dst, sizes)
+    A, B = te.placeholder((num_src, d), name="A"), te.placeholder((num_dst, d), name="B")
+    W = te.placeholder((e, 2), name="W")
+
+    def edgefunc(s, t, eid):
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute((2,), lambda i: te.sum(A[s, k] * B[t, k], axis=k) * W[eid, i] + B[t, i % d])
+
+    parts = 1 if staged else parts  # staged writes follow a walk in one segment
+    kernel = fg.sddmm(g, edgefunc, edge_order="csr", num_partitions=parts, write_buckets=3 if staged else 0)
+    a, b, w = (torch.randn(*shape, generator=gen) for shape in ((num_src, d), (num_dst, d), (e, 2)))
+    before = [t.clone() for t in (a, b, w)]
+    want = (a[src] * b[dst]).sum(1, keepdim=True) * w + b[dst][:, torch.arange(2) % d]
+    torch.testing.assert_close(kernel(A=a, B=b, W=w), want, rtol=1e-5, atol=1e-5)
+    assert all(torch.equal(x, y) for x, y in zip((a, b, w), before, strict=True))
+    assert not any(key[0] == "edge_list" for key in g._cache)
 
 
 @settings(max_examples=20, deadline=None)
@@ -233,8 +299,8 @@ def test_infinite_and_nan_constants(target, request):
 
 
 def test_a_bipartite_graph_is_visited_in_its_own_edge_order():
-    """A sampled block serves one step: the Hilbert sort of its edges would cost more than it saves, even for
-    a UDF that a square graph visits in Hilbert order (``params.cpu_edge_order``)."""
+    """A sampled block serves one step: ordering its edges would cost more than it saves, even for a UDF that a
+    square graph visits in the kernels' CSR order (``params.cpu_edge_order``)."""
     g = fg.Graph(torch.tensor([0, 5, 3, 2]), torch.tensor([1, 0, 2, 1]), (6, 3))
     X = te.placeholder((6, 128), name="X")
 
@@ -247,4 +313,4 @@ def test_a_bipartite_graph_is_visited_in_its_own_edge_order():
     x = torch.randn(6, 128)
     torch.testing.assert_close(kernel(X=x), (x * x).sum(1, keepdim=True)[g.coo()[0]])
     square = fg.Graph(*g.coo(), 6)
-    assert fg.sddmm(square, norm).spec.params.edge_order == "hilbert"
+    assert fg.sddmm(square, norm).spec.params.edge_order == "csr"

@@ -321,8 +321,9 @@ def first_edge_where(mask: torch.Tensor, dst: torch.Tensor, n: int) -> torch.Ten
 def test_max_min_propagate_nan_and_the_identity_as_torch(reducer, num_partitions, dtype):
     """As torch.amax/scatter_reduce(include_self=False): a NaN message makes the element NaN, and messages
     that are all the identity (-inf for max) give the identity; only a vertex without in-edges gets 0.
-    The arg names the first NaN edge, else the first edge with the winning value (the first in-edge when
-    all are the identity), so the gradient has one well-defined edge; the untracked loop agrees."""
+    The arg names the smallest edge id among the NaN messages, else among those of the winning value (the
+    identity's too), in one source segment or several, so the gradient has one well-defined edge; the
+    untracked loop agrees."""
     n, d = 30, 9
     src, dst = random_edges(n, 200, seed=14)
     x = torch.randn(n, d, dtype=getattr(torch, dtype))
@@ -341,11 +342,58 @@ def test_max_min_propagate_nan_and_the_identity_as_torch(reducer, num_partitions
     torch.testing.assert_close(plain, want, rtol=0, atol=0, equal_nan=True)
     torch.testing.assert_close(tracked, want, rtol=0, atol=0, equal_nan=True)
     check_arg(tracked, arg, messages, dst, reducer)
-    if num_partitions == 1:  # CSR order is the user's edge order within a row
-        nan = messages.isnan()
-        first_nan = first_edge_where(nan, dst, n)
-        first_best = first_edge_where(messages == want[dst], dst, n)
-        assert torch.equal(arg, torch.where(first_nan >= 0, first_nan, first_best))
+    first_nan = first_edge_where(messages.isnan(), dst, n)
+    first_best = first_edge_where(messages == want[dst], dst, n)
+    assert torch.equal(arg, torch.where(first_nan >= 0, first_nan, first_best))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 25),
+    e=st.integers(0, 160),
+    parts=st.integers(1, 5),
+    reducer=st.sampled_from(["max", "min"]),
+    sampled=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_property_ties_go_to_the_smallest_edge_id_whatever_the_rows_order(n, e, parts, reducer, sampled, seed):
+    """Messages from a handful of values (ties everywhere, the identity and NaN among them), duplicate edges and
+    self loops: the winner of each element is the smallest edge id among its NaN messages, else among those
+    of the best value, against a reference that scans the edges in id order, for any segment count, whether
+    the kernels' CSR lists a row's sources in ascending order (the graph's own) or in edge id order (a
+    sampler's, given with ``from_csr``); values as ``scatter_reduce``."""
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (e,), generator=gen), torch.randint(0, n, (e,), generator=gen)
+    identity = float("-inf") if reducer == "max" else float("inf")
+    palette = torch.tensor([0.0, 1.0, 2.0, identity, float("nan")])
+    x = palette[torch.randint(0, 5, (n, 3), generator=gen)]
+    if sampled:  # edges renumbered in CSR order (a sampled block's), the CSR kept as given
+        order = torch.sort(dst, stable=True).indices
+        src, dst = src[order], dst[order]
+        indptr = torch.zeros(n + 1, dtype=torch.int64)
+        torch.cumsum(torch.bincount(dst, minlength=n), 0, out=indptr[1:])
+        g = fg.Graph.from_csr(indptr, src, n)
+    else:
+        g = fg.Graph(src, dst, n)
+    kernel = fg.spmm(g, copy_u(n, 3), reducer, num_partitions=parts)
+    out, arg = kernel.run(return_arg=True, XV=x)
+    messages = x[src]
+    want = torch.zeros(n, 3).scatter_reduce(0, dst.unsqueeze(1).expand_as(messages), messages, f"a{reducer}",
+                                            include_self=False)  # fmt: skip
+    torch.testing.assert_close(out, want, rtol=0, atol=0, equal_nan=True)
+    expected = torch.full((n, 3), -1, dtype=torch.int64)
+    for edge in range(e):  # in id order: the first NaN, else the first of the best value, keeps the element
+        v = int(dst[edge])
+        for i in range(3):
+            value, held = messages[edge, i], expected[v, i]
+            if held < 0:
+                expected[v, i] = edge
+                continue
+            best = messages[held, i]
+            better = value > best if reducer == "max" else value < best
+            if not best.isnan() and (value.isnan() or better):
+                expected[v, i] = edge
+    assert torch.equal(arg, expected)
 
 
 @pytest.mark.parametrize("reducer", ["sum", "max", "logsumexp"])

@@ -2,9 +2,21 @@ from dataclasses import replace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from featgraph import Graph, sddmm, spmm, te
-from featgraph.tuning.space import Config, apply, coordinates, current_config, moved, vector_axis, with_split
+from featgraph.templates.params import SDDMMParams
+from featgraph.tuning.space import (
+    Config,
+    Coordinate,
+    apply,
+    coordinates,
+    current_config,
+    moved,
+    vector_axis,
+    with_split,
+)
 from tests.conftest import random_edges
 
 
@@ -101,6 +113,30 @@ def test_moving_to_gas_drops_what_gas_ignores_and_apply_rebuilds():
     assert apply(kernel, start) is kernel
     split = apply(kernel, Config(start.params, 8))
     assert current_config(split).split == 8 and split.spec.op is kernel.spec.op
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    start_order=st.sampled_from(["hilbert", "user", "csr"]),
+    start_parts=st.integers(1, 4),
+    start_buckets=st.sampled_from([0, 4]),
+    move=st.sampled_from([
+        ("edge_order", "hilbert"), ("edge_order", "user"), ("edge_order", "csr"), ("num_partitions", 1),
+        ("num_partitions", 2), ("num_partitions", 8), ("write_buckets", 0), ("write_buckets", 4),
+    ]),
+)  # fmt: skip
+def test_property_sddmm_moves_keep_segments_to_the_csr_walk_in_one_staging(start_order, start_parts, start_buckets,
+                                                                          move):  # fmt: skip
+    """From any valid SDDMM configuration, any single move gives a valid one (``SDDMMParams`` refuses the rest):
+    segments only with the CSR walk, staging only in one segment; a move to segments or to staging is kept,
+    dropping what conflicts with it; the moved field itself holds unless the order rules it out."""
+    parts = start_parts if start_order == "csr" and not start_buckets else 1
+    start = Config(SDDMMParams(edge_order=start_order, num_partitions=parts, write_buckets=start_buckets), None)
+    name, value = move
+    params = moved(start, Coordinate((name,), ((value,),)), (value,)).params
+    assert params.num_partitions == 1 or (params.edge_order == "csr" and params.write_buckets == 0)
+    if name != "num_partitions" or params.edge_order == "csr":
+        assert getattr(params, name) == value
 
 
 def test_with_split_copies_the_schedule():

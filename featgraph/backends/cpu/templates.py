@@ -2,14 +2,19 @@
 
 SpMM: vertex-parallel over destination rows of a CSR (dynamic scheduling for skewed degrees), with 1D
 source partitions walked one at a time (all threads on one partition, partial results kept in the output)
-and feature tiles (one pass per slice of the last output axis). SDDMM: edge-parallel over an edge order
-(Hilbert by default), static contiguous chunks so each thread keeps its curve segment's locality.
+and feature tiles (one pass per slice of the last output axis). SDDMM: edge-parallel over an edge list
+(the user's order, or the Hilbert order: static contiguous chunks, so each thread keeps its curve segment's
+locality), or over the CSR walked in source segments as the SpMM walks them (the CPU's default where wide
+gathered rows dominate).
 
 Entry point of every kernel: ``extern "C" void run(void** ptr, const int64_t* arg)``.
-SpMM ptr: indptr, indices, edge_ids, rows (or null), degree, out, argidx (or null), placeholders...;
-arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids (null: the j-th edge is user edge j,
-as in the user's order), out, placeholders...; arg: num_edges, num_threads. Winner scatter ptr: sources (per
-user edge id), winners, out, placeholders...; arg: num_rows, num_threads, out_size.
+SpMM ptr: indptr (row v's run of source segment p is indptr[v * P + p] : indptr[v * P + p + 1], P
+segments; ``graph.partition``), indices, edge_ids, rows (or null), degree, out, argidx (or null),
+placeholders...; arg: num_rows, num_partitions, num_threads. SDDMM ptr: srcs, dsts, eids (null: the j-th edge
+is user edge j, as in the user's order), out, placeholders...; arg: num_edges, num_threads; in CSR order the
+CSR walked in source segments instead (ptr: indptr, indices, eids as the SpMM's; arg: num_edges, num_threads,
+num_rows, num_partitions, rows_ahead). Winner scatter ptr: sources (per user edge id), winners, out,
+placeholders...; arg: num_rows, num_threads, out_size.
 """
 
 from __future__ import annotations
@@ -63,20 +68,16 @@ FINALIZE = {
     " : (last ? T(0) : -std::numeric_limits<T>::infinity());",
 }
 
-# after a tracked pass over a row's edges in one partition: elements no message beat go to its first edge
-FIRST_EDGE_WINS = (
-    "      if (ip[v] < end) { const int64_t e0 = eids[ip[v]];"
-    " for (int64_t q = 0; q < SIZE; ++q) am[q] = am[q] < 0 ? e0 : am[q]; }"
-)
-
 
 def _accumulate(reducer: str, track: bool) -> str:
     """The statement folding element ``{x}`` into ``acc[{f}]``; max/min with ``track`` also keep the
-    winning edge in ``am``. NaN propagates as in torch.amax: a NaN message makes the element NaN, and its
-    first NaN edge the winner (torch.max's index); otherwise the first edge with the best value wins.
+    winning edge in ``am``. NaN propagates as in torch.amax: a NaN message makes the element NaN; the winner
+    is the smallest user edge id among the NaN messages, else among those of the best value (the identity's
+    too: -inf for max), whatever order a row lists its edges in (a source-ascending CSR, its source segments).
 
     Branch-free: ``win`` is two compares (``std::max``, one, keeps the accumulator where the message is
-    NaN), and the value and the arg are both selected by it, which g++ makes two blends. Beside
+    NaN), ``tie`` an equal value (NaN against NaN) from a smaller edge id (``am`` starts at -1, the largest
+    as unsigned), and the value and the arg are both selected, which g++ makes blends. Beside
     ``acc = std::max(acc, x_)``, ``am = win ? e : am`` becomes masked stores behind an "any lane won" branch
     that mispredicts on every other edge (``featgraph bench kernels --ops max`` times the tracked loop)."""
     if reducer not in BETTER:
@@ -86,7 +87,8 @@ def _accumulate(reducer: str, track: bool) -> str:
     pick = "acc[{f}] = win ? x_ : acc[{f}];"
     if not track:
         return f"{{{{ const T x_ = {{x}}; {win} {pick} }}}}"
-    return f"{{{{ const T x_ = {{x}}; {win} {pick} am[{{f}}] = win ? e : am[{{f}}]; }}}}"
+    tie = "const bool tie = (x_ == acc[{f}] || (x_ != x_ && acc[{f}] != acc[{f}])) && (uint64_t)e < (uint64_t)am[{f}];"
+    return f"{{{{ const T x_ = {{x}}; {win} {tie} {pick} am[{{f}}] = win || tie ? e : am[{{f}}]; }}}}"
 
 
 def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
@@ -176,12 +178,15 @@ def spmm_source(spec: KernelSpec) -> str:
             f"  constexpr int64_t PF = {PREFETCH_DISTANCE};",
             "  (void)degree; (void)argidx;",
             "  for (int64_t p = 0; p < num_parts; ++p) {",
-            "    const IDX* ip = indptr + p * num_rows; const bool first = p == 0, last = p == num_parts - 1;",
-            "    const int64_t edges_end = ip[num_rows]; (void)edges_end;  // the partition's edges end here",
+            "    const bool first = p == 0, last = p == num_parts - 1;",
             "    #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads) if(par)",
             "    for (int64_t r = 0; r < num_rows; ++r) {",
             "      const int64_t v = rows ? (int64_t)rows[r] : r;",
-            "      const int64_t end = ip[v + 1];",
+            "      // this segment's run of row v, and of the next row (natural order: the thread's next)",
+            "      const int64_t begin = indptr[v * num_parts + p], end = indptr[v * num_parts + p + 1];",
+            "      const int64_t next_begin = v + 1 < num_rows ? (int64_t)indptr[(v + 1) * num_parts + p] : end;",
+            "      const int64_t next_end = v + 1 < num_rows ? (int64_t)indptr[(v + 1) * num_parts + p + 1] : end;",
+            "      (void)next_begin; (void)next_end;",
             *row_loop_body,
             "    }",
             "  }",
@@ -223,13 +228,13 @@ def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
 
 
 def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = False) -> list[str]:
-    """One pass over row ``v``'s edges for one chunk of its output: accumulators in registers, loaded from
-    the output after the first source partition, finished and stored after the last. ``track`` keeps the
-    winning edge of max/min (``am``); where no message beat the identity (all -inf for max) the row's first
-    edge in this partition wins, so only a vertex without in-edges is left with arg -1 (and value 0).
+    """One pass over row ``v``'s edges in one source segment for one chunk of its output: accumulators in
+    registers, loaded from the output after the first source segment, finished and stored after the last.
+    ``track`` keeps the winning edge of max/min (``am``; messages all the identity tie, so the smallest edge
+    id wins and only a vertex without in-edges is left with arg -1 and value 0).
 
-    With ``across_rows`` (a row's only pass, rows in natural order) the prefetch runs on into the next rows'
-    edges, which the thread visits next: stopping at the row's end would leave each row's first
+    With ``across_rows`` (a row's only pass, rows in natural order) the prefetch runs on into the next row's
+    run of the segment, which the thread visits next: stopping at the row's end would leave each row's first
     ``PREFETCH_DISTANCE`` source rows to arrive unprefetched (the SpMM against the bare gather loop:
     ``featgraph bench feasibility``)."""
     op, reducer, row = spec.op, spec.reducer, _row_size(spec)
@@ -247,7 +252,10 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = Fa
     )
     load = f"acc[q] = fg_load(out[v * {row} + g]);{load_extra}"
     accumulate = _accumulate(reducer, track)
-    prefetch = " ".join(_prefetch_rows(spec, indexed_by(op, "src"), "indices[j + PF]", chunk.lo, True))
+    prefetch = " ".join(_prefetch_rows(spec, indexed_by(op, "src"), "indices[ahead]", chunk.lo, True))
+    # the position PF edges on: in this row's run, or (across rows) as far into the next row's run
+    ahead = "j + PF < end ? j + PF : next_begin + (j + PF - end)" if across_rows else "j + PF"
+    reach = "ahead < (j + PF < end ? end : next_end)" if across_rows else "ahead < end"
     return [
         "      {",
         f"      constexpr int64_t SIZE = {tile_size(op, chunk)};",
@@ -256,12 +264,11 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = Fa
         "      else {",
         *_tile_rows(op, chunk, load, "        "),
         "      }",
-        "      for (int64_t j = ip[v]; j < end; ++j) {",
+        "      for (int64_t j = begin; j < end; ++j) {",
         "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
-        f"        if (j + PF < {'edges_end' if across_rows else 'end'}) {{ {prefetch} }}",
+        f"        {{ const int64_t ahead = {ahead}; if ({reach}) {{ {prefetch} }} }}",
         *message_block(op, spec.schedule, chunk, lambda f, g, x: accumulate.format(f=f, x=x)),
         "      }",
-        *([FIRST_EDGE_WINS] if argreduce else []),
         f"      {FINALIZE.get(reducer, '')}",
         *_tile_rows(op, chunk, store, "      "),
         "      }",
@@ -399,28 +406,21 @@ def _stored_bytes(spec: KernelSpec, dtype: str) -> int:
 def edge_parallel_source(
     spec: KernelSpec, sink, out_rows: str, first_placeholder: int = 4, finish: list[str] | None = None
 ) -> str:
-    """One pass per feature tile over an edge list (srcs, dsts, eids), static contiguous chunks per thread;
-    ``sink`` writes the output row named by ``out_rows`` ("eids", "dsts", or "slots": pointer 4);
-    ``finish`` runs after every tile pass."""
+    """One pass per feature tile over the edges, and ``finish`` after every pass; ``sink`` writes the output row
+    named by ``out_rows`` ("eids", "dsts", or "slots": pointer 4). Edges come as a list (srcs, dsts, eids),
+    static contiguous chunks per thread, or, for an SDDMM in CSR order, from the kernels' CSR walked one
+    source segment at a time (``csr_walk``)."""
     op = spec.op
+    walk = spec.kind == "sddmm" and spec.params.edge_order == "csr"
     tiles = feature_tiles(op.axis[-1].extent, spec.params.num_feature_tiles)
     lines = [*_header(spec), EDGE_ID]
     for tile in tiles:
         lines += [
             f"static void edge_tile_{tile.lo}(void** ptr, const int64_t* arg, bool par) {{",
-            "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
-            "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
-            "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
-            "  O* __restrict__ out = (O*)ptr[3];",
             *(["  const IDX* __restrict__ slots = (const IDX*)ptr[4];"] if out_rows == "slots" else []),
+            "  O* __restrict__ out = (O*)ptr[3];",
             *_placeholder_decls(spec, first_placeholder),
-            "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
-            "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
-            "  for (int64_t j = 0; j < num_edges; ++j) {",
-            "    const int64_t s = srcs[j], v = dsts[j], e = FG_EID(j); (void)s; (void)v; (void)e;",
-            f"    if (j + {PREFETCH_DISTANCE} < num_edges) {{ {_edge_prefetch(spec, tile, out_rows)} }}",
-            *message_block(op, spec.schedule, tile, sink),
-            "  }",
+            *(csr_walk(spec, tile, sink, out_rows) if walk else _edge_list_loop(spec, tile, sink, out_rows)),
             "}",
         ]
     lines += [
@@ -433,6 +433,64 @@ def edge_parallel_source(
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _edge_list_loop(spec: KernelSpec, tile: Tile, sink, out_rows: str) -> list[str]:
+    """The loop over an edge list (ptr: srcs, dsts, eids; arg: num_edges, num_threads)."""
+    return [
+        "  const IDX* __restrict__ srcs = (const IDX*)ptr[0];",
+        "  const IDX* __restrict__ dsts = (const IDX*)ptr[1];",
+        "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
+        "  const int64_t num_edges = arg[0]; const int nthreads = (int)arg[1];",
+        "  #pragma omp parallel for schedule(static) num_threads(nthreads) if(par)",
+        "  for (int64_t j = 0; j < num_edges; ++j) {",
+        "    const int64_t s = srcs[j], v = dsts[j], e = FG_EID(j); (void)s; (void)v; (void)e;",
+        f"    if (j + {PREFETCH_DISTANCE} < num_edges) {{ {_edge_prefetch(spec, tile, out_rows)} }}",
+        *message_block(spec.op, spec.schedule, tile, sink),
+        "  }",
+    ]
+
+
+def csr_walk(spec: KernelSpec, tile: Tile, sink, out_rows: str) -> list[str]:
+    """The loop over the kernels' CSR (ptr: pointers, indices, eids, as ``SourcePartitions``; arg: num_edges,
+    num_threads, num_rows, num_parts, rows_ahead), one source segment at a time, each segment's rows shared
+    among the threads: a segment's source rows stay in cache while its destinations stream past, and no edge
+    list is kept beside the CSR. A row's run in a segment is short (a few edges where rows of 30 are cut in
+    eight), so the prefetch for a run is issued ``rows_ahead`` rows before it (about
+    ``PREFETCH_DISTANCE`` edges), its writes with it, and long runs prefetch within themselves too."""
+    early = [
+        line
+        for kind, row in (("src", "indices[q]"), ("eid", "eids[q]"))
+        for line in _prefetch_rows(spec, indexed_by(spec.op, kind), row, tile.lo, True)
+    ]
+    if out_rows == "eids":
+        early.append(f"__builtin_prefetch(out + (int64_t)eids[q] * {_row_size(spec)} + {tile.lo}, 1);")
+    within = " ".join(line.replace("[q]", f"[j + {PREFETCH_DISTANCE}]") for line in early)
+    destination = " ".join(_prefetch_rows(spec, indexed_by(spec.op, "dst"), "w", tile.lo, True))
+    return [
+        "  const IDX* __restrict__ indptr = (const IDX*)ptr[0];",
+        "  const IDX* __restrict__ indices = (const IDX*)ptr[1];",
+        "  const IDX* __restrict__ eids = (const IDX*)ptr[2];",
+        "  const int nthreads = (int)arg[1];",
+        "  const int64_t num_rows = arg[2], num_parts = arg[3], rows_ahead = arg[4];",
+        "  for (int64_t p = 0; p < num_parts; ++p) {",
+        "    #pragma omp parallel for schedule(dynamic, 64) num_threads(nthreads) if(par)",
+        "    for (int64_t v = 0; v < num_rows; ++v) {",
+        "      const int64_t w = v + rows_ahead;",
+        "      if (w < num_rows) {",
+        f"        {destination}",
+        "        const int64_t stop = indptr[w * num_parts + p + 1];",
+        f"        for (int64_t q = indptr[w * num_parts + p]; q < stop; ++q) {{ {' '.join(early)} }}",
+        "      }",
+        "      const int64_t end = indptr[v * num_parts + p + 1];",
+        "      for (int64_t j = indptr[v * num_parts + p]; j < end; ++j) {",
+        "        const int64_t s = indices[j], e = eids[j]; (void)s; (void)e;",
+        f"        if (j + {PREFETCH_DISTANCE} < end) {{ {within} }}",
+        *message_block(spec.op, spec.schedule, tile, sink),
+        "      }",
+        "    }",
+        "  }",
+    ]
 
 
 def edge_sum_source(spec: KernelSpec) -> str:

@@ -107,7 +107,7 @@ def message_edge_block(spec: KernelSpec, block_f: int) -> int:
 
 
 def _check_gpu_params(spec: KernelSpec) -> None:
-    if spec.kind == "spmm" and spec.params.num_partitions != 1:
+    if spec.kind in ("spmm", "sddmm") and spec.params.num_partitions != 1:
         raise ValueError(
             "num_partitions is a CPU template parameter (1D source partitions for the L3 cache); "
             "target='gpu' takes num_partitions=1"
@@ -159,28 +159,30 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
     """Statements folding one chunk's messages into the rows' accumulators, and the finishing ones.
 
     ``sel`` (rows x edges x features) says which lane belongs to which row; each reduction runs over the
-    edge axis (1). max/min keep the CSR position of the first winning edge, as the CPU template does: NaN
-    wins against numbers and stays (as torch.amax; ``tl.max`` on a GPU drops NaN, hence the explicit
-    test), and a row whose messages are all the identity (-inf for max) keeps its first edge and -inf."""
+    edge axis (1). max/min keep the smallest user edge id among the NaN messages, else among those of the
+    best value, as the CPU template does, whatever order the CSR lists a row's edges in: NaN wins against
+    numbers and stays (as torch.amax; ``tl.max`` on a GPU drops NaN, hence the explicit test), and a row
+    whose messages are all the identity (-inf for max) keeps -inf and its smallest edge id."""
     cand = f"{INDENT}cand = tl.where(sel, msg[None, :, :], {IDENTITY[reducer]})"
     if reducer in ("max", "min"):
         better = ">" if reducer == "max" else "<"
         update = [
             cand,
-            f"{INDENT}first_nan = tl.min(tl.where(sel & (cand != cand), j[None, :, None], NO_EDGE), axis=1)",
+            f"{INDENT}first_nan = tl.min(tl.where(sel & (cand != cand), e[None, :, None], NO_EDGE), axis=1)",
             f'{INDENT}top = tl.where(first_nan < NO_EDGE, float("nan"), tl.{reducer}(cand, axis=1))',
-            f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), j[None, :, None], NO_EDGE), axis=1)",
+            f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), e[None, :, None], NO_EDGE), axis=1)",
             f"{INDENT}at = tl.minimum(at, first_nan)",
-            f"{INDENT}win = (top {better} acc) | ((top != top) & (acc == acc)) | ((best < 0) & (at < NO_EDGE))",
+            f"{INDENT}win = (top {better} acc) | ((top != top) & (acc == acc))",
+            f"{INDENT}same = (top == acc) | ((top != top) & (acc != acc))",
+            f"{INDENT}tie = same & (at < NO_EDGE) & ((best < 0) | (at < best))",
             f"{INDENT}acc = tl.where(win, top, acc)",
-            f"{INDENT}best = tl.where(win, at, best)",
+            f"{INDENT}best = tl.where(win | tie, at, best)",
         ]
         finish = [
             "    found = best >= 0",
             "    acc = tl.where(found, acc, 0.0)",
             "    if STORE_ARG:",
-            "        won = tl.load(eids + best, mask=found & lanes_out, other=-1).to(tl.int64)",
-            "        tl.store(argidx + out_at, tl.where(found, won, -1), mask=lanes_out)",
+            "        tl.store(argidx + out_at, best, mask=lanes_out)",
         ]
     elif reducer == "logsumexp":
         # running max ``acc`` and sum ``zs`` of exp(msg - acc); a value equal to the max (both -inf, say)
@@ -205,7 +207,7 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
 def spmm_source(spec: KernelSpec) -> str:
     """Vertex-centric SpMM: a program takes ``ROWS`` destination rows and one feature block, packs the
     rows' in-edges into its edge lanes ``BLOCK_E`` at a time and reduces each row's lanes (no atomics).
-    A vertex without in-edges gets 0; max/min report the user edge id of the first winner in CSR order.
+    A vertex without in-edges gets 0; max/min report the smallest user edge id among the winners.
     With ``hub_threshold`` the hubs' source rows are loaded once per program into a tile and gathered
     from there (hybrid partitioning); the run function then takes the hubs' slot and id arrays last."""
     _check_gpu_params(spec)
@@ -336,6 +338,7 @@ def _edge_source(spec: KernelSpec, sink: str) -> str:
 
 def sddmm_source(spec: KernelSpec) -> str:
     """Edge-parallel SDDMM; each edge's result is stored at its user edge id."""
+    _check_gpu_params(spec)
     return _edge_source(spec, "store")
 
 

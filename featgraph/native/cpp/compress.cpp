@@ -1,15 +1,38 @@
 // Edges grouped by one endpoint, stably, by a parallel counting sort: O(E + groups), where a sort is
 // O(E log E) (featgraph/graph/formats.py: compress). Each thread counts and places a contiguous run of edge
 // ids, and a group takes thread 0's edges first, then thread 1's, so every group keeps its edges in id order.
+// Asked to, each group's edges are then sorted by their other endpoint (ties keep id order): O(E log degree).
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 #include <omp.h>
 
 static const int64_t GRAIN = 16384;  // edges per thread, at least
 
+// Each group's (other endpoint, edge id) pairs in ascending order, groups shared among the threads.
+template <typename Index>
+static void sort_groups(const Index* indptr, Index* indices, Index* edge_ids, int64_t num_groups, int threads) {
+  #pragma omp parallel num_threads(threads)
+  {
+    std::vector<std::pair<Index, Index>> pairs;
+    #pragma omp for schedule(dynamic, 256)
+    for (int64_t g = 0; g < num_groups; ++g) {
+      const int64_t lo = indptr[g], hi = indptr[g + 1];
+      if (std::is_sorted(indices + lo, indices + hi)) continue;  // ties keep id order already
+      pairs.clear();
+      for (int64_t j = lo; j < hi; ++j) pairs.emplace_back(indices[j], edge_ids[j]);
+      std::sort(pairs.begin(), pairs.end());
+      for (int64_t j = lo; j < hi; ++j) {
+        indices[j] = pairs[j - lo].first;
+        edge_ids[j] = pairs[j - lo].second;
+      }
+    }
+  }
+}
+
 // ptr: group (E, int64), other (E, int64), then the outputs indptr (G + 1), indices (E) and edge_ids (E), of
-// type Index; arg: sizeof(Index), E, G, threads
+// type Index; arg: sizeof(Index), E, G, threads, whether to sort each group by the other endpoint
 template <typename Index>
 static void compress(void** ptr, const int64_t* arg) {
   const int64_t* group = (const int64_t*)ptr[0];
@@ -57,6 +80,7 @@ static void compress(void** ptr, const int64_t* arg) {
       edge_ids[at] = (Index)e;
     }
   }
+  if (arg[4]) sort_groups(indptr, indices, edge_ids, num_groups, (int)std::max<int64_t>(1, arg[3]));
 }
 
 extern "C" void run(void** ptr, const int64_t* arg) {
