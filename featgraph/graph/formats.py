@@ -73,15 +73,16 @@ def _compiled_compress(
     return out
 
 
-def groups_ascend(compressed: Compressed) -> bool:
+def groups_ascend(compressed: Compressed, by_edge_id: bool = False) -> bool:
     """Whether every group lists its other endpoints in ascending order (as ``compress(..., sort_other=True)``
-    writes them)."""
-    indptr, indices, _ = compressed
-    if indices.numel() < 2:
+    writes them), or with ``by_edge_id`` its edge ids (as ``compress`` writes them)."""
+    indptr, indices, edge_ids = compressed
+    values = edge_ids if by_edge_id else indices
+    if values.numel() < 2:
         return True
-    falls = indices[1:] < indices[:-1]
+    falls = values[1:] < values[:-1]
     starts = indptr[1:-1].to(torch.int64)
-    starts = starts[(starts > 0) & (starts < indices.numel())]
+    starts = starts[(starts > 0) & (starts < values.numel())]
     falls[starts - 1] = False  # a fall from one group's last edge to the next group's first is no fall
     return not bool(falls.any())
 

@@ -21,7 +21,7 @@ import torch
 from . import interop
 from .formats import Compressed, compress, groups_ascend, index_dtype_for, with_loops
 from .hilbert import hilbert_edge_order
-from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources
+from .partition import HubPartition, SourcePartitions, partition_hubs, partition_sources, partition_sources_by_id
 from .reorder import inverse_order, locality_order
 from .tc_translation import TCTranslation, translate
 
@@ -463,9 +463,21 @@ class Graph:
             return self._edges[row]
         return own.to(index_dtype).contiguous()
 
-    def csr(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
-        """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids."""
-        return self._compressed("csr", self._dst, self._src, self._num_dst, index_dtype)
+    def csr(self, index_dtype: torch.dtype = torch.int64, in_id_order: bool = False) -> Compressed:
+        """In-edges grouped by destination: ``indices`` are sources, ``edge_ids`` user edge ids. A row lists
+        its edges in id order in the int64 CSR and, on the CPU, by source in the narrower one kernels read
+        (so every count of source segments shares it); ``in_id_order`` asks for id order in any type (max
+        and min kernels, whose ties go to a row's first edge): a second copy only where the first is not so."""
+        if not in_id_order:
+            return self._compressed("csr", self._dst, self._src, self._num_dst, index_dtype)
+
+        def by_id() -> Compressed:  # the CSR built already where its rows keep id order, else one that does
+            built = self._cache.get(("csr",) if index_dtype == torch.int64 else ("csr", index_dtype))
+            if built is not None and groups_ascend(built, by_edge_id=True):
+                return built
+            return compress(self._dst, self._src, self._num_dst, index_dtype)
+
+        return self.cached(("csr-by-id", index_dtype), by_id)
 
     def csc(self, index_dtype: torch.dtype = torch.int64) -> Compressed:
         """Out-edges grouped by source: ``indices`` are destinations, ``edge_ids`` user edge ids."""
@@ -606,10 +618,20 @@ class Graph:
             lambda: torch.sort(degrees, descending=descending, stable=True).indices,
         )
 
-    def source_partitions(self, num_parts: int, index_dtype: torch.dtype = torch.int64) -> SourcePartitions:
+    def source_partitions(
+        self, num_parts: int, index_dtype: torch.dtype = torch.int64, in_id_order: bool = False
+    ) -> SourcePartitions:
         """Sources cut into ``num_parts`` equal id ranges, as segment pointers into the CSR of ``index_dtype``
         where its rows list their sources in ascending order (the one the graph builds on the CPU for kernels,
-        ``csr(torch.int32)``), else into a copy sorted so (cached per count and dtype; kernels read int32)."""
+        ``csr(torch.int32)``), else into a copy sorted so; ``in_id_order``: a copy whose runs keep their edges
+        in id order (max and min kernels). Cached per count, dtype and order; kernels read int32."""
+        if in_id_order:
+            return self.cached(
+                ("partitions", num_parts, index_dtype, "by-id"),
+                lambda: partition_sources_by_id(
+                    self._src, self._dst, self._num_src, self._num_dst, num_parts, index_dtype
+                ),
+            )
 
         def build() -> SourcePartitions:
             csr = self._cache.get(("csr",)) if index_dtype == torch.int64 else self.csr(index_dtype)
@@ -617,8 +639,6 @@ class Graph:
                 csr = compress(self._dst, self._src, self._num_dst, index_dtype, sort_other=True)
             return partition_sources(csr, self._num_src, num_parts)
 
-        if num_parts < 1:
-            raise ValueError(f"num_parts must be >= 1, got {num_parts}")
         return self.cached(("partitions", num_parts, index_dtype), build)
 
     def hubs(self, threshold: int, capacity: int) -> HubPartition:

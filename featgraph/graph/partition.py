@@ -17,7 +17,7 @@ import torch
 from ..native import compile_source, launch
 from ..native.sources import cpp_source
 from ..native.toolchain import num_threads
-from .formats import Compressed, groups_ascend
+from .formats import Compressed, compress, groups_ascend
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,20 @@ class SourcePartitions:
         return int(self.boundaries[part]), int(self.boundaries[part + 1])
 
 
+def cut_points(num_src: int, num_parts: int) -> torch.Tensor:
+    """The ``num_parts + 1`` source ids that cut ``num_src`` sources into equal ranges."""
+    if type(num_parts) is not int or num_parts < 1:
+        raise ValueError(f"num_parts must be >= 1, got {num_parts!r}")
+    return torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_src, num_parts, rounding_mode="floor")
+
+
 def partition_sources(csr: Compressed, num_src: int, num_parts: int) -> SourcePartitions:
     """Cut source ids into ``num_parts`` equal ranges over ``csr``, a CSR of in-edges whose rows list their
     sources in ascending order (``compress(..., sort_other=True)``): only the segment pointers are new
     (``native/cpp/segments.cpp``, a binary search per row and cut)."""
-    if num_parts < 1:
-        raise ValueError(f"num_parts must be >= 1, got {num_parts}")
+    boundaries = cut_points(num_src, num_parts)
     if not groups_ascend(csr):
         raise ValueError("csr must list each row's sources in ascending order (compress(..., sort_other=True))")
-    boundaries = torch.div(torch.arange(num_parts + 1, dtype=torch.int64) * num_src, num_parts, rounding_mode="floor")
     indptr, indices, edge_ids = csr
     num_dst = indptr.numel() - 1
     if indptr.device.type != "cpu":  # no binary-search kernel there: the rows' counts below each cut
@@ -56,6 +61,16 @@ def partition_sources(csr: Compressed, num_src: int, num_parts: int) -> SourcePa
         [width, num_dst, num_parts, num_threads()],
     )
     return SourcePartitions(num_parts, boundaries, Compressed(pointers, indices, edge_ids))
+
+
+def partition_sources_by_id(
+    src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int, num_parts: int, index_dtype: torch.dtype
+) -> SourcePartitions:
+    """The same layout with each run's edges in id order, as a copy of the edges: for max and min, whose ties
+    go to the first edge of a run (one E-sized int64 temporary besides the index arrays)."""
+    boundaries = cut_points(num_src, num_parts)
+    group = torch.searchsorted(boundaries[1:-1].to(src.device), src, right=True).add_(dst * num_parts)
+    return SourcePartitions(num_parts, boundaries, compress(group, src, num_dst * num_parts, index_dtype))
 
 
 def _pointers(csr: Compressed, boundaries: torch.Tensor) -> torch.Tensor:

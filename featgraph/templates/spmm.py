@@ -41,10 +41,11 @@ class SpMMKernel(Kernel):
             self._edges = edge_list(graph, "user", index, target)
             return
         parts = params.num_partitions  # the index arrays are shared by all kernels of the graph
+        by_id = spec.reducer in ("max", "min")  # ties go to a run's first edge: runs in edge id order
         if parts == 1:
-            self._csr = graph.csr(index)
+            self._csr = graph.csr(index, in_id_order=by_id)
         else:
-            self._csr = graph.source_partitions(parts, index).csr
+            self._csr = graph.source_partitions(parts, index, in_id_order=by_id).csr
         if params.row_order == "degree":
             self._rows = graph.cached(("degree-order", index), lambda: graph.degree_order("in").to(index))
         else:

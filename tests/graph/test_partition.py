@@ -50,7 +50,7 @@ def test_property_partitions_are_pointers_into_the_graphs_source_ascending_csr(n
     """Against a reference sort by (destination, source, edge id) with numpy: the kernels' CSR lists each row's
     sources in ascending order (duplicates in id order), and every segment count's partitions point into those
     very arrays (no copy of the edges); a CSR in the user's order (int64, as samplers read it) is copied once,
-    sorted, and left as it was."""
+    sorted, and left as it was; max and min get runs in edge id order (a copy where the CSR is not so)."""
     gen = torch.Generator().manual_seed(seed)
     src, dst = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
     g = Graph(src, dst, n)
@@ -65,13 +65,23 @@ def test_property_partitions_are_pointers_into_the_graphs_source_ascending_csr(n
         assert csr.edge_ids.tolist() == order.tolist()
     else:  # the user-ordered CSR is not the partitions' (rows in edge id order) and stays so
         assert user_order.edge_ids.tolist() == np.argsort(dst.numpy(), kind="stable").tolist()
-    pointers = parts.csr.indptr.long()
-    for v in range(n):
-        for k in range(num_parts):
-            lo, hi = parts.segment_of(k)
-            run = parts.csr.indices[int(pointers[v * num_parts + k]) : int(pointers[v * num_parts + k + 1])]
-            expected = np.sort(src.numpy()[(dst.numpy() == v) & (src.numpy() >= lo) & (src.numpy() < hi)])
-            assert run.tolist() == expected.tolist()
+    by_id = g.source_partitions(num_parts, dtype, in_id_order=True)  # max and min: runs in edge id order
+    assert by_id.csr.indptr.numel() == n * num_parts + 1 and torch.equal(by_id.boundaries, parts.boundaries)
+    in_order = g.csr(dtype, in_id_order=True)
+    assert in_order.edge_ids.tolist() == np.argsort(dst.numpy(), kind="stable").tolist()
+    if not narrow:  # the int64 CSR keeps id order: served as it is
+        assert in_order.edge_ids.data_ptr() == user_order.edge_ids.data_ptr()
+    for layout, ascending in ((parts, True), (by_id, False)):
+        pointers = layout.csr.indptr.long()
+        for v in range(n):
+            for k in range(num_parts):
+                lo, hi = parts.segment_of(k)
+                at = slice(int(pointers[v * num_parts + k]), int(pointers[v * num_parts + k + 1]))
+                ids = np.nonzero((dst.numpy() == v) & (src.numpy() >= lo) & (src.numpy() < hi))[0]
+                if ascending:
+                    ids = ids[np.argsort(src.numpy()[ids], kind="stable")]
+                assert layout.csr.edge_ids[at].tolist() == ids.tolist()
+                assert layout.csr.indices[at].tolist() == src.numpy()[ids].tolist()
 
 
 def test_partitions_of_a_csr_not_listing_sources_in_order_are_refused():

@@ -69,17 +69,25 @@ FINALIZE = {
 }
 
 
+# after a tracked pass over a row's run in one segment: elements no message beat go to its first edge
+FIRST_EDGE_WINS = (
+    "      if (begin < end) { const int64_t e0 = eids[begin];"
+    " for (int64_t q = 0; q < SIZE; ++q) am[q] = am[q] < 0 ? e0 : am[q]; }"
+)
+
+
 def _accumulate(reducer: str, track: bool) -> str:
     """The statement folding element ``{x}`` into ``acc[{f}]``; max/min with ``track`` also keep the
-    winning edge in ``am``. NaN propagates as in torch.amax: a NaN message makes the element NaN; the winner
-    is the smallest user edge id among the NaN messages, else among those of the best value (the identity's
-    too: -inf for max), whatever order a row lists its edges in (a source-ascending CSR, its source segments).
+    winning edge in ``am``. NaN propagates as in torch.amax: a NaN message makes the element NaN, and its
+    first NaN edge the winner (torch.max's index); otherwise the first edge with the best value wins, first
+    in the CSR's order, which for max and min is the edges' id order (``SpMMKernel``).
 
     Branch-free: ``win`` is two compares (``std::max``, one, keeps the accumulator where the message is
-    NaN), ``tie`` an equal value (NaN against NaN) from a smaller edge id (``am`` starts at -1, the largest
-    as unsigned), and the value and the arg are both selected, which g++ makes blends. Beside
+    NaN), and the value and the arg are both selected by it, which g++ makes two blends. Beside
     ``acc = std::max(acc, x_)``, ``am = win ? e : am`` becomes masked stores behind an "any lane won" branch
-    that mispredicts on every other edge (``featgraph bench kernels --ops max`` times the tracked loop)."""
+    that mispredicts on every other edge (``featgraph bench kernels --ops max`` times the tracked loop). A
+    tie broken by edge id in the loop instead (an equality test and a compare of ids an element) made the
+    max kernel 2x-3x slower, tracked or not (rand100k, d = 32: 16.8 ms against 6.4)."""
     if reducer not in BETTER:
         return ACCUMULATE[reducer]
     # x_ wins where it is better, or NaN against a number; nothing wins against NaN, so the first stays
@@ -87,8 +95,7 @@ def _accumulate(reducer: str, track: bool) -> str:
     pick = "acc[{f}] = win ? x_ : acc[{f}];"
     if not track:
         return f"{{{{ const T x_ = {{x}}; {win} {pick} }}}}"
-    tie = "const bool tie = (x_ == acc[{f}] || (x_ != x_ && acc[{f}] != acc[{f}])) && (uint64_t)e < (uint64_t)am[{f}];"
-    return f"{{{{ const T x_ = {{x}}; {win} {tie} {pick} am[{{f}}] = win || tie ? e : am[{{f}}]; }}}}"
+    return f"{{{{ const T x_ = {{x}}; {win} {pick} am[{{f}}] = win ? e : am[{{f}}]; }}}}"
 
 
 def feature_tiles(extent: int, num_tiles: int) -> list[Tile]:
@@ -179,14 +186,12 @@ def spmm_source(spec: KernelSpec) -> str:
             "  (void)degree; (void)argidx;",
             "  for (int64_t p = 0; p < num_parts; ++p) {",
             "    const bool first = p == 0, last = p == num_parts - 1;",
+            "    const int64_t edges_end = indptr[num_rows * num_parts]; (void)edges_end;  // every edge ends here",
             "    #pragma omp parallel for schedule(dynamic, 16) num_threads(nthreads) if(par)",
             "    for (int64_t r = 0; r < num_rows; ++r) {",
             "      const int64_t v = rows ? (int64_t)rows[r] : r;",
-            "      // this segment's run of row v, and of the next row (natural order: the thread's next)",
             "      const int64_t begin = indptr[v * num_parts + p], end = indptr[v * num_parts + p + 1];",
-            "      const int64_t next_begin = v + 1 < num_rows ? (int64_t)indptr[(v + 1) * num_parts + p] : end;",
-            "      const int64_t next_end = v + 1 < num_rows ? (int64_t)indptr[(v + 1) * num_parts + p + 1] : end;",
-            "      (void)next_begin; (void)next_end;",
+            *_next_run_prefetch(spec),
             *row_loop_body,
             "    }",
             "  }",
@@ -212,7 +217,8 @@ def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     chunk_bytes = TRACKED_CHUNK_BYTES if track else ROW_CHUNK_BYTES
     count = max(1, tile.extent * _element_bytes(spec) // chunk_bytes)
     if count == 1:
-        return _row_pass(spec, tile, track, across_rows=spec.params.row_order == "natural")
+        across_rows = spec.params.row_order == "natural" and spec.params.num_partitions == 1
+        return _row_pass(spec, tile, track, across_rows)
     if count <= MAX_UNROLLED_PASSES:
         chunks = [Tile(tile.lo + c.lo, c.extent) for c in feature_tiles(tile.extent, count)]
         return [line for c in chunks for line in _row_pass(spec, c, track)]
@@ -227,16 +233,33 @@ def _row_passes(spec: KernelSpec, tile: Tile, track: bool) -> list[str]:
     return lines + (_row_pass(spec, Tile(tile.lo + full * width, rest), track) if rest else [])
 
 
+def _next_run_prefetch(spec: KernelSpec) -> list[str]:
+    """With several source segments, the first ``PREFETCH_DISTANCE`` source rows of the next row's run in this
+    segment, prefetched before row ``v``'s passes: a run is a few edges (rows of 30 cut in two), and the
+    edges after it in the CSR belong to other segments."""
+    lines = _prefetch_rows(spec, indexed_by(spec.op, "src"), "indices[q]", 0, True)
+    if spec.params.num_partitions == 1 or not lines:
+        return []
+    return [
+        "      if (r + 1 < num_rows) {",
+        "        const int64_t w = rows ? (int64_t)rows[r + 1] : r + 1;",
+        "        const int64_t start = indptr[w * num_parts + p], stop = indptr[w * num_parts + p + 1];",
+        f"        for (int64_t q = start; q < stop && q < start + PF; ++q) {{ {' '.join(lines)} }}",
+        "      }",
+    ]
+
+
 def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = False) -> list[str]:
     """One pass over row ``v``'s edges in one source segment for one chunk of its output: accumulators in
     registers, loaded from the output after the first source segment, finished and stored after the last.
-    ``track`` keeps the winning edge of max/min (``am``; messages all the identity tie, so the smallest edge
-    id wins and only a vertex without in-edges is left with arg -1 and value 0).
+    ``track`` keeps the winning edge of max/min (``am``); where no message beat the identity (all -inf for
+    max) the run's first edge wins, so only a vertex without in-edges is left with arg -1 (and value 0).
 
-    With ``across_rows`` (a row's only pass, rows in natural order) the prefetch runs on into the next row's
-    run of the segment, which the thread visits next: stopping at the row's end would leave each row's first
+    With ``across_rows`` (a row's only pass, rows in natural order, one segment) the prefetch runs on into the
+    next rows' edges, which the thread visits next: stopping at the row's end would leave each row's first
     ``PREFETCH_DISTANCE`` source rows to arrive unprefetched (the SpMM against the bare gather loop:
-    ``featgraph bench feasibility``)."""
+    ``featgraph bench feasibility``). In several segments the edges after a row's run belong to other
+    segments, so the next row's run is prefetched once per row instead (``_next_run_prefetch``)."""
     op, reducer, row = spec.op, spec.reducer, _row_size(spec)
     argreduce, streaming = reducer in BETTER and track, reducer == "logsumexp"
     state = " int64_t am[SIZE];" if argreduce else " T zs[SIZE];" if streaming else ""
@@ -252,10 +275,7 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = Fa
     )
     load = f"acc[q] = fg_load(out[v * {row} + g]);{load_extra}"
     accumulate = _accumulate(reducer, track)
-    prefetch = " ".join(_prefetch_rows(spec, indexed_by(op, "src"), "indices[ahead]", chunk.lo, True))
-    # the position PF edges on: in this row's run, or (across rows) as far into the next row's run
-    ahead = "j + PF < end ? j + PF : next_begin + (j + PF - end)" if across_rows else "j + PF"
-    reach = "ahead < (j + PF < end ? end : next_end)" if across_rows else "ahead < end"
+    prefetch = " ".join(_prefetch_rows(spec, indexed_by(op, "src"), "indices[j + PF]", chunk.lo, True))
     return [
         "      {",
         f"      constexpr int64_t SIZE = {tile_size(op, chunk)};",
@@ -266,9 +286,10 @@ def _row_pass(spec: KernelSpec, chunk: Tile, track: bool, across_rows: bool = Fa
         "      }",
         "      for (int64_t j = begin; j < end; ++j) {",
         "        const int64_t s = indices[j]; const int64_t e = eids[j]; (void)s; (void)e;",
-        f"        {{ const int64_t ahead = {ahead}; if ({reach}) {{ {prefetch} }} }}",
+        f"        if (j + PF < {'edges_end' if across_rows else 'end'}) {{ {prefetch} }}",
         *message_block(op, spec.schedule, chunk, lambda f, g, x: accumulate.format(f=f, x=x)),
         "      }",
+        *([FIRST_EDGE_WINS] if argreduce else []),
         f"      {FINALIZE.get(reducer, '')}",
         *_tile_rows(op, chunk, store, "      "),
         "      }",
@@ -456,8 +477,8 @@ def csr_walk(spec: KernelSpec, tile: Tile, sink, out_rows: str) -> list[str]:
     num_threads, num_rows, num_parts, rows_ahead), one source segment at a time, each segment's rows shared
     among the threads: a segment's source rows stay in cache while its destinations stream past, and no edge
     list is kept beside the CSR. A row's run in a segment is short (a few edges where rows of 30 are cut in
-    eight), so the prefetch for a run is issued ``rows_ahead`` rows before it (about
-    ``PREFETCH_DISTANCE`` edges), its writes with it, and long runs prefetch within themselves too."""
+    eight), so the prefetch for a run's first ``PREFETCH_DISTANCE`` edges is issued ``rows_ahead`` rows before it
+    (about as many edges on), their writes with them, and longer runs prefetch within themselves."""
     early = [
         line
         for kind, row in (("src", "indices[q]"), ("eid", "eids[q]"))
@@ -479,8 +500,8 @@ def csr_walk(spec: KernelSpec, tile: Tile, sink, out_rows: str) -> list[str]:
         "      const int64_t w = v + rows_ahead;",
         "      if (w < num_rows) {",
         f"        {destination}",
-        "        const int64_t stop = indptr[w * num_parts + p + 1];",
-        f"        for (int64_t q = indptr[w * num_parts + p]; q < stop; ++q) {{ {' '.join(early)} }}",
+        "        const int64_t start = indptr[w * num_parts + p], stop = indptr[w * num_parts + p + 1];",
+        f"        for (int64_t q = start; q < stop && q < start + {PREFETCH_DISTANCE}; ++q) {{ {' '.join(early)} }}",
         "      }",
         "      const int64_t end = indptr[v * num_parts + p + 1];",
         "      for (int64_t j = indptr[v * num_parts + p]; j < end; ++j) {",

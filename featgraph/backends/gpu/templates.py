@@ -159,30 +159,28 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
     """Statements folding one chunk's messages into the rows' accumulators, and the finishing ones.
 
     ``sel`` (rows x edges x features) says which lane belongs to which row; each reduction runs over the
-    edge axis (1). max/min keep the smallest user edge id among the NaN messages, else among those of the
-    best value, as the CPU template does, whatever order the CSR lists a row's edges in: NaN wins against
-    numbers and stays (as torch.amax; ``tl.max`` on a GPU drops NaN, hence the explicit test), and a row
-    whose messages are all the identity (-inf for max) keeps -inf and its smallest edge id."""
+    edge axis (1). max/min keep the CSR position of the first winning edge, as the CPU template does: NaN
+    wins against numbers and stays (as torch.amax; ``tl.max`` on a GPU drops NaN, hence the explicit
+    test), and a row whose messages are all the identity (-inf for max) keeps its first edge and -inf."""
     cand = f"{INDENT}cand = tl.where(sel, msg[None, :, :], {IDENTITY[reducer]})"
     if reducer in ("max", "min"):
         better = ">" if reducer == "max" else "<"
         update = [
             cand,
-            f"{INDENT}first_nan = tl.min(tl.where(sel & (cand != cand), e[None, :, None], NO_EDGE), axis=1)",
+            f"{INDENT}first_nan = tl.min(tl.where(sel & (cand != cand), j[None, :, None], NO_EDGE), axis=1)",
             f'{INDENT}top = tl.where(first_nan < NO_EDGE, float("nan"), tl.{reducer}(cand, axis=1))',
-            f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), e[None, :, None], NO_EDGE), axis=1)",
+            f"{INDENT}at = tl.min(tl.where(sel & (cand == top[:, None, :]), j[None, :, None], NO_EDGE), axis=1)",
             f"{INDENT}at = tl.minimum(at, first_nan)",
-            f"{INDENT}win = (top {better} acc) | ((top != top) & (acc == acc))",
-            f"{INDENT}same = (top == acc) | ((top != top) & (acc != acc))",
-            f"{INDENT}tie = same & (at < NO_EDGE) & ((best < 0) | (at < best))",
+            f"{INDENT}win = (top {better} acc) | ((top != top) & (acc == acc)) | ((best < 0) & (at < NO_EDGE))",
             f"{INDENT}acc = tl.where(win, top, acc)",
-            f"{INDENT}best = tl.where(win | tie, at, best)",
+            f"{INDENT}best = tl.where(win, at, best)",
         ]
         finish = [
             "    found = best >= 0",
             "    acc = tl.where(found, acc, 0.0)",
             "    if STORE_ARG:",
-            "        tl.store(argidx + out_at, best, mask=lanes_out)",
+            "        won = tl.load(eids + best, mask=found & lanes_out, other=-1).to(tl.int64)",
+            "        tl.store(argidx + out_at, tl.where(found, won, -1), mask=lanes_out)",
         ]
     elif reducer == "logsumexp":
         # running max ``acc`` and sum ``zs`` of exp(msg - acc); a value equal to the max (both -inf, say)
@@ -207,7 +205,7 @@ def _row_update(reducer: str, t: str) -> tuple[list[str], list[str]]:
 def spmm_source(spec: KernelSpec) -> str:
     """Vertex-centric SpMM: a program takes ``ROWS`` destination rows and one feature block, packs the
     rows' in-edges into its edge lanes ``BLOCK_E`` at a time and reduces each row's lanes (no atomics).
-    A vertex without in-edges gets 0; max/min report the smallest user edge id among the winners.
+    A vertex without in-edges gets 0; max/min report the user edge id of the first winner in CSR order.
     With ``hub_threshold`` the hubs' source rows are loaded once per program into a tile and gathered
     from there (hybrid partitioning); the run function then takes the hubs' slot and id arrays last."""
     _check_gpu_params(spec)
