@@ -9,7 +9,7 @@ import torch
 
 from ..backends.cpu.codegen import row_stride
 from ..backends.gpu.templates import default_rows_per_program, hub_capacity
-from ..graph import Graph
+from ..graph import Compressed, Graph
 from ..kernel_spec import REDUCERS, indexed_by
 from ..te.expr import ComputeOp
 from .kernel import (
@@ -41,11 +41,8 @@ class SpMMKernel(Kernel):
             self._edges = edge_list(graph, "user", index, target)
             return
         parts = params.num_partitions  # the index arrays are shared by all kernels of the graph
-        by_id = spec.reducer in ("max", "min")  # ties go to a run's first edge: runs in edge id order
-        if parts == 1:
-            self._csr = graph.csr(index, in_id_order=by_id)
-        else:
-            self._csr = graph.source_partitions(parts, index, in_id_order=by_id).csr
+        self._index = index
+        self._csr = graph.csr(index) if parts == 1 else graph.source_partitions(parts, index).csr
         if params.row_order == "degree":
             self._rows = graph.cached(("degree-order", index), lambda: graph.degree_order("in").to(index))
         else:
@@ -69,9 +66,19 @@ class SpMMKernel(Kernel):
         keep_arg = argreduce and (want_arg or self.spec.params.num_partitions > 1)
         out = self._new_output((n, *self.spec.op.shape), self._stored)
         arg = self._new_output((n, *self.spec.op.shape), torch.int64) if keep_arg else None
-        pointers = [*self._csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
+        csr = self._csr_by_id() if keep_arg else self._csr
+        pointers = [*csr, self._rows, self._degree, out, arg, *inputs, *self._hubs]
         self._launch(pointers, [n, self.spec.params.num_partitions, self._threads()])
         return in_dtype(out, self._out_dtype), arg
+
+    def _csr_by_id(self) -> Compressed:
+        """What a max/min run that keeps its winners reads: rows (with segments, their runs) in edge id order,
+        so ties go to the first edge; made on first use, so a max whose winners nobody asks for (a softmax's
+        shift) reads the graph's shared source-ascending CSR and costs no copy."""
+        parts = self.spec.params.num_partitions
+        if parts == 1:
+            return self.graph.csr(self._index, in_id_order=True)
+        return self.graph.source_partitions(parts, self._index, in_id_order=True).csr
 
     def run(self, return_arg: bool = False, **tensors: Any) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """``kernel(**tensors)``, or with ``return_arg`` the pair (output, winning user edge ids)."""

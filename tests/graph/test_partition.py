@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from featgraph import Graph
 from featgraph.graph.formats import compress
-from featgraph.graph.partition import partition_sources
+from featgraph.graph.partition import _pointers, partition_sources
 from tests.conftest import adjacency, random_edges
 
 
@@ -65,6 +65,8 @@ def test_property_partitions_are_pointers_into_the_graphs_source_ascending_csr(n
         assert csr.edge_ids.tolist() == order.tolist()
     else:  # the user-ordered CSR is not the partitions' (rows in edge id order) and stays so
         assert user_order.edge_ids.tolist() == np.argsort(dst.numpy(), kind="stable").tolist()
+    if narrow:  # the torch path (devices without the compiled search) gives the same pointers
+        assert torch.equal(_pointers(csr, parts.boundaries), parts.csr.indptr)
     by_id = g.source_partitions(num_parts, dtype, in_id_order=True)  # max and min: runs in edge id order
     assert by_id.csr.indptr.numel() == n * num_parts + 1 and torch.equal(by_id.boundaries, parts.boundaries)
     in_order = g.csr(dtype, in_id_order=True)

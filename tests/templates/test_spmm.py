@@ -486,3 +486,20 @@ def test_bipartite_graphs_on_the_gpu_target(reducer, gpu):
 
     inputs = tuple(torch.randn(rows, 3, dtype=torch.float64, requires_grad=True) for rows in (9, 4))
     assert assert_gpu_target_agrees(run, g, inputs, gpu).shape == (4, 3)
+
+
+def test_a_max_keeps_an_id_ordered_csr_only_once_its_winners_are_asked_for():
+    """A max whose winners nobody asks for (a softmax's shift) reads the graph's shared source-ascending CSR;
+    the first run that keeps winners reads one whose rows keep edge id order, made then, and both agree."""
+    n = 40
+    src, dst = random_edges(n, 400, seed=21)
+    g = fg.Graph(src, dst, n)
+    kernel = fg.spmm(g, copy_u(n, 5), "max", num_partitions=1)
+    x = torch.randn(n, 5)
+    plain = kernel(XV=x)
+    assert ("csr-by-id", torch.int32) not in g._cache
+    tracked, arg = kernel.run(return_arg=True, XV=x)
+    by_id = g._cache[("csr-by-id", torch.int32)]
+    assert by_id is not g.csr(torch.int32)  # the shared one lists sources in ascending order, not ids
+    assert torch.equal(plain, tracked)
+    check_arg(tracked, arg, x[src], dst, "max")
