@@ -147,7 +147,8 @@ def cpu_edge_order(gathered_bytes: int, streamed_bytes: int) -> str:
     enough that their cache misses outweigh the visit's own per-edge cost, as in dot-product attention from
     d = 64 (``featgraph bench kernels --ops attention --ablation --ablation-dims 16 32 64 128``: the
     ``attention-order``, ``heads-order`` and ``edge-add-order`` rows). The walk keeps no list beside the CSR,
-    where the Hilbert order keeps one of three indices an edge, and ran as fast or faster (heads 1.0x-1.9x)."""
+    where the Hilbert order keeps one of three indices an edge, and ran 0.95x-1.37x the Hilbert order's speed
+    there (docs/design.md, "Findings behind the defaults")."""
     dominant = gathered_bytes > GATHER_PER_STREAM * streamed_bytes
     return "csr" if dominant and gathered_bytes >= ORDERED_MIN_GATHER_BYTES else "user"
 
