@@ -46,10 +46,18 @@ def compress(
     elsewhere torch's stable sort."""
     if group.device.type == "cpu":
         return _compiled_compress(group, other, num_groups, index_dtype, threads or num_threads(), sort_other)
-    order = torch.sort(group, stable=True).indices
+    return _sorted_compress(group, other, num_groups, index_dtype, sort_other)
+
+
+def _sorted_compress(
+    group: torch.Tensor, other: torch.Tensor, num_groups: int, index_dtype: torch.dtype, sort_other: bool
+) -> Compressed:
+    """``compress`` by torch's stable sorts, where no compiled counting sort runs (GPU tensors)."""
     if sort_other:  # by other endpoint, then stably by group: within a group, ascending other, ties in id order
         by_other = torch.sort(other, stable=True).indices
         order = by_other[torch.sort(group[by_other], stable=True).indices]
+    else:
+        order = torch.sort(group, stable=True).indices
     counts = torch.bincount(group, minlength=num_groups)
     indptr = torch.zeros(num_groups + 1, dtype=torch.int64, device=group.device)
     torch.cumsum(counts, dim=0, out=indptr[1:])

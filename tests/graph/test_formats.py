@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from featgraph.graph.formats import INT32_LIMIT, _vectorised_with_loops, compress, index_dtype_for, with_loops
+from featgraph.graph.formats import (
+    INT32_LIMIT,
+    _sorted_compress,
+    _vectorised_with_loops,
+    compress,
+    index_dtype_for,
+    with_loops,
+)
 
 
 @pytest.mark.parametrize(
@@ -10,19 +17,25 @@ from featgraph.graph.formats import INT32_LIMIT, _vectorised_with_loops, compres
     [(200, 12, 1), (0, 7, 2), (0, 0, 1), (30, 3000, 2), (50000, 900, 3), (70000, 5, 4), (70000, 1, 2)],
 )
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
-def test_compress_groups_stably_against_numpy(num_edges, num_groups, threads, index_dtype):
-    """Against numpy's stable argsort: empty groups, duplicate edges, no edges, more groups than edges, and
-    enough edges for several threads, whose runs of edge ids must leave each group in id order (hubs: 5 groups
-    over 70,000 edges); the index arrays come in ``index_dtype``."""
+@pytest.mark.parametrize("sort_other", [False, True])
+def test_compress_groups_stably_against_numpy(num_edges, num_groups, threads, index_dtype, sort_other):
+    """Against numpy's stable argsort (with ``sort_other``, numpy's lexsort by group, other endpoint, id):
+    empty groups, duplicate edges, no edges, more groups than edges, and enough edges for several threads,
+    whose runs of edge ids must leave each group in id order (hubs: 5 groups over 70,000 edges); the index
+    arrays come in ``index_dtype``; torch's sorts (the path off the CPU) give the same."""
     gen = np.random.default_rng(num_edges + num_groups)
     group = gen.integers(0, max(num_groups, 1), num_edges)
     other = gen.integers(0, 50, num_edges)
-    out = compress(torch.from_numpy(group), torch.from_numpy(other), num_groups, index_dtype, threads)
-    assert all(part.dtype == index_dtype for part in out)
-    order = np.argsort(group, kind="stable")
-    assert np.array_equal(out.edge_ids.numpy(), order)
-    assert np.array_equal(out.indices.numpy(), other[order])
-    assert np.array_equal(out.indptr.numpy(), np.searchsorted(group[order], np.arange(num_groups + 1)))
+    ends = torch.from_numpy(group), torch.from_numpy(other)
+    order = np.lexsort((np.arange(num_edges), other, group)) if sort_other else np.argsort(group, kind="stable")
+    for out in (
+        compress(*ends, num_groups, index_dtype, threads, sort_other),
+        _sorted_compress(*ends, num_groups, index_dtype, sort_other),
+    ):
+        assert all(part.dtype == index_dtype for part in out)
+        assert np.array_equal(out.edge_ids.numpy(), order)
+        assert np.array_equal(out.indices.numpy(), other[order])
+        assert np.array_equal(out.indptr.numpy(), np.searchsorted(group[order], np.arange(num_groups + 1)))
 
 
 def test_index_dtype_switches_at_int32_limit():
